@@ -1,0 +1,203 @@
+"""`KeywordSet`: the keyword library as a flat token array plus offsets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .io_util import atomic_write
+from .limits import MAX_TOKEN
+
+__all__ = ["KeywordSet"]
+
+
+@dataclass(frozen=True, eq=False)
+class KeywordSet:
+    """N non-empty keywords; keyword ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``.
+
+    ``tokens`` is ``uint32`` (values in ``[0, 2**32 - 2]``), ``offsets`` is ``int64`` of length N + 1.
+    A keyword's id is its index.  Use the ``from_*`` constructors: they validate.
+    """
+
+    tokens: np.ndarray
+    offsets: np.ndarray
+
+    # ----------------------------------------------------------------------------- constructors
+    @classmethod
+    def from_arrays(cls, tokens: np.ndarray | Sequence[int], offsets: np.ndarray | Sequence[int]) -> KeywordSet:
+        """Validate and wrap a flat token array and its offsets (``offsets[0] == 0``, strictly increasing)."""
+        tok = np.asarray(tokens)
+        off = np.asarray(offsets)
+        if tok.ndim != 1:
+            raise InputError(f"tokens: expected a 1-D array, got shape {tok.shape}")
+        if off.ndim != 1 or off.size < 1:
+            raise InputError(f"offsets: expected a 1-D array of length N + 1 >= 1, got shape {off.shape}")
+        if tok.size and not (np.issubdtype(tok.dtype, np.integer)):
+            raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
+        if not np.issubdtype(off.dtype, np.integer):
+            raise InputError(f"offsets: expected an integer array, got dtype {off.dtype}")
+        off = off.astype(np.int64, copy=False)
+        if off[0] != 0:
+            raise InputError(f"offsets[0]: must be 0, got {int(off[0])}")
+        if off[-1] != tok.size:
+            raise InputError(f"offsets[-1]: must equal len(tokens) = {tok.size}, got {int(off[-1])}")
+        lengths = np.diff(off)
+        bad = np.flatnonzero(lengths <= 0)
+        if bad.size:
+            i = int(bad[0])
+            raise InputError(f"keyword {i}: empty keyword (offsets[{i}] = offsets[{i + 1}] = {int(off[i])}); "
+                             "every keyword needs at least one token")
+        tok_u32 = _tokens_to_uint32(tok, "tokens", off)
+        return cls(np.ascontiguousarray(tok_u32), np.ascontiguousarray(off))
+
+    @classmethod
+    def from_sequences(cls, sequences: Iterable[Sequence[int]]) -> KeywordSet:
+        """Build from an iterable of token sequences (lists, tuples or arrays)."""
+        parts: list[np.ndarray] = []
+        for i, seq in enumerate(sequences):
+            arr = np.asarray(seq)
+            if arr.ndim != 1:
+                raise InputError(f"keyword {i}: expected a 1-D token sequence, got shape {arr.shape}")
+            if arr.size == 0:
+                raise InputError(f"keyword {i}: empty keyword; every keyword needs at least one token")
+            if not np.issubdtype(arr.dtype, np.integer):
+                if arr.dtype == object:
+                    try:
+                        arr = np.array([int(x) for x in arr.tolist()], dtype=np.int64)
+                    except (TypeError, ValueError, OverflowError):
+                        raise InputError(f"keyword {i}: tokens must be integers, got {seq!r}") from None
+                else:
+                    raise InputError(f"keyword {i}: tokens must be integers, got dtype {arr.dtype}")
+            parts.append(arr.astype(np.int64) if arr.dtype == np.uint64 and arr.max() <= MAX_TOKEN else arr)
+        lengths = np.fromiter((p.size for p in parts), dtype=np.int64, count=len(parts))
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        if parts:
+            checked = [_tokens_to_uint32(p, f"keyword {i}", None) for i, p in enumerate(parts)]
+            tokens = np.concatenate(checked)
+        else:
+            tokens = np.zeros(0, dtype=np.uint32)
+        return cls(tokens, offsets)
+
+    @classmethod
+    def from_text(cls, path: str | os.PathLike[str]) -> KeywordSet:
+        """Read one keyword per line, tokens as space-separated decimal ids (``marisa-build`` format).
+
+        Blank lines are errors, except trailing ones at the end of the file.
+        """
+        data = Path(path).read_bytes()
+        return cls.from_text_bytes(data, source=str(path))
+
+    @classmethod
+    def from_text_bytes(cls, data: bytes, source: str = "<bytes>") -> KeywordSet:
+        """Parse the text format from memory (vectorised: no per-token Python work)."""
+        buf = np.frombuffer(data, dtype=np.uint8)
+        # Drop trailing whitespace so a final newline does not make an empty keyword.
+        stripped = data.rstrip(b" \t\r\n")
+        buf = buf[: len(stripped)]
+        if buf.size == 0:
+            return cls(np.zeros(0, np.uint32), np.zeros(1, np.int64))
+        is_digit = (buf >= ord("0")) & (buf <= ord("9"))
+        is_nl = buf == ord("\n")
+        is_space = (buf == ord(" ")) | (buf == ord("\t")) | (buf == ord("\r"))
+        bad = np.flatnonzero(~(is_digit | is_nl | is_space))
+        line_of = np.cumsum(is_nl) - is_nl  # 0-based line index of each byte
+        if bad.size:
+            b = int(bad[0])
+            ch = bytes([buf[b]]).decode("latin-1")
+            raise InputError(f"{source}: line {int(line_of[b]) + 1}: unexpected character {ch!r}; expected "
+                             "space-separated non-negative decimal token ids, one keyword per line")
+        prev_digit = np.concatenate(([False], is_digit[:-1]))
+        next_digit = np.concatenate((is_digit[1:], [False]))
+        starts = np.flatnonzero(is_digit & ~prev_digit)
+        ends = np.flatnonzero(is_digit & ~next_digit) + 1
+        n_lines = int(line_of[-1]) + 1
+        tok_line = line_of[starts]
+        counts = np.bincount(tok_line, minlength=n_lines)
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            raise InputError(f"{source}: line {int(empty[0]) + 1}: empty keyword; every line needs at least one token")
+        ndig = ends - starts
+        too_long = np.flatnonzero(ndig > 10)
+        if too_long.size:
+            j = int(too_long[0])
+            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token "
+                             f"{data[starts[j]:ends[j]].decode()} is larger than the limit {MAX_TOKEN}")
+        # value = sum(digit * 10**(position from the token's end))
+        digit_pos = np.flatnonzero(is_digit)
+        tok_index = np.cumsum(is_digit & ~prev_digit)[digit_pos] - 1
+        power = ends[tok_index] - 1 - digit_pos
+        weights = (10 ** np.arange(10, dtype=np.int64))[power]
+        values = np.zeros(starts.size, dtype=np.int64)
+        np.add.at(values, tok_index, (buf[digit_pos].astype(np.int64) - ord("0")) * weights)
+        over = np.flatnonzero(values > MAX_TOKEN)
+        if over.size:
+            j = int(over[0])
+            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token {int(values[j])} is larger than the "
+                             f"limit {MAX_TOKEN} (2**32 - 1 is reserved for padding)")
+        offsets = np.zeros(n_lines + 1, dtype=np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        return cls(values.astype(np.uint32), offsets)
+
+    # ----------------------------------------------------------------------------- accessors
+    def __len__(self) -> int:
+        return int(self.offsets.size - 1)
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"keyword index {i} out of range for {n} keywords")
+        i %= n
+        return self.tokens[self.offsets[i] : self.offsets[i + 1]]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """Length of each keyword (``int64``)."""
+        return np.diff(self.offsets)
+
+    @property
+    def max_length(self) -> int:
+        return int(self.lengths.max()) if len(self) else 0
+
+    def to_sequences(self) -> list[list[int]]:
+        """Keywords as Python lists (for tests and small sets)."""
+        return [self[i].tolist() for i in range(len(self))]
+
+    def to_text(self, path: str | os.PathLike[str]) -> None:
+        """Write the one-keyword-per-line text format (atomically)."""
+        lines = (" ".join(map(str, kw.tolist())) for kw in self)
+        atomic_write(path, ("\n".join(lines) + "\n").encode() if len(self) else b"")
+
+    def __repr__(self) -> str:
+        return f"KeywordSet(n={len(self)}, tokens={self.tokens.size}, max_length={self.max_length})"
+
+
+def _tokens_to_uint32(tok: np.ndarray, what: str, offsets: np.ndarray | None) -> np.ndarray:
+    """Check every token is in ``[0, MAX_TOKEN]`` and return them as ``uint32``."""
+    if tok.size == 0:
+        return tok.astype(np.uint32)
+    if tok.dtype == np.uint32:
+        bad = np.flatnonzero(tok > MAX_TOKEN)
+    elif np.issubdtype(tok.dtype, np.unsignedinteger):
+        bad = np.flatnonzero(tok > MAX_TOKEN)
+    else:
+        t64 = tok.astype(np.int64)
+        bad = np.flatnonzero((t64 < 0) | (t64 > MAX_TOKEN))
+    if bad.size:
+        j = int(bad[0])
+        where = what
+        if offsets is not None:
+            k = int(np.searchsorted(offsets, j, side="right") - 1)
+            where = f"keyword {k}"
+        raise InputError(f"{where}: token {int(tok[j])} is out of range; tokens must be in [0, {MAX_TOKEN}] "
+                         "(2**32 - 1 is reserved for padding)")
+    return tok.astype(np.uint32)

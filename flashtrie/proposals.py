@@ -1,0 +1,169 @@
+"""`Proposals`: the model's K proposed tokens and logprobs per query and decoding step."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+from .io_util import atomic_write
+from .limits import MAX_PROPOSALS, MAX_STEPS, PAD_TOKEN
+
+__all__ = ["Proposals"]
+
+
+@dataclass(frozen=True, eq=False)
+class Proposals:
+    """``tokens[Q, T, K]`` (``uint32``, padding ``2**32 - 1``) and ``logprobs[Q, T, K]`` (``float32``).
+
+    Row ``(q, t)`` holds the K tokens proposed for query q at step t, in any order.  Construct with
+    ``Proposals(tokens, logprobs)``: signed input with ``-1`` as padding is accepted, everything is
+    validated (shapes, NaN / +inf logprobs, duplicate tokens in a row) before any search.
+    """
+
+    tokens: np.ndarray
+    logprobs: np.ndarray
+
+    def __post_init__(self) -> None:
+        tokens, logprobs = _validate(self.tokens, self.logprobs)
+        object.__setattr__(self, "tokens", tokens)
+        object.__setattr__(self, "logprobs", logprobs)
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(Q, T, K)``."""
+        q, t, k = self.tokens.shape
+        return int(q), int(t), int(k)
+
+    @property
+    def num_queries(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, sl: slice | int | np.ndarray) -> Proposals:
+        """Select queries (a slice, an index or an index array) as a new `Proposals`."""
+        if isinstance(sl, (int, np.integer)):
+            sl = slice(int(sl), int(sl) + 1)
+        return Proposals(self.tokens[sl], self.logprobs[sl])
+
+    # ------------------------------------------------------------------ public FlashTrie TSV format
+    def to_tsv(self, path: str | os.PathLike[str], queries: list[str] | None = None) -> None:
+        """Write the public FlashTrie proposal TSV: ``query<TAB>{"indices": [[...]], "probs": [[...]]}``.
+
+        ``indices[t][k]`` is the token, ``probs[t][k]`` its logprob; padding entries are left out
+        (rows may then be shorter than K).  ``queries`` names the lines (default ``q0``, ``q1``, ...).
+        """
+        q_n, t_n, _ = self.shape
+        names = queries if queries is not None else [f"q{i}" for i in range(q_n)]
+        if len(names) != q_n:
+            raise InputError(f"queries: expected {q_n} names, got {len(names)}")
+        lines = []
+        for q in range(q_n):
+            if "\t" in names[q] or "\n" in names[q]:
+                raise InputError(f"queries[{q}]: a query name may not contain a tab or newline: {names[q]!r}")
+            idx, probs = [], []
+            for t in range(t_n):
+                keep = self.tokens[q, t] != PAD_TOKEN
+                idx.append(self.tokens[q, t][keep].tolist())
+                # float32 -> float: repr round-trips the exact float32 value
+                probs.append([float(x) for x in self.logprobs[q, t][keep]])
+            lines.append(names[q] + "\t" + json.dumps({"indices": idx, "probs": probs}))
+        atomic_write(path, ("\n".join(lines) + "\n").encode())
+
+    @classmethod
+    def from_tsv(cls, path: str | os.PathLike[str]) -> tuple[Proposals, list[str]]:
+        """Read the public FlashTrie proposal TSV; short rows are padded to the longest row (K).
+
+        Returns the proposals and the query names.  Every query must have the same number of steps.
+        """
+        names: list[str] = []
+        rows: list[tuple[list[list[int]], list[list[float]]]] = []
+        text = Path(path).read_text()
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            name, sep, payload = line.partition("\t")
+            if not sep:
+                raise InputError(f"{path}: line {lineno}: expected 'query<TAB>{{\"indices\": ..., \"probs\": ...}}', "
+                                 "found no tab")
+            try:
+                obj = json.loads(payload)
+                idx, probs = obj["indices"], obj["probs"]
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise InputError(f"{path}: line {lineno}: not a proposal record with 'indices' and 'probs' ({e})") from None
+            if len(idx) != len(probs) or any(len(a) != len(b) for a, b in zip(idx, probs)):
+                raise InputError(f"{path}: line {lineno}: 'indices' and 'probs' differ in shape")
+            names.append(name)
+            rows.append((idx, probs))
+        if not rows:
+            raise InputError(f"{path}: no proposal records found")
+        t_n = len(rows[0][0])
+        for i, (idx, _) in enumerate(rows):
+            if len(idx) != t_n:
+                raise InputError(f"{path}: query {names[i]!r} has {len(idx)} steps, the first query has {t_n}; "
+                                 "every query needs the same number of steps")
+        k_n = max((len(r) for idx, _ in rows for r in idx), default=0)
+        q_n = len(rows)
+        tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.int64)
+        logprobs = np.full((q_n, t_n, k_n), -np.inf, dtype=np.float32)
+        for q, (idx, probs) in enumerate(rows):
+            for t in range(t_n):
+                n = len(idx[t])
+                tokens[q, t, :n] = idx[t]
+                logprobs[q, t, :n] = probs[t]
+        return cls(tokens, logprobs), names
+
+
+def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]:
+    tok = np.asarray(tokens)
+    lp = np.asarray(logprobs)
+    if tok.ndim != 3:
+        raise InputError(f"tokens: expected shape [Q, T, K], got {tok.shape}")
+    if lp.shape != tok.shape:
+        raise InputError(f"logprobs: shape {lp.shape} differs from tokens' shape {tok.shape}")
+    q_n, t_n, k_n = tok.shape
+    if t_n > MAX_STEPS:
+        raise InputError(f"tokens: T = {t_n} steps is over the limit {MAX_STEPS}")
+    if k_n > MAX_PROPOSALS:
+        raise InputError(f"tokens: K = {k_n} proposals per row is over the limit {MAX_PROPOSALS}")
+    if tok.size and not np.issubdtype(tok.dtype, np.integer):
+        raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
+    if tok.dtype == np.uint32:
+        tok32 = tok
+    else:
+        if np.issubdtype(tok.dtype, np.unsignedinteger):
+            t64 = tok.astype(np.uint64)
+            bad = np.argwhere(t64 > PAD_TOKEN)
+        else:
+            t64 = tok.astype(np.int64)
+            bad = np.argwhere((t64 < -1) | (t64 > PAD_TOKEN))
+        if bad.size:
+            q, t, k = (int(x) for x in bad[0])
+            raise InputError(f"tokens[{q}, {t}, {k}]: token {int(tok[q, t, k])} is out of range; expected "
+                             f"[0, {PAD_TOKEN - 1}] or padding (-1 / {PAD_TOKEN})")
+        tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
+    if lp.size and not np.issubdtype(lp.dtype, np.floating):
+        raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
+    lp32 = lp.astype(np.float32)
+    if lp.dtype != np.float32 and lp.size:
+        # a float64 value that does not survive the cast to float32 is not "silently" changed:
+        # rounding to float32 is the documented input precision; +inf from overflow is caught below.
+        pass
+    valid = tok32 != PAD_TOKEN
+    bad = np.argwhere(valid & (np.isnan(lp32) | (lp32 == np.inf)))
+    if bad.size:
+        q, t, k = (int(x) for x in bad[0])
+        raise InputError(f"logprobs[{q}, {t}, {k}]: {lp32[q, t, k]} is not allowed; logprobs must be finite "
+                         "or -inf (NaN and +inf are errors)")
+    if k_n > 1 and tok32.size:
+        srt = np.sort(tok32, axis=2)
+        dup = (srt[:, :, 1:] == srt[:, :, :-1]) & (srt[:, :, 1:] != PAD_TOKEN)
+        bad = np.argwhere(dup)
+        if bad.size:
+            q, t, k = (int(x) for x in bad[0])
+            raise InputError(f"tokens[{q}, {t}, :]: token {int(srt[q, t, k + 1])} appears more than once in "
+                             "one row; each proposed token may appear once per row")
+    return np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)

@@ -1,0 +1,149 @@
+"""`SearchConfig`, `SearchResult` and the `Searcher` protocol every backend implements."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .errors import InputError
+from .limits import MAX_BEAM_WIDTH, MAX_RESULTS, MAX_TOKEN
+from .proposals import Proposals
+
+__all__ = ["SearchConfig", "SearchResult", "Searcher", "normalize_prefixes"]
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    """Beam width B, results R (default B), token threshold τ, score threshold σ, length norm α.
+
+    See ``docs/semantics.md``: a proposal with logprob ≤ τ is skipped, a candidate with score ≤ σ is
+    dropped, and results are ranked by ``score * (6 / (5 + length)) ** α``.
+    """
+
+    beam_width: int
+    max_results: int | None = None
+    token_threshold: float = -math.inf
+    score_threshold: float = -math.inf
+    length_norm: float = 0.0
+
+    def __post_init__(self) -> None:
+        _check_int("beam_width", self.beam_width, 1, MAX_BEAM_WIDTH)
+        if self.max_results is not None:
+            _check_int("max_results", self.max_results, 1, MAX_RESULTS)
+        for name in ("token_threshold", "score_threshold"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float, np.floating, np.integer)) or math.isnan(float(v)):
+                raise InputError(f"{name}: expected a number (may be -inf), got {v!r}")
+        a = self.length_norm
+        if not isinstance(a, (int, float, np.floating, np.integer)) or not (0.0 <= float(a) < math.inf):
+            raise InputError(f"length_norm: expected a finite number >= 0, got {a!r}")
+
+    @property
+    def results(self) -> int:
+        """R: ``max_results``, or ``beam_width`` when unset."""
+        return int(self.max_results if self.max_results is not None else self.beam_width)
+
+
+def _check_int(name: str, v: object, lo: int, hi: int) -> None:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise InputError(f"{name}: expected an integer in [{lo}, {hi}], got {v!r}")
+    if not lo <= int(v) <= hi:
+        raise InputError(f"{name}: {int(v)} is out of range; the limit is [{lo}, {hi}]")
+
+
+@dataclass(eq=False)
+class SearchResult:
+    """Per query, the pool sorted best first, padded to R columns (id -1, scores -inf, length 0)."""
+
+    keyword_ids: np.ndarray  # int64 [Q, R]
+    scores: np.ndarray  # float32 [Q, R]
+    norm_scores: np.ndarray  # float32 [Q, R]
+    lengths: np.ndarray  # int32 [Q, R]
+    num_results: np.ndarray = field(default=None)  # int32 [Q]
+
+    def __post_init__(self) -> None:
+        if self.num_results is None:
+            self.num_results = (self.keyword_ids >= 0).sum(axis=1).astype(np.int32)
+
+    @classmethod
+    def empty(cls, num_queries: int, results: int) -> SearchResult:
+        """All-padding result of shape [Q, R]."""
+        return cls(
+            keyword_ids=np.full((num_queries, results), -1, dtype=np.int64),
+            scores=np.full((num_queries, results), -np.inf, dtype=np.float32),
+            norm_scores=np.full((num_queries, results), -np.inf, dtype=np.float32),
+            lengths=np.zeros((num_queries, results), dtype=np.int32),
+            num_results=np.zeros(num_queries, dtype=np.int32),
+        )
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        q, r = self.keyword_ids.shape
+        return int(q), int(r)
+
+    def query(self, q: int) -> list[tuple[int, float, float, int]]:
+        """Query q's results as ``(keyword_id, score, norm_score, length)`` tuples."""
+        n = int(self.num_results[q])
+        return [(int(self.keyword_ids[q, i]), float(self.scores[q, i]), float(self.norm_scores[q, i]),
+                 int(self.lengths[q, i])) for i in range(n)]
+
+    def first_difference(self, other: SearchResult) -> str | None:
+        """None when both results are bit-identical, else a description of the first difference."""
+        if self.shape != other.shape:
+            return f"shapes differ: {self.shape} vs {other.shape}"
+        fields = (("keyword_ids", np.int64), ("scores", np.uint32), ("norm_scores", np.uint32), ("lengths", np.int32))
+        for q in range(self.shape[0]):
+            if self.num_results[q] != other.num_results[q]:
+                return f"query {q}: num_results {int(self.num_results[q])} vs {int(other.num_results[q])}"
+            for name, view in fields:
+                a = getattr(self, name)[q]
+                b = getattr(other, name)[q]
+                if view is np.uint32:
+                    a, b = a.view(np.uint32), b.view(np.uint32)
+                diff = np.flatnonzero(a != b)
+                if diff.size:
+                    r = int(diff[0])
+                    return (f"query {q}, rank {r}: {name} differ; "
+                            f"left (id, score, norm, len) = {self.query(q)[r] if r < self.num_results[q] else 'pad'}, "
+                            f"right = {other.query(q)[r] if r < other.num_results[q] else 'pad'}")
+        return None
+
+    def equals(self, other: SearchResult) -> bool:
+        """Bit-identical ids, order, float32 scores and lengths."""
+        return self.first_difference(other) is None
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """What every backend implements."""
+
+    name: str
+
+    def search(self, proposals: Proposals, config: SearchConfig,
+               prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult: ...
+
+
+def normalize_prefixes(prefixes: Sequence[Sequence[int]] | None, num_queries: int) -> list[np.ndarray] | None:
+    """Validate forced prefixes (one token sequence per query; empty = root) as ``uint32`` arrays."""
+    if prefixes is None:
+        return None
+    if len(prefixes) != num_queries:
+        raise InputError(f"prefixes: expected one prefix per query ({num_queries}), got {len(prefixes)}")
+    out = []
+    for q, p in enumerate(prefixes):
+        arr = np.asarray(p if p is not None else [], dtype=object if not hasattr(p, "dtype") else None)
+        if arr.ndim != 1:
+            raise InputError(f"prefixes[{q}]: expected a 1-D token sequence, got shape {arr.shape}")
+        try:
+            a64 = np.array([int(x) for x in arr.tolist()], dtype=np.int64) if arr.dtype == object else arr.astype(np.int64)
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(f"prefixes[{q}]: tokens must be integers, got {p!r}") from None
+        bad = np.flatnonzero((a64 < 0) | (a64 > MAX_TOKEN))
+        if bad.size:
+            raise InputError(f"prefixes[{q}][{int(bad[0])}]: token {int(a64[bad[0]])} is out of range [0, {MAX_TOKEN}]")
+        out.append(a64.astype(np.uint32))
+    return out

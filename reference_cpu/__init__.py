@@ -1,0 +1,1 @@
+"""flashtrie.reference_cpu."""
