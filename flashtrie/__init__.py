@@ -11,7 +11,7 @@ from .errors import DeviceError, FlashTrieError, IndexFormatError, InputError
 from .keywords import KeywordSet
 from .limits import MAX_BEAM_WIDTH, MAX_PROPOSALS, MAX_RESULTS, MAX_STEPS, MAX_TOKEN, PAD_TOKEN
 from .proposals import Proposals
-from .search_types import SearchConfig, SearchResult, Searcher
+from .search_types import SearchConfig, Searcher, SearchResult
 
 __version__ = "0.1.0"
 

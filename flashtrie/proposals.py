@@ -93,8 +93,9 @@ class Proposals:
                 obj = json.loads(payload)
                 idx, probs = obj["indices"], obj["probs"]
             except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise InputError(f"{path}: line {lineno}: not a proposal record with 'indices' and 'probs' ({e})") from None
-            if len(idx) != len(probs) or any(len(a) != len(b) for a, b in zip(idx, probs)):
+                raise InputError(f"{path}: line {lineno}: not a proposal record with 'indices' and 'probs' "
+                                 f"({e})") from None
+            if len(idx) != len(probs) or any(len(a) != len(b) for a, b in zip(idx, probs, strict=False)):
                 raise InputError(f"{path}: line {lineno}: 'indices' and 'probs' differ in shape")
             names.append(name)
             rows.append((idx, probs))

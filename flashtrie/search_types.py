@@ -139,7 +139,10 @@ def normalize_prefixes(prefixes: Sequence[Sequence[int]] | None, num_queries: in
         if arr.ndim != 1:
             raise InputError(f"prefixes[{q}]: expected a 1-D token sequence, got shape {arr.shape}")
         try:
-            a64 = np.array([int(x) for x in arr.tolist()], dtype=np.int64) if arr.dtype == object else arr.astype(np.int64)
+            if arr.dtype == object:
+                a64 = np.array([int(x) for x in arr.tolist()], dtype=np.int64)
+            else:
+                a64 = arr.astype(np.int64)
         except (TypeError, ValueError, OverflowError):
             raise InputError(f"prefixes[{q}]: tokens must be integers, got {p!r}") from None
         bad = np.flatnonzero((a64 < 0) | (a64 > MAX_TOKEN))

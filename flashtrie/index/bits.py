@@ -1,0 +1,160 @@
+"""`BitVector`: a plain bit array with a two-read rank directory and sampled select0 hints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["BitVector", "popcount64", "select_in_words"]
+
+_ABS_BITS = 40
+_ABS_MASK = np.uint64((1 << _ABS_BITS) - 1)
+BLOCK_BITS = 256  # 4 words per rank-directory entry
+HINT_STEP = 256  # one select0 hint per 256 zeros
+
+
+def popcount64(words: np.ndarray) -> np.ndarray:
+    """Number of set bits of each uint64 (as int64)."""
+    return np.bitwise_count(words).astype(np.int64)
+
+
+def _byte_select_table() -> np.ndarray:
+    """``table[b, k]`` = position of the k-th set bit of byte b (8 if absent)."""
+    table = np.full((256, 8), 8, dtype=np.int64)
+    for b in range(256):
+        pos = [i for i in range(8) if b >> i & 1]
+        table[b, : len(pos)] = pos
+    return table
+
+
+_SELECT_TABLE = _byte_select_table()
+_BYTE_POP = np.array([bin(b).count("1") for b in range(256)], dtype=np.int64)
+
+
+def select_in_words(words: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """Position (0..63) of the k-th (0-based) set bit of each uint64 word; vectorised."""
+    w = np.ascontiguousarray(words, dtype=np.uint64)
+    k = np.asarray(k, dtype=np.int64)
+    by = w.view(np.uint8).reshape(-1, 8)  # little-endian: byte 0 holds bits 0..7
+    cum = np.cumsum(_BYTE_POP[by], axis=1)
+    byte_idx = (cum <= k[:, None]).sum(axis=1)
+    before = np.where(byte_idx > 0, cum[np.arange(len(k)), np.maximum(byte_idx - 1, 0)], 0)
+    bval = by[np.arange(len(k)), np.minimum(byte_idx, 7)]
+    return byte_idx * 8 + _SELECT_TABLE[bval, k - before]
+
+
+@dataclass(frozen=True, eq=False)
+class BitVector:
+    """``nbits`` bits in ``words`` (uint64, bit i in word i >> 6 at bit i & 63, plus a zero padding word).
+
+    ``rank`` has one uint64 per 256-bit block plus one: bits 0-39 hold the ones before the block,
+    bits 40-47 / 48-55 / 56-63 the ones in the block's words [0, 1) / [0, 2) / [0, 3).
+    ``select0`` (optional) holds, for every 256th zero, the block that contains it, and the last block.
+    """
+
+    words: np.ndarray
+    rank: np.ndarray
+    nbits: int
+    select0_hints: np.ndarray | None = None
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_bools(cls, bools: np.ndarray, *, with_select0: bool = False) -> BitVector:
+        bools = np.asarray(bools, dtype=bool)
+        nbits = int(bools.size)
+        nwords = (nbits + 63) // 64 + 1  # + one zero word of padding
+        nwords += (-nwords) % 4  # whole blocks
+        packed = np.packbits(bools, bitorder="little")
+        buf = np.zeros(nwords * 8, dtype=np.uint8)
+        buf[: packed.size] = packed
+        words = buf.view(np.uint64)
+        return cls.from_words(words, nbits, with_select0=with_select0)
+
+    @classmethod
+    def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
+        nblocks = words.size // 4
+        counts = popcount64(words).reshape(nblocks, 4)
+        block_ones = counts.sum(axis=1)
+        abs_before = np.zeros(nblocks + 1, dtype=np.int64)
+        np.cumsum(block_ones, out=abs_before[1:])
+        if abs_before[-1] >= 1 << _ABS_BITS:
+            raise ValueError(f"bit vector too large: {nbits} bits (limit {1 << _ABS_BITS})")
+        rel1 = counts[:, 0]
+        rel2 = rel1 + counts[:, 1]
+        rel3 = rel2 + counts[:, 2]
+        rank = abs_before.astype(np.uint64)
+        rank[:-1] |= (rel1.astype(np.uint64) << np.uint64(40)) | (rel2.astype(np.uint64) << np.uint64(48)) \
+            | (rel3.astype(np.uint64) << np.uint64(56))
+        hints = None
+        if with_select0:
+            zeros_before = BLOCK_BITS * np.arange(nblocks + 1, dtype=np.int64) - abs_before
+            nzeros = nbits - int(abs_before[-1])
+            targets = np.arange(0, nzeros, HINT_STEP, dtype=np.int64)
+            blocks = np.searchsorted(zeros_before, targets, side="right") - 1
+            hints = np.append(blocks, nblocks - 1).astype(np.uint32)
+        return cls(words, rank, nbits, hints)
+
+    # ------------------------------------------------------------------ queries (vectorised)
+    @property
+    def num_ones(self) -> int:
+        return int(self.rank[-1] & _ABS_MASK)
+
+    @property
+    def num_zeros(self) -> int:
+        return self.nbits - self.num_ones
+
+    def get(self, i: np.ndarray) -> np.ndarray:
+        i = np.asarray(i, dtype=np.int64)
+        return ((self.words[i >> 6] >> (i & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
+
+    def rank1(self, i: np.ndarray) -> np.ndarray:
+        """Ones in bits [0, i), for 0 ≤ i ≤ nbits: two reads (directory entry and word)."""
+        i = np.asarray(i, dtype=np.int64)
+        entry = self.rank[i >> 8]
+        w = ((i >> 6) & 3).astype(np.uint64)
+        rel = np.where(w == 0, np.uint64(0), (entry >> (np.uint64(32) + np.uint64(8) * w)) & np.uint64(0xFF))
+        low = (i & 63).astype(np.uint64)
+        mask = (np.uint64(1) << low) - np.uint64(1)
+        within = popcount64(self.words[i >> 6] & mask)
+        return (entry & _ABS_MASK).astype(np.int64) + rel.astype(np.int64) + within
+
+    def _zeros_before_block(self, b: np.ndarray) -> np.ndarray:
+        return BLOCK_BITS * b - (self.rank[b] & _ABS_MASK).astype(np.int64)
+
+    def select0(self, j: np.ndarray) -> np.ndarray:
+        """Position of zero number j (0-based), through the hints and a binary search between them."""
+        if self.select0_hints is None:
+            raise ValueError("this bit vector was built without select0 hints")
+        j = np.asarray(j, dtype=np.int64)
+        h = j // HINT_STEP
+        lo = self.select0_hints[h].astype(np.int64)
+        hi = self.select0_hints[h + 1].astype(np.int64)
+        # last block b in [lo, hi] with zeros_before(b) <= j
+        while True:
+            active = lo < hi
+            if not active.any():
+                break
+            mid = (lo + hi + 1) >> 1
+            ok = self._zeros_before_block(mid) <= j
+            lo = np.where(active & ok, mid, lo)
+            hi = np.where(active & ~ok, mid - 1, hi)
+        b = lo
+        r = j - self._zeros_before_block(b)
+        entry = self.rank[b]
+        rel = [np.zeros_like(r)] + [((entry >> np.uint64(s)) & np.uint64(0xFF)).astype(np.int64) for s in (40, 48, 56)]
+        k = np.zeros_like(r)
+        for w in (1, 2, 3):
+            k = np.where(64 * w - rel[w] <= r, w, k)
+        zeros_before_word = 64 * k - np.choose(k, rel)
+        word_idx = 4 * b + k
+        inv = ~self.words[word_idx]
+        return word_idx * 64 + select_in_words(inv, r - zeros_before_word)
+
+    def to_bools(self) -> np.ndarray:
+        return np.unpackbits(self.words.view(np.uint8), bitorder="little")[: self.nbits].astype(bool)
+
+    @property
+    def nbytes(self) -> int:
+        hints = 0 if self.select0_hints is None else self.select0_hints.nbytes
+        return int(self.words.nbytes + self.rank.nbytes + hints)

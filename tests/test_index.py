@@ -1,0 +1,240 @@
+"""Narrow-LOUDS index: every keyword reachable with its id, nothing else; building blocks; file format."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
+from flashtrie.index import BitVector, PackedInts
+from flashtrie.limits import MAX_TOKEN
+
+
+def decode_all(idx: NarrowLoudsIndex) -> dict[tuple[int, ...], int]:
+    """Every keyword stored in the index (by a level-order walk of the arrays), mapped to its id."""
+    out: dict[tuple[int, ...], int] = {}
+    paths: dict[int, tuple[int, ...]] = {0: ()}
+    nodes = np.arange(idx.num_nodes, dtype=np.int64)
+    first, end = idx.child_range(nodes)
+    lens = idx.edge_lengths(nodes)
+    ids = idx.keyword_ids_of(nodes)
+    for i in range(idx.num_nodes):  # level order: a parent is decoded before its children
+        for c in range(int(first[i]), int(end[i])):
+            m = int(lens[c])
+            edge = idx.edge_tokens(np.full(m, c), np.arange(m)).tolist()
+            paths[c] = paths[i] + tuple(edge)
+            if ids[c] >= 0:
+                out[paths[c]] = int(ids[c])
+    assert len(paths) == idx.num_nodes
+    return out
+
+
+def expected(kws: list[list[int]]) -> dict[tuple[int, ...], int]:
+    exp: dict[tuple[int, ...], int] = {}
+    for i, k in enumerate(kws):
+        exp.setdefault(tuple(k), i)
+    return exp
+
+
+def check_index(kws: list[list[int]]) -> NarrowLoudsIndex:
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    exp = expected(kws)
+    assert decode_all(idx) == exp
+    assert idx.num_unique == len(exp) and idx.duplicates == len(kws) - len(exp)
+    for k, i in exp.items():
+        assert idx.lookup(k) == i
+    prefixes = {k[:j] for k in exp for j in range(1, len(k) + 1)}
+    for p in prefixes:
+        assert idx.walk(p) is not None
+        if p not in exp:
+            assert idx.lookup(p) == -1
+    # children of every node are sorted by label, strictly
+    nodes = np.arange(idx.num_nodes)
+    first, end = idx.child_range(nodes)
+    labels = idx.labels(np.arange(1, idx.num_nodes))
+    for i in range(idx.num_nodes):
+        lab = labels[first[i] - 1 : end[i] - 1]
+        assert np.all(np.diff(lab.astype(np.int64)) > 0)
+    return idx
+
+
+tokens = st.one_of(st.integers(0, 5), st.integers(65_530, 65_540), st.integers(MAX_TOKEN - 3, MAX_TOKEN),
+                   st.integers(0, MAX_TOKEN))
+keyword_lists = st.lists(st.lists(tokens, min_size=1, max_size=10), min_size=1, max_size=30)
+
+
+@settings(max_examples=150, deadline=None)
+@given(keyword_lists)
+def test_every_keyword_reachable_hypothesis(kws):
+    check_index(kws)
+
+
+def test_public_flashtrie_defect_chain_past_internal_node():
+    # the public FlashTrie loses keys that continue past a compressed edge at an internal node
+    kws = [[1, 2, 3, 4], [1, 2, 3, 5], [1, 2], [1, 2, 3, 4, 9, 9, 9], [1, 2, 3, 4, 9, 9, 8]]
+    idx = check_index(kws)
+    assert idx.lookup([1, 2, 3]) == -1
+    assert idx.walk([1, 2, 3, 4, 9]) is not None
+    assert idx.walk([1, 2, 3, 6]) is None
+
+
+def test_generated_library_exhaustive():
+    rng = np.random.default_rng(7)
+    # shared prefixes: draw keywords as extensions of earlier ones
+    kws: list[list[int]] = []
+    for _ in range(3000):
+        if kws and rng.random() < 0.6:
+            base = kws[rng.integers(len(kws))]
+            cut = int(rng.integers(0, len(base) + 1))
+            k = base[:cut] + rng.integers(0, 50, size=int(rng.integers(1, 5))).tolist()
+        else:
+            k = rng.integers(0, 2**32 - 1, size=int(rng.integers(1, 9)), dtype=np.int64).tolist()
+        kws.append(k)
+    check_index(kws)
+
+
+def test_huge_fanout_and_long_keywords():
+    fan = [[int(t)] for t in np.random.default_rng(1).permutation(200_000)[:100_000]]
+    long_kw = [list(range(64)), list(range(63)) + [1000], list(range(5, 69))]
+    kws = fan + long_kw + [[MAX_TOKEN] * 3, [MAX_TOKEN, MAX_TOKEN - 1]]
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    first, end = idx.child_range(np.array([0]))
+    assert end[0] - first[0] >= 100_000
+    for i in list(range(0, 100_000, 997)) + list(range(len(fan), len(kws))):
+        assert idx.lookup(kws[i]) == i
+    assert idx.walk([200_001]) is None
+    assert idx.lookup(list(range(62))) == -1
+    assert idx.max_keyword_length == 64
+
+
+def test_random_non_keywords_are_not_found():
+    rng = np.random.default_rng(3)
+    kws = [rng.integers(0, 1000, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    exp = expected(kws)
+    prefixes = {k[:j] for k in exp for j in range(1, len(k) + 1)}
+    for _ in range(3000):
+        q = tuple(rng.integers(0, 1200, size=int(rng.integers(1, 6))).tolist())
+        st_ = idx.walk(q)
+        assert (st_ is not None) == (q in prefixes)
+        assert idx.lookup(q) == exp.get(q, -1)
+
+
+def test_build_refuses_bad_input():
+    with pytest.raises(InputError, match="keywords"):
+        NarrowLoudsIndex.build([[1, 2]])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="empty"):
+        NarrowLoudsIndex.build(KeywordSet.from_sequences([]))
+
+
+def test_stats():
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 2, 3], [1, 70000], [5]]))
+    s = idx.stats()
+    assert s["keywords"] == 4 and s["unique_keywords"] == 3 and s["duplicates"] == 1
+    assert s["bytes"] == sum(s["arrays"].values()) > 0
+    assert s["high_label_nodes"] == 1
+
+
+# ---------------------------------------------------------------- building blocks
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 3000), st.floats(0.0, 1.0), st.integers(0, 2**31))
+def test_bitvector_rank_select(n, p, seed):
+    b = np.random.default_rng(seed).random(n) < p
+    bv = BitVector.from_bools(b, with_select0=True)
+    assert np.array_equal(bv.rank1(np.arange(n + 1)), np.concatenate(([0], np.cumsum(b))))
+    zeros = np.flatnonzero(~b)
+    assert np.array_equal(bv.select0(np.arange(zeros.size)), zeros)
+    assert np.array_equal(bv.to_bools(), b)
+
+
+def test_select0_long_runs_of_ones():
+    b = np.ones(300_000, dtype=bool)
+    b[[0, 5, 150_000, 299_999]] = False
+    bv = BitVector.from_bools(b, with_select0=True)
+    assert bv.select0(np.arange(4)).tolist() == [0, 5, 150_000, 299_999]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 32), st.integers(0, 500), st.integers(0, 2**31))
+def test_packed_ints_round_trip(width, n, seed):
+    v = np.random.default_rng(seed).integers(0, 2**width, size=n, dtype=np.uint64)
+    p = PackedInts.from_values(v, width)
+    assert np.array_equal(p.to_array(), v.astype(np.int64))
+
+
+# ---------------------------------------------------------------- file format
+
+
+@pytest.fixture()
+def small_index() -> NarrowLoudsIndex:
+    rng = np.random.default_rng(11)
+    kws = [rng.integers(0, 100_000, size=int(rng.integers(1, 7))).tolist() for _ in range(500)]
+    return NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+
+
+def test_save_load_round_trip(tmp_path, small_index):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    loaded = NarrowLoudsIndex.load(path)
+    for name, a in small_index.arrays.items():
+        assert np.array_equal(loaded.arrays[name], a), name
+    assert isinstance(loaded.labels_lo, np.memmap) or isinstance(loaded.labels_lo.base, np.memmap)
+    assert decode_all(loaded) == decode_all(small_index)
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ftrie"]  # no temporary file left behind
+
+
+def test_load_refuses_corrupt_truncated_foreign_future(tmp_path, small_index):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    raw = path.read_bytes()
+    bad = tmp_path / "bad.ftrie"
+
+    bad.write_bytes(raw[:-100])
+    with pytest.raises(IndexFormatError, match="truncated"):
+        NarrowLoudsIndex.load(bad)
+    flipped = bytearray(raw)
+    flipped[-70] ^= 0x40
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(IndexFormatError, match="corrupt"):
+        NarrowLoudsIndex.load(bad)
+    bad.write_bytes(b"PK\x03\x04" + raw[4:])
+    with pytest.raises(IndexFormatError, match="not a flashtrie index"):
+        NarrowLoudsIndex.load(bad)
+    bad.write_bytes(raw[:4])
+    with pytest.raises(IndexFormatError, match="too short"):
+        NarrowLoudsIndex.load(bad)
+    future = bytearray(raw)
+    future[8:12] = struct.pack("<I", 99)
+    bad.write_bytes(bytes(future))
+    with pytest.raises(IndexFormatError, match="newer"):
+        NarrowLoudsIndex.load(bad)
+    hdr = bytearray(raw)
+    hdr[30] ^= 0x01  # inside the JSON header
+    bad.write_bytes(bytes(hdr))
+    with pytest.raises(IndexFormatError, match="header"):
+        NarrowLoudsIndex.load(bad)
+    with pytest.raises(IndexFormatError, match="no such"):
+        NarrowLoudsIndex.load(tmp_path / "missing.ftrie")
+    assert zlib.crc32(raw) == zlib.crc32(path.read_bytes())
+
+
+def test_failed_save_keeps_old_file(tmp_path, small_index, monkeypatch):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("flashtrie.index.fileformat.np.ascontiguousarray", boom)
+    with pytest.raises(OSError):
+        small_index.save(path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ftrie"]
