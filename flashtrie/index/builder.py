@@ -44,30 +44,59 @@ class BuiltArrays:
     max_token: int
 
 
-def _sorted_unique(ks: KeywordSet, lengths: np.ndarray, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
-    """Order of the keywords sorted lexicographically with duplicates removed (smallest id kept),
-    and the packed sort keys in that order."""
+def _pack_keys(ks: KeywordSet, lengths: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every keyword as one big-endian bit string of (token + 1) fields, ``width`` bits each, zero-filled.
+
+    Row g of the result holds bits [64 g, 64 g + 64) of every keyword's string, so comparing the rows in
+    order compares keywords lexicographically, a keyword before its extensions.
+    """
     n = len(ks)
     max_len = int(lengths.max())
-    max_tok = int(ks.tokens.max())
-    width = max(1, (max_tok + 1).bit_length())  # token + 1, so 0 means "ended"
-    per = 64 // width
-    groups = (max_len + per - 1) // per
-    keys = np.zeros((groups, n), dtype=np.uint64)
+    width = max(1, (int(ks.tokens.max()) + 1).bit_length())
+    groups = (max_len * width + 63) // 64
+    rows = np.zeros((groups, n), dtype=np.uint64)
     starts = ks.offsets[:-1]
     for j in range(max_len):
         has = np.flatnonzero(lengths > j)
-        g, slot = divmod(j, per)
-        shift = np.uint64((per - 1 - slot) * width)
-        keys[g, has] |= (ks.tokens[starts[has] + j].astype(np.uint64) + np.uint64(1)) << shift
+        v = ks.tokens[starts[has] + j].astype(np.uint64) + np.uint64(1)
+        g, s = divmod(j * width, 64)
+        if s + width <= 64:
+            rows[g, has] |= v << np.uint64(64 - s - width)
+        else:
+            rows[g, has] |= v >> np.uint64(s + width - 64)
+            rows[g + 1, has] |= v << np.uint64(128 - s - width)
+    return rows, width
+
+
+def _clz64(x: np.ndarray) -> np.ndarray:
+    """Leading zero bits of each nonzero uint64 (exact: halves of 32 bits convert to float64 exactly)."""
+    hi = (x >> np.uint64(32)).astype(np.float64)
+    lo = (x & np.uint64(0xFFFF_FFFF)).astype(np.float64)
+    bl_hi = np.frexp(hi)[1]
+    bl_lo = np.frexp(lo)[1]
+    return np.where(hi > 0, 32 - bl_hi, 64 - bl_lo).astype(np.int64)
+
+
+def _sorted_unique(ks: KeywordSet, lengths: np.ndarray, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
+    """Keywords sorted lexicographically with duplicates removed (the smallest id kept), and the common
+    prefix length of each with its predecessor."""
+    rows, width = _pack_keys(ks, lengths)
     progress("sort")
-    order = np.lexsort(keys[::-1]) if groups > 1 else np.argsort(keys[0], kind="stable")
-    sk = keys[:, order]
-    same = np.ones(n - 1, dtype=bool) if n > 1 else np.zeros(0, dtype=bool)
-    for g in range(groups):
-        same &= sk[g, 1:] == sk[g, :-1]
-    keep = np.concatenate(([True], ~same))
-    return order[keep], sk[:, keep]
+    order = np.lexsort(rows[::-1]) if rows.shape[0] > 1 else np.argsort(rows[0], kind="stable")
+    sr = rows[:, order]
+    del rows
+    progress("prefixes")
+    n = order.size
+    first_diff = np.full(max(n - 1, 0), -1, dtype=np.int64)  # first differing bit, from the top
+    for g in range(sr.shape[0] - 1, -1, -1):
+        x = sr[g, 1:] ^ sr[g, :-1]
+        nz = x != 0
+        first_diff[nz] = 64 * g + _clz64(x[nz])
+    keep = np.concatenate(([True], first_diff >= 0))
+    lcp_pairs = np.where(first_diff >= 0, first_diff // width, 0)
+    # lcp with the previous *kept* keyword: a dropped duplicate equals its kept predecessor
+    lcp = np.concatenate(([0], lcp_pairs))[keep]
+    return order[keep], lcp
 
 
 def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArrays:
@@ -78,24 +107,11 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArray
         raise ValueError("cannot build an index of an empty keyword set")
     lengths_all = ks.lengths
     say("pack")
-    uniq, _ = _sorted_unique(ks, lengths_all, say)
+    uniq, lcp = _sorted_unique(ks, lengths_all, say)
     u = uniq.size
     lens = lengths_all[uniq]
     starts = ks.offsets[:-1][uniq]
     max_len = int(lens.max())
-
-    say("prefixes")
-    # lcp[i] = common prefix length of sorted keywords i-1 and i (lcp[0] = 0)
-    lcp = np.zeros(u, dtype=np.int64)
-    running = np.ones(max(u - 1, 0), dtype=bool)
-    for j in range(max_len):
-        both = (lens[1:] > j) & (lens[:-1] > j)
-        a = np.where(both, ks.tokens[np.where(lens[1:] > j, starts[1:] + j, 0)], 0)
-        b = np.where(both, ks.tokens[np.where(lens[:-1] > j, starts[:-1] + j, 0)], 0)
-        running &= both & (a == b)
-        if not running.any():
-            break
-        lcp[1:] += running
 
     say("levels")
     # Plain trie, level by level.  Per level d (depth d >= 1): creator keyword (sorted index), token,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import math
+
 import numpy as np
 
 __all__ = ["PackedInts"]
@@ -28,18 +30,19 @@ class PackedInts:
         if w < need or w > 32:
             raise ValueError(f"width {w} cannot hold values up to {int(v.max()) if v.size else 0} (max width 32)")
         n = int(v.size)
-        nwords = (n * w + 63) // 64 + 1
-        words = np.zeros(nwords, dtype=np.uint64)
-        if n and w:
-            pos = np.arange(n, dtype=np.int64) * w
-            wi = pos >> 6
-            sh = (pos & 63).astype(np.uint64)
-            lo = v << sh
-            starts = np.flatnonzero(np.concatenate(([True], wi[1:] != wi[:-1])))
-            words[wi[starts]] = np.bitwise_or.reduceat(lo, starts)
-            straddle = np.flatnonzero((pos & 63) + w > 64)
-            if straddle.size:
-                words[wi[straddle] + 1] |= v[straddle] >> (np.uint64(64) - sh[straddle])
+        # Values i, i + P, i + 2P, ... (P = 64 / gcd(w, 64) values fill W = w / gcd words exactly) sit at
+        # the same bit offset of their period, so each residue class is one strided, vectorised write.
+        gcd = math.gcd(w, 64) if w else 64
+        period, wpp = 64 // gcd, w // gcd
+        nper = -(-n // period)
+        words = np.zeros(max(nper * wpp, (n * w + 63) // 64) + 1, dtype=np.uint64)
+        for c in range(period if n and w else 0):
+            vals = v[c::period]
+            bit = c * w
+            wi, sh = bit >> 6, bit & 63
+            words[wi : wi + wpp * vals.size : wpp] |= vals << np.uint64(sh)
+            if sh + w > 64:
+                words[wi + 1 : wi + 1 + wpp * vals.size : wpp] |= vals >> np.uint64(64 - sh)
         return cls(words, w, n)
 
     def get(self, i: np.ndarray) -> np.ndarray:
