@@ -160,7 +160,9 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArray
     del creators, parents, degrees, terminals, kept, edge_start, anc_level, anc_index, cdepth
 
     say("order")
-    bfs = np.lexsort((k_depth, k_creator, k_cdepth))  # root first: cdepth 0
+    # (compressed depth, creator) is unique per kept node: the kept nodes a keyword creates lie on one
+    # path, at increasing compressed depths.  Within a compressed depth, creator order is level order.
+    bfs = np.argsort(k_cdepth * np.int64(u) + k_creator)  # root first: cdepth 0
     n = bfs.size
     plain_to_bfs = np.full(int(level_off[-1]), -1, dtype=np.int64)
     plain_to_bfs[k_plain[bfs]] = np.arange(n, dtype=np.int64)
