@@ -1,0 +1,154 @@
+"""Backend registry: which searchers exist on this machine, and how to build each one.
+
+Backends are imported lazily so the harness works while a backend is missing or its machine lacks a
+GPU; a missing backend is reported with the reason, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from flashtrie.keywords import KeywordSet
+
+__all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available_backends",
+           "make_searchers", "close_searchers", "parse_backends", "reference_first", "REFERENCE", "BASELINE"]
+
+#: Display and timing order; marisa first because it is the speed-up baseline.
+ORDER = ("marisa", "numpy", "gpu")
+#: The speed-up baseline.
+BASELINE = "marisa"
+#: The backend every other one is compared with for parity (the readable reference), when present.
+REFERENCE = "numpy"
+
+
+def reference_first(names: Iterable[str]) -> list[str]:
+    """``names`` with the parity reference (numpy) moved to the front, the rest in their order."""
+    names = list(names)
+    return sorted(names, key=lambda n: 0 if n == REFERENCE else 1)
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    name: str
+    package: str
+    cls: str
+    needs: str  # "keywords" or "index"
+    description: str
+
+
+BACKENDS: dict[str, BackendSpec] = {
+    "marisa": BackendSpec("marisa", "flashtrie.reference_cpu", "MarisaSearcher", "keywords",
+                          "CPU baseline: marisa-trie BinaryTrie of token prefixes (4-byte big-endian keys)"),
+    "numpy": BackendSpec("numpy", "flashtrie.reference_cpu", "NumpySearcher", "index",
+                         "CPU reference: vectorised numpy over the narrow-LOUDS index"),
+    "gpu": BackendSpec("gpu", "flashtrie.gpu_impl", "GpuSearcher", "index",
+                       "GPU: one-launch CUDA kernels compiled with NVRTC (needs a GPU and cuda-core)"),
+}
+
+
+def find_class(package: str, name: str) -> Any:
+    """``package.name``, or the first submodule of ``package`` that defines ``name``; raises ImportError."""
+    pkg = importlib.import_module(package)
+    obj = getattr(pkg, name, None)
+    if obj is not None:
+        return obj
+    errors = []
+    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
+        if info.name.startswith("_") and info.name != "__init__":
+            continue
+        try:
+            mod = importlib.import_module(f"{package}.{info.name}")
+        except Exception as e:  # noqa: BLE001 - a broken sibling module must not hide a working one
+            errors.append(f"{info.name}: {type(e).__name__}: {e}")
+            continue
+        obj = getattr(mod, name, None)
+        if obj is not None:
+            return obj
+    extra = f" ({'; '.join(errors)})" if errors else ""
+    raise ImportError(f"{package} has no {name} yet{extra}")
+
+
+def availability(name: str) -> str | None:
+    """None when backend ``name`` can run here, else a one-line reason."""
+    spec = BACKENDS.get(name)
+    if spec is None:
+        return f"unknown backend {name!r}; known: {', '.join(BACKENDS)}"
+    if name == "gpu":
+        from .env import gpu_info
+
+        try:
+            importlib.import_module("cuda.core")
+        except Exception as e:  # noqa: BLE001
+            return f"cuda-core is not importable ({type(e).__name__}: {e}); install flashtrie[gpu]"
+        if not gpu_info():
+            return "no NVIDIA GPU visible"
+    try:
+        find_class(spec.package, spec.cls)
+    except Exception as e:  # noqa: BLE001
+        return f"{spec.package}.{spec.cls} is not available ({type(e).__name__}: {e})"
+    return None
+
+
+def available_backends(names: Iterable[str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(available names in display order, {unavailable name: reason})."""
+    wanted = list(names) if names is not None else list(ORDER)
+    ok: list[str] = []
+    missing: dict[str, str] = {}
+    for n in sorted(wanted, key=lambda x: ORDER.index(x) if x in ORDER else len(ORDER)):
+        why = availability(n)
+        if why is None:
+            ok.append(n)
+        else:
+            missing[n] = why
+    return ok, missing
+
+
+def parse_backends(text: str | None) -> list[str] | None:
+    """``"marisa,numpy"`` → ["marisa", "numpy"]; None or "all" → None (every available backend)."""
+    if text is None or text.strip().lower() in ("", "all"):
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    for n in names:
+        if n not in BACKENDS:
+            from flashtrie.errors import InputError
+
+            raise InputError(f"--backends: unknown backend {n!r}; expected a comma-separated list of "
+                             f"{', '.join(BACKENDS)} (or 'all')")
+    return names
+
+
+def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any,
+                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """Construct each named searcher: ({name: searcher}, {name: error}).  Construction errors are kept."""
+    made: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for n in names:
+        spec = BACKENDS[n]
+        if progress is not None:
+            progress(n)
+        try:
+            cls = find_class(spec.package, spec.cls)
+            if spec.needs == "keywords":
+                if keywords is None:
+                    raise ValueError(f"backend {n} needs the keywords (pass --keywords)")
+                made[n] = cls(keywords)
+            else:
+                made[n] = cls(index)
+        except Exception as e:  # noqa: BLE001 - reported by the caller
+            failed[n] = f"{type(e).__name__}: {e}"
+    return made, failed
+
+
+def close_searchers(searchers: dict[str, Any]) -> None:
+    """Release worker pools / device memory of searchers that hold any."""
+    for s in searchers.values():
+        close = getattr(s, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,207 @@
+"""Figures drawn from stored records only (PNG and SVG, matplotlib's Agg canvas, no pyplot state)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure  # noqa: E402
+
+from .backends import BASELINE  # noqa: E402
+from .records import Record  # noqa: E402
+
+__all__ = ["series", "plot_all", "FIGURES"]
+
+_STYLE = {"marisa": ("tab:gray", "o"), "numpy": ("tab:blue", "s"), "gpu": ("tab:green", "^"),
+          "narrow-louds": ("tab:blue", "s"), "marisa-trie": ("tab:gray", "o"),
+          "unconstrained": ("tab:red", "v")}
+
+
+def _color(name: str) -> tuple[str | None, str]:
+    return _STYLE.get(name.split(" ")[0], (None, "D"))
+
+
+def _latest(records: Sequence[Record]) -> list[Record]:
+    """Drop older records of the same (kind, backend, sweep, config, workload shape)."""
+    keep: dict[tuple[Any, ...], Record] = {}
+    for r in records:
+        key = (r.kind, r.backend, r.sweep, repr(sorted(r.config.items())), repr(r.workload.get("shape_QTK")),
+               r.workload.get("num_keywords"))
+        if key not in keep or r.timestamp >= keep[key].timestamp:
+            keep[key] = r
+    return list(keep.values())
+
+
+def series(records: Sequence[Record], kind: str, sweep: str | None, x: Callable[[Record], Any],
+           y: Callable[[Record], Any], label: Callable[[Record], str] = lambda r: r.backend
+           ) -> dict[str, list[tuple[float, float]]]:
+    """{label: sorted [(x, y)]} over ok records of ``kind`` (and ``sweep``) with numeric x and y."""
+    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in _latest([r for r in records if r.kind == kind and (sweep is None or r.sweep == sweep)]):
+        if r.status != "ok":
+            continue
+        try:
+            xv, yv = x(r), y(r)
+        except (KeyError, TypeError):
+            continue
+        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)):
+            out[label(r)].append((float(xv), float(yv)))
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def _batch_label(r: Record) -> str:
+    b = r.config.get("batch_size", 1)
+    return r.backend if b in (None, 1) else f"{r.backend} (batch {b})"
+
+
+def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for ext in ("png", "svg"):
+        p = out_dir / f"{name}.{ext}"
+        fig.savefig(p, dpi=130 if ext == "png" else None, bbox_inches="tight")
+        paths.append(p)
+    return paths
+
+
+def _axes_lines(ax: Any, data: dict[str, list[tuple[float, float]]], dashed: bool = False, suffix: str = "") -> None:
+    for name, pts in data.items():
+        c, m = _color(name)
+        xs, ys = zip(*pts, strict=True)
+        ax.plot(xs, ys, marker=m, color=c, linestyle="--" if dashed else "-", label=f"{name}{suffix}",
+                alpha=0.7 if dashed else 1.0)
+
+
+def _new(title: str, xlabel: str, ylabel: str, logx: bool = True, logy: bool = True, ncols: int = 1
+         ) -> tuple[Figure, list[Any]]:
+    fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
+    axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
+    for ax in axes:
+        if logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(title)
+    return fig, axes
+
+
+def latency_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    bw = lambda r: r.config["beam_width"]  # noqa: E731
+    mean = series(records, "latency", "beam_width", bw, lambda r: r.metrics["mean_ms"], _batch_label)
+    p99 = series(records, "latency", "beam_width", bw, lambda r: r.metrics["p99_ms"], _batch_label)
+    if not mean:
+        return []
+    fig, (ax,) = _new("Latency per call vs beam width (K = beam width)", "beam width B", "ms per call")
+    _axes_lines(ax, mean, suffix=" mean")
+    _axes_lines(ax, p99, dashed=True, suffix=" p99")
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "latency_vs_beam")
+
+
+def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    data = series(records, "latency", "beam_width", lambda r: r.config["beam_width"],
+                  lambda r: r.metrics["speedup_vs_marisa"], _batch_label)
+    data = {k: v for k, v in data.items() if not k.startswith(BASELINE)}
+    if not data:
+        return []
+    fig, (ax,) = _new("Speed-up over the marisa-trie baseline (same run)", "beam width B",
+                      "speed-up (marisa mean / backend mean)")
+    _axes_lines(ax, data)
+    ax.axhline(1.0, color="k", linewidth=0.8)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "speedup_vs_beam")
+
+
+def _num_keywords(r: Record) -> Any:
+    return r.config.get("num_keywords", r.workload.get("num_keywords"))
+
+
+def latency_vs_library(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    mean = series(records, "latency", "library_size", _num_keywords, lambda r: r.metrics["mean_ms"])
+    p99 = series(records, "latency", "library_size", _num_keywords, lambda r: r.metrics["p99_ms"])
+    if not mean:
+        return []
+    fig, (ax,) = _new("Latency per call vs library size", "keywords", "ms per call")
+    _axes_lines(ax, mean, suffix=" mean")
+    _axes_lines(ax, p99, dashed=True, suffix=" p99")
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "latency_vs_library_size")
+
+
+def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    data = series(records, "throughput", "batch_size", lambda r: r.config["batch_size"],
+                  lambda r: r.metrics["throughput_qps"])
+    if not data:
+        return []
+    fig, (ax,) = _new("Throughput vs batch size", "queries per call (batch size)", "queries per second")
+    _axes_lines(ax, data)
+    ax.legend(fontsize=8)
+    return _save(fig, out_dir, "throughput_vs_batch")
+
+
+def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    qrecs = [r for r in records if r.kind == "quality" and r.status == "ok"]
+    ks = sorted({int(m.split("@")[1]) for r in qrecs for m in r.metrics if m.startswith("precision@")})
+    if not ks:
+        return []
+    fig, axes = _new("Retrieval quality vs beam width", "beam width B", "", logy=False, ncols=2)
+    for ax, metric in zip(axes, ("precision", "recall"), strict=True):
+        ax.set_ylabel(f"{metric.capitalize()}@k")
+        for k in ks:
+            data = series(records, "quality", "beam_width", lambda r: r.config["beam_width"],
+                          lambda r, m=f"{metric}@{k}": r.metrics[m],
+                          lambda r: r.config.get("mode", r.backend))
+            for name, pts in data.items():
+                xs, ys = zip(*pts, strict=True)
+                ax.plot(xs, ys, marker="o" if name.startswith("constrained") else "v",
+                        linestyle="-" if name.startswith("constrained") else "--", label=f"{name}, k={k}")
+        ax.set_ylim(0, 1.02)
+        ax.legend(fontsize=7)
+    return _save(fig, out_dir, "quality_vs_beam")
+
+
+def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    t = series(records, "build", None, _num_keywords, lambda r: r.metrics["build_s"])
+    b = series(records, "build", None, _num_keywords, lambda r: r.metrics["bytes_per_keyword"])
+    if not t:
+        return []
+    fig, (ax1, ax2) = _new("Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie", "keywords", "",
+                           ncols=2)
+    ax1.set_ylabel("build seconds")
+    ax2.set_ylabel("serialized bytes per keyword")
+    ax2.set_yscale("linear")
+    _axes_lines(ax1, t)
+    _axes_lines(ax2, b)
+    ax1.legend(fontsize=8)
+    ax2.legend(fontsize=8)
+    return _save(fig, out_dir, "build_vs_marisa")
+
+
+FIGURES: dict[str, tuple[str, Callable[[Sequence[Record], Path], list[Path]]]] = {
+    "latency_vs_beam": ("Latency (mean and p99) vs beam width", latency_vs_beam),
+    "speedup_vs_beam": ("Speed-up over marisa vs beam width", speedup_vs_beam),
+    "latency_vs_library_size": ("Latency vs library size", latency_vs_library),
+    "throughput_vs_batch": ("Throughput vs batch size", throughput_vs_batch),
+    "quality_vs_beam": ("Quality vs beam width", quality_vs_beam),
+    "build_vs_marisa": ("Build time and bytes per keyword vs marisa-trie", build_vs_marisa),
+}
+
+
+def plot_all(records: Sequence[Record], out_dir: str | Path) -> dict[str, list[Path]]:
+    """Draw every figure the records have data for; {figure name: [png, svg]}."""
+    out = Path(out_dir)
+    drawn: dict[str, list[Path]] = {}
+    for name, (_, fn) in FIGURES.items():
+        paths = fn(records, out)
+        if paths:
+            drawn[name] = paths
+    return drawn

@@ -1,0 +1,172 @@
+"""Benchmark records: one JSON object per line, one line per (kind, backend, workload, config).
+
+A record carries its status (``ok`` / ``mismatch`` / ``error`` with a message), the measured numbers,
+the speed-up against the marisa-trie baseline measured in the same run, workload statistics (fraction of
+valid proposals, mean beam fill per step), the dataset parameters, the environment snapshot and the
+command line.  Reports are drawn from these files only.
+
+Writing appends one complete line with a single ``write`` on a file opened for appending (and under an
+advisory lock), so concurrent writers and crashes never leave half a record.  Reading validates every
+line and names the file and line of the first bad one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flashtrie.errors import InputError
+
+__all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_records", "read_records",
+           "iter_records", "validate_record", "new_run_id"]
+
+SCHEMA = "flashtrie.record/1"
+KINDS = ("latency", "throughput", "build", "quality", "parity", "search")
+STATUSES = ("ok", "mismatch", "error", "skipped")
+
+
+def new_run_id() -> str:
+    """A short id shared by every record of one benchmark run (the speed-up baseline comes from the same run)."""
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass
+class Record:
+    """One measured case.  ``metrics`` holds the numbers (milliseconds, bytes, q/s, precision ...)."""
+
+    kind: str
+    backend: str
+    status: str = "ok"
+    message: str | None = None
+    sweep: str | None = None  # e.g. "beam_width", "library_size", "batch_size"
+    workload: dict[str, Any] = field(default_factory=dict)  # name, dataset params, Q, T, K, N
+    config: dict[str, Any] = field(default_factory=dict)  # beam_width, max_results, thresholds, batch_size
+    metrics: dict[str, Any] = field(default_factory=dict)
+    workload_stats: dict[str, Any] = field(default_factory=dict)  # valid_fraction, beam_fill per step
+    env: dict[str, Any] = field(default_factory=dict)
+    command: list[str] = field(default_factory=list)
+    run_id: str = ""
+    timestamp: str = ""
+    schema: str = SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Record:
+        validate_record(d)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+_FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "schema": str, "kind": str, "backend": str, "status": str, "message": (str, type(None)),
+    "sweep": (str, type(None)), "workload": dict, "config": dict, "metrics": dict, "workload_stats": dict,
+    "env": dict, "command": list, "run_id": str, "timestamp": str,
+}
+
+
+def validate_record(d: object) -> None:
+    """Raise `InputError` unless ``d`` is a well-formed record dictionary."""
+    if not isinstance(d, dict):
+        raise InputError(f"expected a flashtrie benchmark record (a JSON object), got a JSON {type(d).__name__}")
+    if d.get("schema") != SCHEMA:
+        raise InputError(f"schema: expected {SCHEMA!r}, got {d.get('schema')!r}; "
+                         "expected a flashtrie benchmark record (JSON Lines written by 'flashtrie bench')")
+    for name, typ in _FIELD_TYPES.items():
+        if name not in d:
+            raise InputError(f"missing field {name!r}")
+        if not isinstance(d[name], typ):
+            raise InputError(f"field {name!r}: expected {typ}, got {type(d[name]).__name__}")
+    if d["kind"] not in KINDS:
+        raise InputError(f"kind: {d['kind']!r} is not one of {KINDS}")
+    if d["status"] not in STATUSES:
+        raise InputError(f"status: {d['status']!r} is not one of {STATUSES}")
+    if d["status"] in ("mismatch", "error") and not d["message"]:
+        raise InputError(f"status {d['status']!r} needs a message")
+
+
+def _jsonable(x: Any) -> Any:
+    """Make numpy scalars/arrays and non-finite floats JSON-safe (NaN/inf become None)."""
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):
+        return _jsonable(x.tolist())
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, (str, int, bool)) or x is None:
+        return x
+    if isinstance(x, Path):
+        return str(x)
+    return str(x)
+
+
+def _to_line(rec: Record | dict[str, Any]) -> bytes:
+    d = rec.to_dict() if isinstance(rec, Record) else dict(rec)
+    d = _jsonable(d)
+    validate_record(d)
+    return (json.dumps(d, sort_keys=True, allow_nan=False, separators=(",", ":")) + "\n").encode()
+
+
+def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict[str, Any]]) -> int:
+    """Append records to a JSON Lines file, each line with one ``write`` (atomic per line).  Returns the count."""
+    lines = [_to_line(r) for r in records]
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            pass
+        for line in lines:
+            written = os.write(fd, line)
+            if written != len(line):  # pragma: no cover - regular files write fully or raise
+                raise OSError(f"{p}: short write ({written} of {len(line)} bytes)")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return len(lines)
+
+
+def append_record(path: str | os.PathLike[str], record: Record | dict[str, Any]) -> None:
+    """Append one record (see `append_records`)."""
+    append_records(path, [record])
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
+    """Yield validated records from a JSON Lines file; a bad line raises `InputError` naming file and line."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such records file (expected a .jsonl file written by 'flashtrie bench')")
+    with p.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            if not raw.strip():
+                continue
+            try:
+                d = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                raise InputError(f"{p}: line {lineno}: not JSON; expected a flashtrie benchmark record "
+                                 "(JSON Lines written by 'flashtrie bench')") from None
+            try:
+                yield Record.from_dict(d)
+            except InputError as e:
+                raise InputError(f"{p}: line {lineno}: {e}") from None
+
+
+def read_records(*paths: str | os.PathLike[str]) -> list[Record]:
+    """All records of the given files, in file order."""
+    out: list[Record] = []
+    for p in paths:
+        out.extend(iter_records(p))
+    return out

@@ -1,0 +1,305 @@
+"""Markdown report from stored records: tables, figures, environment, commands to reproduce.
+
+It reads records only; it never runs a search or a benchmark.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import anchors
+from .backends import ORDER
+from .env import summary_line
+from .plots import FIGURES, _latest, plot_all
+from .records import Record, read_records
+
+__all__ = ["build_report", "render_markdown", "command_text"]
+
+
+def _fmt(v: Any, digits: int = 3) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return "–"
+        if abs(v) >= 1000:
+            return f"{v:,.0f}"
+        if abs(v) >= 100:
+            return f"{v:.1f}"
+        return f"{v:.{digits}g}" if abs(v) < 0.01 else f"{v:.{digits}f}".rstrip("0").rstrip(".") or "0"
+    return str(v)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
+    for row in rows:
+        out.append("| " + " | ".join(_fmt(c).replace("|", "\\|") for c in row) + " |")
+    return out
+
+
+def command_text(cmd: Sequence[str]) -> str:
+    """A stored argv as a shell command (the entry-point path shortened to ``flashtrie``)."""
+    if not cmd:
+        return ""
+    parts = list(cmd)
+    head = os.path.basename(parts[0])
+    if head in ("flashtrie", "__main__.py", "cli.py"):
+        parts[0] = "flashtrie"
+    return shlex.join(parts)
+
+
+def _backend_rank(name: str) -> tuple[int, str]:
+    return (ORDER.index(name) if name in ORDER else len(ORDER), name)
+
+
+def _status_cell(r: Record) -> str:
+    if r.status == "ok":
+        return "ok"
+    return f"**{r.status}**"
+
+
+def _wstats(r: Record) -> tuple[Any, Any]:
+    ws = r.workload_stats or {}
+    return ws.get("valid_fraction"), ws.get("mean_beam_fill")
+
+
+def _workload_line(r: Record) -> str:
+    w = r.workload
+    bits = []
+    for k in ("name", "kind", "generator"):
+        if k in w and isinstance(w[k], str):
+            bits.append(w[k])
+    if "num_keywords" in w:
+        bits.append(f"{w['num_keywords']:,} keywords")
+    if "shape_QTK" in w:
+        q, t, k = w["shape_QTK"]
+        bits.append(f"Q={q}, T={t}, K={k}")
+    return ", ".join(bits) if bits else "unnamed workload"
+
+
+def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> list[str]:
+    if not recs:
+        return []
+    lines = [f"## {title}", "", f"Workload: {_workload_line(recs[0])}.", ""]
+    rows = []
+    for r in sorted(recs, key=lambda r: (x_of(r) or 0, r.config.get("batch_size", 1), _backend_rank(r.backend))):
+        m = r.metrics
+        vf, bf = _wstats(r)
+        ci = (f"{_fmt(m.get('ci95_low_ms'))}–{_fmt(m.get('ci95_high_ms'))}" if "ci95_low_ms" in m else None)
+        rows.append([x_of(r), r.config.get("K"), r.config.get("batch_size"), r.backend, m.get("mean_ms"),
+                     m.get("median_ms"), m.get("p99_ms"), ci, m.get("device_mean_ms"), m.get("throughput_qps"),
+                     m.get("speedup_vs_marisa"), vf, bf, _status_cell(r)])
+    lines += _table([x_name, "K", "batch", "backend", "mean ms", "median ms", "p99 ms", "95% CI of mean (ms)",
+                     "device ms", "q/s", "speed-up vs marisa", "valid proposals", "mean beam fill", "status"], rows)
+    lines.append("")
+    return lines
+
+
+def _problems(records: list[Record]) -> list[str]:
+    bad = [r for r in records if r.status != "ok"]
+    if not bad:
+        return ["Every measured case returned status `ok`: all backends agreed exactly (ids, order, float32 bits) "
+                "with the reference backend of their case.", ""]
+    lines = ["Cases that did not return `ok`:", ""]
+    rows = [[r.kind, r.sweep, r.backend, r.config.get("beam_width"), r.config.get("batch_size"), r.status,
+             (r.message or "")[:300]] for r in bad]
+    lines += _table(["kind", "sweep", "backend", "beam", "batch", "status", "message"], rows)
+    lines.append("")
+    return lines
+
+
+def _environment(records: list[Record]) -> list[str]:
+    envs: dict[str, dict[str, Any]] = {}
+    for r in records:
+        key = json.dumps({k: v for k, v in r.env.items() if k not in ("timestamp", "command")}, sort_keys=True)
+        envs.setdefault(key, r.env)
+    lines = ["## Environment", ""]
+    if not envs or all(not e for e in envs.values()):
+        return lines + ["The records carry no environment snapshot.", ""]
+    for i, env in enumerate(envs.values(), 1):
+        if len(envs) > 1:
+            lines += [f"### Environment {i}", ""]
+        pk = env.get("packages") or {}
+        gpus = env.get("gpus") or []
+        git = env.get("git") or {}
+        ram = env.get("ram_bytes")
+        rows = [
+            ["summary", summary_line(env)],
+            ["CPU", f"{env.get('cpu')} ({env.get('cpu_cores')} cores)"],
+            ["RAM", f"{ram / 2**30:.1f} GiB" if isinstance(ram, (int, float)) else None],
+            ["OS", env.get("os")],
+            ["Python", env.get("python")],
+            ["packages", ", ".join(f"{k} {v}" for k, v in pk.items() if v)],
+            ["GPU", "; ".join(f"{g.get('name')} (cc {g.get('compute_capability')}, "
+                              f"{g.get('memory_bytes', 0) / 2**30:.0f} GiB, driver {g.get('driver_release') or '?'}, "
+                              f"CUDA driver API {g.get('driver')})"
+                              for g in gpus) or "none"],
+            ["git commit", (f"{git.get('commit')}{' (dirty tree)' if git.get('dirty') else ''}" if git.get("commit")
+                            else "unknown (not run from a git checkout)")],
+            ["host", env.get("hostname")],
+        ]
+        lines += _table(["", "value"], rows)
+        lines.append("")
+    return lines
+
+
+def _workloads(records: list[Record]) -> list[str]:
+    seen: dict[str, dict[str, Any]] = {}
+    for r in records:
+        w = {k: v for k, v in r.workload.items() if k not in ("K_used", "limit")}
+        if w:
+            seen.setdefault(json.dumps(w, sort_keys=True), w)
+    if not seen:
+        return []
+    lines = ["## Workloads", "", "Dataset parameters as stored in the records:", ""]
+    for w in seen.values():
+        lines += ["```json", json.dumps(w, sort_keys=True, indent=None)[:2000], "```", ""]
+    return lines
+
+
+def _anchors_section() -> list[str]:
+    lines = [f"## Reference numbers ({anchors.LABEL})", "",
+             f"These numbers come from {anchors.SOURCE}; they were measured on other hardware and other "
+             "workloads and are shown for orientation only.", "",
+             f"**The FlashTrie paper** (800M keywords, A100, batch 1; CPU = {anchors.PAPER_CPU}):", ""]
+    rows = [[a["beam_width"], a["cpu_mean_ms"], a["cpu_p99_ms"], a["gpu_mean_ms"], a["gpu_p99_ms"],
+             a["cpu_peak_qps"], a["gpu_peak_qps"]] for a in anchors.PAPER_LATENCY]
+    lines += _table(["beam", "CPU mean ms", "CPU p99 ms", "GPU mean ms", "GPU p99 ms", "CPU peak q/s",
+                     "GPU peak q/s"], rows)
+    pi = anchors.PAPER_INDEX
+    lines += ["", f"Index for {pi['keywords']:,} keys: {pi['index_bytes'] / 1e9:.1f} GB (MARISA-Opt "
+                  f"{pi['marisa_opt_bytes'] / 1e9:.0f} GB); build {pi['build_s']} s (MARISA-Opt "
+                  f"{pi['marisa_opt_build_s']:,} s). Precision@100: 0.53 at beam 100, 0.78 at beam 1000.", "",
+              "**The public FlashTrie implementation on an H200** (its own benchmark script):", ""]
+    rows = [[a["workload"], a["keys"], a["beam_width"], a["batch"], a["mean_ms"], a["p99_ms"]]
+            for a in anchors.PUBLIC_FLASHTRIE_H200]
+    lines += _table(["workload", "keys", "beam = K", "batch", "mean ms", "p99 ms"], rows)
+    lines += [""] + [f"- {n}" for n in anchors.PUBLIC_FLASHTRIE_NOTES] + [""]
+    return lines
+
+
+def _figure_links(drawn: dict[str, list[Path]], names: Sequence[str], out_dir: Path) -> list[str]:
+    lines = []
+    for n in names:
+        if n in drawn:
+            png, svg = drawn[n]
+            lines.append(f"![{FIGURES[n][0]}]({png.relative_to(out_dir).as_posix()}) "
+                         f"([SVG]({svg.relative_to(out_dir).as_posix()}))")
+            lines.append("")
+    return lines
+
+
+def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path, drawn: dict[str, list[Path]],
+                    title: str, include_anchors: bool = True) -> str:
+    """The report text (figures must already be drawn into ``out_dir``)."""
+    now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    counts = Counter(r.status for r in records)
+    runs = sorted({(r.run_id, r.timestamp[:19]) for r in records}, key=lambda x: x[1])
+    run_first: dict[str, str] = {}
+    for rid, ts in runs:
+        run_first.setdefault(rid, ts)
+    status_text = ", ".join(f"{v} {k}" for k, v in counts.items())
+    source_text = ", ".join(f"`{s}`" for s in sources)
+    run_text = ", ".join(f"`{k}` ({v})" for k, v in run_first.items())
+    lines = [f"# {title}", "",
+             f"Generated {now} from {len(records)} stored records ({status_text}) in {source_text}; runs {run_text}. "
+             "This report only reads records; it runs no benchmark.", "",
+             "Latency is host wall-clock time per `search` call (proposals in, results out), after warm-up. "
+             "Speed-ups divide the marisa-trie baseline's mean by the backend's mean in the same case of the same "
+             "run. Every case compares all backends' results exactly before its numbers are kept.", "",
+             "## Status", ""]
+    lines += _problems(records)
+    lines += _environment(records)
+
+    latest = _latest(records)
+    beam = [r for r in latest if r.kind == "latency" and r.sweep == "beam_width"]
+    lines += _latency_section(beam, "Latency vs beam width (K = beam width)", "beam",
+                              lambda r: r.config.get("beam_width"))
+    lines += _figure_links(drawn, ["latency_vs_beam", "speedup_vs_beam"], out_dir)
+    lib = [r for r in latest if r.kind == "latency" and r.sweep == "library_size"]
+    lines += _latency_section(lib, "Latency vs library size", "keywords",
+                              lambda r: r.config.get("num_keywords", r.workload.get("num_keywords")))
+    lines += _figure_links(drawn, ["latency_vs_library_size"], out_dir)
+    thr = [r for r in latest if r.kind == "throughput"]
+    lines += _latency_section(thr, "Throughput vs batch size", "batch", lambda r: r.config.get("batch_size"))
+    lines += _figure_links(drawn, ["throughput_vs_batch"], out_dir)
+
+    qual = [r for r in latest if r.kind == "quality"]
+    if qual:
+        metric_names = sorted({m for r in qual for m in r.metrics if "@" in m},
+                              key=lambda m: (m.split("@")[0], int(m.split("@")[1])))
+        lines += ["## Quality vs beam width", "", f"Workload: {_workload_line(qual[0])}. "
+                  "Constrained = trie-constrained beam search; unconstrained+filter = beam search over the raw "
+                  "proposals without the trie, keeping the top-B sequences of each length, then only those that are "
+                  "whole keywords (see `flashtrie.harness.quality`).", ""]
+        rows = [[r.config.get("beam_width"), r.config.get("mode", r.backend), r.backend,
+                 *(r.metrics.get(m) for m in metric_names), r.metrics.get("mean_results"), _status_cell(r)]
+                for r in sorted(qual, key=lambda r: (r.config.get("beam_width", 0), r.config.get("mode", "")))]
+        lines += _table(["beam", "mode", "backend", *metric_names, "mean results", "status"], rows)
+        lines.append("")
+        lines += _figure_links(drawn, ["quality_vs_beam"], out_dir)
+
+    build = [r for r in latest if r.kind == "build"]
+    if build:
+        lines += ["## Build time and size vs marisa-trie", "",
+                  "narrow-louds = `NarrowLoudsIndex.build` and `save`; marisa-trie = `marisa_trie.BinaryTrie` of the "
+                  "keywords as 4-byte big-endian token keys, default options, `save` (key preparation not timed).", ""]
+        rows = [[r.config.get("num_keywords"), r.backend, r.metrics.get("build_s"), r.metrics.get("bytes"),
+                 r.metrics.get("bytes_per_keyword"), r.metrics.get("build_speedup_vs_marisa"),
+                 r.metrics.get("size_ratio_vs_marisa"), _status_cell(r)]
+                for r in sorted(build, key=lambda r: (r.config.get("num_keywords", 0), r.backend))]
+        lines += _table(["keywords", "structure", "build s", "bytes", "bytes / keyword", "build speed-up vs marisa",
+                         "size / marisa size", "status"], rows)
+        lines.append("")
+        lines += _figure_links(drawn, ["build_vs_marisa"], out_dir)
+
+    par = [r for r in latest if r.kind in ("parity", "search")]
+    if par:
+        lines += ["## Parity and search runs", ""]
+        rows = [[r.kind, r.backend, r.config.get("beam_width"), r.metrics.get("num_queries"), _status_cell(r),
+                 (r.message or "")[:200]] for r in par]
+        lines += _table(["kind", "backend", "beam", "queries", "status", "message"], rows)
+        lines.append("")
+
+    if include_anchors:
+        lines += _anchors_section()
+
+    cmds: list[str] = []
+    for r in sorted(records, key=lambda r: r.timestamp):
+        c = command_text(r.command)
+        if c and c not in cmds:
+            cmds.append(c)
+    lines += _workloads(latest)
+    lines += ["## Reproduce", "", "The commands that produced these records, run from the repository root. Input "
+              "files they name come from `flashtrie gen-keywords` / `gen-queries`, which are deterministic in their "
+              "seeds; the generator parameters stored with each workload are listed above.", "", "```sh"]
+    lines += cmds or ["# (the records carry no command line)"]
+    lines += [shlex.join(["flashtrie", "report", *sources, "-o", str(out_dir)]), "```", ""]
+    return "\n".join(lines)
+
+
+def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str], title: str | None = None,
+                 include_anchors: bool = True) -> Path:
+    """Read records, draw figures into ``out_dir`` and write ``out_dir/report.md``; returns its path."""
+    records = read_records(*sources)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    drawn = plot_all(records, out)
+    text = render_markdown(records, [str(s) for s in sources], out, drawn,
+                           title or f"flashtrie benchmark report: {out.name}", include_anchors)
+    path = out / "report.md"
+    from flashtrie.io_util import atomic_write
+
+    atomic_write(path, text.encode())
+    return path

@@ -1,0 +1,365 @@
+"""Benchmark sweeps; each writes one record per (backend, case) as soon as the case is measured.
+
+* `sweep_beam_width`: latency per call vs beam width B (K = B proposals per row), batch 1 by default;
+* `sweep_batch_size`: throughput vs batch size at a fixed beam width;
+* `sweep_library_size`: latency vs number of keywords (generates a library and workload per size);
+* `sweep_build`: build time and serialized bytes of the narrow-LOUDS index vs a marisa-trie BinaryTrie
+  of the keywords themselves (4-byte big-endian token keys, default options).
+
+Every case runs each backend on the same batches, checks all results against the first backend that
+produced them (exact: ids, order, float32 bits), and stores the speed-up over marisa measured in the
+same case.  Timing: ``warmup`` untimed calls, then passes over the batches until ``repeats`` passes or
+``max_seconds`` (after one full pass).  A backend whose predicted time for one pass is far over the
+budget (extrapolated from the previous case as B·K) is recorded as ``skipped`` rather than run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from flashtrie.keywords import KeywordSet
+from flashtrie.proposals import Proposals
+from flashtrie.search_types import SearchConfig, SearchResult
+
+from .backends import BASELINE, close_searchers, make_searchers, reference_first
+from .hashsearch import HashTrie, constrained_search
+from .parity import compare_results
+from .records import Record, append_records, new_run_id
+from .timing import Timing, device_ms_of, summarize
+from .workloads import concat_results, tile_proposals, truncate_proposals, workload_params
+
+__all__ = ["RunContext", "measure_case", "sweep_beam_width", "sweep_batch_size", "sweep_library_size",
+           "sweep_build", "workload_statistics", "build_index_timed", "marisa_binary_trie"]
+
+
+@dataclasses.dataclass
+class RunContext:
+    """Run-wide settings and the fields every record of the run shares."""
+
+    out: Path | None = None
+    env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    command: list[str] = dataclasses.field(default_factory=list)
+    run_id: str = dataclasses.field(default_factory=new_run_id)
+    warmup: int = 2
+    repeats: int = 10
+    max_seconds: float = 10.0
+    skip_factor: float = 6.0  # skip when the predicted pass time is over skip_factor * max_seconds
+    stats_queries: int = 8
+    progress: bool = True
+    records: list[Record] = dataclasses.field(default_factory=list)
+
+    def record(self, **fields: Any) -> Record:
+        """A record with this run's env, command, run id and the current time."""
+        ts = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        return Record(env=self.env, command=list(self.command), run_id=self.run_id, timestamp=ts, **fields)
+
+    def emit(self, records: Sequence[Record]) -> None:
+        """Keep the records and append them to the output file (if any) right away."""
+        self.records.extend(records)
+        if self.out is not None and records:
+            append_records(self.out, records)
+
+
+# ------------------------------------------------------------------------------------------ statistics
+def workload_statistics(trie: HashTrie | None, searchers: dict[str, Any], proposals: Proposals,
+                        config: SearchConfig, stats_queries: int) -> dict[str, Any]:
+    """Fraction of valid proposals and mean beam fill per step for this case.
+
+    Taken from a searcher's optional ``stats`` dict (keys ``valid_fraction`` and ``beam_fill_per_step``)
+    when one offers it after a search, else replayed by the harness on the first ``stats_queries`` queries
+    (`hashsearch.constrained_search`; see `BeamStats` for the definitions).
+    """
+    for name, s in searchers.items():
+        st = getattr(s, "stats", None)
+        if isinstance(st, dict) and "valid_fraction" in st:
+            return {**{k: v for k, v in st.items() if isinstance(v, (int, float, list, str, type(None)))},
+                    "source": f"{name}.stats"}
+    if trie is None or stats_queries <= 0:
+        return {}
+    qs = list(range(min(stats_queries, proposals.num_queries)))
+    _, st = constrained_search(trie, proposals, config, queries=qs)
+    return st.to_dict()
+
+
+# --------------------------------------------------------------------------------------------- timing
+def _predicted_seconds(history: dict[str, tuple[float, float]], name: str, work: float, calls: int) -> float | None:
+    prev = history.get(name)
+    if prev is None:
+        return None
+    prev_work, prev_ms = prev
+    return prev_ms * (work / max(prev_work, 1.0)) * calls / 1000.0
+
+
+def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig, ctx: RunContext
+                  ) -> tuple[Timing, SearchResult]:
+    for i in range(ctx.warmup):
+        searcher.search(batches[i % len(batches)], config)
+    wall: list[float] = []
+    device: list[float] = []
+    first: list[SearchResult] = []
+    start = time.perf_counter()
+    for rep in range(max(ctx.repeats, 1)):
+        for b in batches:
+            t0 = time.perf_counter_ns()
+            res = searcher.search(b, config)
+            t1 = time.perf_counter_ns()
+            wall.append((t1 - t0) / 1e6)
+            d = device_ms_of(searcher)
+            if d is not None:
+                device.append(d)
+            if rep == 0:
+                first.append(res)
+        if time.perf_counter() - start > ctx.max_seconds:
+            break
+    return Timing(wall_ms=wall, device_ms=device, warmup=ctx.warmup), concat_results(first)
+
+
+def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Proposals], config: SearchConfig, *,
+                 sweep: str, workload: dict[str, Any], extra_config: dict[str, Any], workload_stats: dict[str, Any],
+                 history: dict[str, tuple[float, float]] | None = None, work: float = 1.0) -> list[Record]:
+    """Time every searcher on ``batches``, check parity, and return one record per backend.
+
+    ``history`` maps backend → (work, mean ms per call) of the previous case, used to skip hopeless runs.
+    """
+    batch = batches[0].num_queries
+    cfg = {"beam_width": config.beam_width, "max_results": config.results, "token_threshold": config.token_threshold,
+           "score_threshold": config.score_threshold, "length_norm": config.length_norm, "batch_size": batch,
+           **extra_config}
+    timings: dict[str, Timing] = {}
+    results: dict[str, SearchResult] = {}
+    status: dict[str, tuple[str, str | None]] = {}
+    for name, s in searchers.items():
+        if history is not None:
+            pred = _predicted_seconds(history, name, work, len(batches))
+            if pred is not None and pred > ctx.skip_factor * ctx.max_seconds:
+                status[name] = ("skipped", f"predicted {pred:.0f} s for one pass over {len(batches)} calls, "
+                                           f"over {ctx.skip_factor:g} x the {ctx.max_seconds:g} s budget")
+                continue
+        try:
+            timings[name], results[name] = _time_backend(s, batches, config, ctx)
+            status[name] = ("ok", None)
+            if history is not None:
+                history[name] = (work, timings[name].wall.mean)
+        except Exception as e:  # noqa: BLE001 - recorded as an error
+            status[name] = ("error", f"{type(e).__name__}: {e}")
+    ref = next((n for n in reference_first(searchers) if n in results), None)
+    for name in results:
+        if name == ref:
+            continue
+        m = compare_results(results[ref], results[name])
+        if m is not None:
+            status[name] = ("mismatch", f"differs from {ref} at query {m.query}, rank {m.rank} ({m.field}): "
+                                        f"{ref} = {m.left}, {name} = {m.right}")
+    base = timings.get(BASELINE)
+    out = []
+    for name in searchers:
+        st, msg = status[name]
+        metrics: dict[str, Any] = {}
+        if name in timings:
+            t = timings[name]
+            w = t.wall
+            metrics = {f"{k}_ms": v for k, v in w.to_dict().items() if k != "n"}
+            metrics["samples"] = w.n
+            metrics["per_query_ms"] = w.mean / batch
+            metrics["throughput_qps"] = 1000.0 * batch / w.mean if w.mean > 0 else None
+            dev = t.device
+            if dev is not None:
+                metrics.update({f"device_{k}_ms": v for k, v in dev.to_dict().items() if k != "n"})
+            if base is not None:
+                metrics["baseline"] = BASELINE
+                metrics["speedup_vs_marisa"] = base.wall.mean / w.mean if w.mean > 0 else None
+                metrics["speedup_p99_vs_marisa"] = base.wall.p99 / w.p99 if w.p99 > 0 else None
+            metrics["reference"] = ref
+            metrics["mean_results"] = float(results[name].num_results.mean())
+        out.append(ctx.record(kind="latency" if sweep != "batch_size" else "throughput", backend=name, status=st,
+                              message=msg, sweep=sweep, workload=workload, config=cfg, metrics=metrics,
+                              workload_stats=workload_stats))
+    ctx.emit(out)
+    return out
+
+
+def _batches(p: Proposals, batch: int, max_calls: int | None) -> list[Proposals]:
+    """Split the queries into consecutive batches of ``batch`` (wrapping around for a full last batch)."""
+    q_n = p.num_queries
+    calls = max(1, -(-q_n // batch))
+    if max_calls is not None:
+        calls = min(calls, max_calls)
+    return [tile_proposals(p, batch, start=i * batch) for i in range(calls)]
+
+
+# --------------------------------------------------------------------------------------------- sweeps
+def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
+                     beams: Sequence[int] = (1, 10, 100, 500, 1000), batch_size: int = 1,
+                     length_norm: float = 0.0, searchers: dict[str, Any] | None = None) -> list[Record]:
+    """Latency per call vs beam width B, with K = B proposals per row (at most the workload's K)."""
+    own = searchers is None
+    if searchers is None:
+        searchers, failed = make_searchers(backends, keywords, index)
+        ctx.emit(_construction_errors(ctx, failed, "beam_width",
+                                      {**workload_params(workload), "num_keywords": len(keywords)}))
+    trie = HashTrie(keywords)
+    wl = {**workload_params(workload), "num_keywords": len(keywords)}
+    history: dict[str, tuple[float, float]] = {}
+    out: list[Record] = []
+    try:
+        for b in tqdm(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):
+            props = truncate_proposals(workload.proposals, int(b))
+            k = props.shape[2]
+            config = SearchConfig(beam_width=int(b), length_norm=length_norm)
+            stats = workload_statistics(trie, searchers, props, config, ctx.stats_queries)
+            out += measure_case(ctx, searchers, _batches(props, batch_size, None), config, sweep="beam_width",
+                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
+                                history=history, work=float(b) * k)
+    finally:
+        if own:
+            close_searchers(searchers)
+    return out
+
+
+def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
+                     batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), beam_width: int = 100,
+                     calls: int = 4, length_norm: float = 0.0) -> list[Record]:
+    """Throughput (queries per second) vs batch size at one beam width (K = B); ``calls`` batches per size."""
+    searchers, failed = make_searchers(backends, keywords, index)
+    wl = {**workload_params(workload), "num_keywords": len(keywords)}
+    ctx.emit(_construction_errors(ctx, failed, "batch_size", wl))
+    props = truncate_proposals(workload.proposals, beam_width)
+    k = props.shape[2]
+    config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
+    stats = workload_statistics(HashTrie(keywords), searchers, props, config, ctx.stats_queries)
+    history: dict[str, tuple[float, float]] = {}
+    out: list[Record] = []
+    try:
+        for bs in tqdm(list(batch_sizes), desc="throughput vs batch size", disable=not ctx.progress, unit="batch"):
+            out += measure_case(ctx, searchers, _batches(props, int(bs), calls), config, sweep="batch_size",
+                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
+                                history=history, work=float(bs))
+    finally:
+        close_searchers(searchers)
+    return out
+
+
+def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence[str], *,
+                       make_keywords: Callable[[int], tuple[KeywordSet, dict[str, Any]]],
+                       make_workload: Callable[[KeywordSet, int], Any], beam_width: int = 100,
+                       with_build: bool = True, length_norm: float = 0.0) -> list[Record]:
+    """Latency vs library size: per size, generate keywords and a workload, build, time every backend."""
+    from flashtrie.index import NarrowLoudsIndex
+
+    out: list[Record] = []
+    history: dict[str, tuple[float, float]] = {}
+    for n in tqdm(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
+        keywords, kw_params = make_keywords(int(n))
+        workload = make_workload(keywords, int(n))
+        if with_build:
+            out += sweep_build(ctx, [(keywords, kw_params)])
+        index = NarrowLoudsIndex.build(keywords)
+        searchers, failed = make_searchers(backends, keywords, index)
+        wl = {**workload_params(workload), "keywords": kw_params, "num_keywords": len(keywords)}
+        ctx.emit(_construction_errors(ctx, failed, "library_size", wl))
+        try:
+            props = truncate_proposals(workload.proposals, beam_width)
+            k = props.shape[2]
+            config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
+            stats = workload_statistics(HashTrie(keywords), searchers, props, config, ctx.stats_queries)
+            out += measure_case(ctx, searchers, _batches(props, 1, None), config, sweep="library_size",
+                                workload={**wl, "K_used": k}, extra_config={"K": k, "num_keywords": len(keywords)},
+                                workload_stats=stats, history=history, work=1.0)
+        finally:
+            close_searchers(searchers)
+    return out
+
+
+def _construction_errors(ctx: RunContext, failed: dict[str, str], sweep: str, wl: dict[str, Any]) -> list[Record]:
+    return [ctx.record(kind="latency", backend=n, status="error", message=f"could not construct: {msg}",
+                       sweep=sweep, workload=wl) for n, msg in failed.items()]
+
+
+# ---------------------------------------------------------------------------------------------- build
+def build_index_timed(keywords: KeywordSet, progress: bool = False) -> tuple[Any, float]:
+    """Build a `NarrowLoudsIndex`; returns it and the wall seconds."""
+    from flashtrie.index import NarrowLoudsIndex
+
+    t0 = time.perf_counter()
+    idx = NarrowLoudsIndex.build(keywords, progress=progress or None)
+    return idx, time.perf_counter() - t0
+
+
+def marisa_binary_trie(keywords: KeywordSet) -> tuple[Any, float, float]:
+    """A default-options ``marisa_trie.BinaryTrie`` of the keywords as 4-byte big-endian token keys.
+
+    Returns (trie, seconds to make the keys, seconds to build the trie).
+    """
+    import marisa_trie
+
+    t0 = time.perf_counter()
+    be = keywords.tokens.astype(">u4").tobytes()
+    off = (keywords.offsets * 4).tolist()
+    keys = [be[a:b] for a, b in zip(off[:-1], off[1:], strict=True)]
+    t1 = time.perf_counter()
+    trie = marisa_trie.BinaryTrie(keys)
+    t2 = time.perf_counter()
+    return trie, t1 - t0, t2 - t1
+
+
+def _file_bytes(save: Callable[[str], None]) -> int:
+    with tempfile.TemporaryDirectory(prefix="flashtrie-size-") as d:
+        p = os.path.join(d, "f")
+        save(p)
+        return os.path.getsize(p)
+
+
+def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str, Any]]], repeats: int = 1
+                ) -> list[Record]:
+    """Build time (best of ``repeats``) and serialized size: narrow-LOUDS index vs marisa-trie BinaryTrie."""
+    out: list[Record] = []
+    for keywords, params in libraries:
+        n = len(keywords)
+        wl = {"keywords": params, "num_keywords": n}
+        cases: list[tuple[str, Callable[[], tuple[Any, float, dict[str, Any]]], Callable[[Any, str], None]]] = []
+
+        def ours(keywords: KeywordSet = keywords) -> tuple[Any, float, dict[str, Any]]:
+            idx, s = build_index_timed(keywords)
+            return idx, s, {"nodes": int(idx.num_nodes), "unique_keywords": int(idx.num_unique),
+                            "in_memory_bytes": int(sum(a.nbytes for a in idx.arrays.values()))}
+
+        def theirs(keywords: KeywordSet = keywords) -> tuple[Any, float, dict[str, Any]]:
+            trie, key_s, build_s = marisa_binary_trie(keywords)
+            return trie, build_s, {"key_prep_s": key_s, "unique_keywords": len(trie)}
+
+        cases.append(("narrow-louds", ours, lambda obj, p: obj.save(p)))
+        cases.append(("marisa-trie", theirs, lambda obj, p: obj.save(p)))
+        recs = []
+        for name, build, save in cases:
+            try:
+                times, obj, extra = [], None, {}
+                for _ in range(max(repeats, 1)):
+                    obj, s, extra = build()
+                    times.append(s)
+                size = _file_bytes(lambda p, o=obj, sv=save: sv(o, p))
+                st = summarize(np.asarray(times) * 1000.0)
+                metrics = {"build_s": min(times), "build_mean_s": st.mean / 1000.0, "builds": len(times),
+                           "bytes": size, "bytes_per_keyword": size / max(n, 1), **extra}
+                recs.append(ctx.record(kind="build", backend=name, sweep="library_size", workload=wl,
+                                       config={"num_keywords": n}, metrics=metrics))
+            except Exception as e:  # noqa: BLE001
+                recs.append(ctx.record(kind="build", backend=name, status="error", message=f"{type(e).__name__}: {e}",
+                                       sweep="library_size", workload=wl, config={"num_keywords": n}))
+        base = next((r for r in recs if r.backend == "marisa-trie" and r.status == "ok"), None)
+        for r in recs:
+            if base is not None and r.status == "ok":
+                r.metrics["build_speedup_vs_marisa"] = base.metrics["build_s"] / max(r.metrics["build_s"], 1e-12)
+                r.metrics["size_ratio_vs_marisa"] = r.metrics["bytes"] / max(base.metrics["bytes"], 1)
+        ctx.emit(recs)
+        out += recs
+    return out

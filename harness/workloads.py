@@ -1,0 +1,240 @@
+"""Glue between `flashtrie.datasets` and the harness: loading inputs by kind, describing workloads.
+
+`flashtrie.datasets` owns the generators and the file formats; this module only calls them (lazily) and
+turns a workload into the few things the harness needs: proposals, ground truth and parameters.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flashtrie.errors import FlashTrieError, InputError
+from flashtrie.keywords import KeywordSet
+from flashtrie.limits import PAD_TOKEN
+from flashtrie.proposals import Proposals
+from flashtrie.search_types import SearchResult
+
+__all__ = ["datasets_api", "call_with_supported", "load_keywords", "load_workload", "load_index", "save_keywords",
+           "workload_params", "relevant_sets", "truncate_proposals", "concat_results", "tile_proposals",
+           "sniff_kind", "Loaded"]
+
+
+def datasets_api(name: str) -> Callable[..., Any]:
+    """A function or class of ``flashtrie.datasets`` (top level, else any submodule); InputError if absent."""
+    from .backends import find_class
+
+    try:
+        return find_class("flashtrie.datasets", name)
+    except ImportError as e:
+        raise InputError(f"flashtrie.datasets.{name} is not available: {e}") from None
+
+
+def call_with_supported(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call ``fn`` with the keyword arguments its signature accepts (None values dropped)."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
+    return fn(*args, **{k: v for k, v in kwargs.items() if v is not None and k in params})
+
+
+# ----------------------------------------------------------------------------------------------- files
+def sniff_kind(path: str | os.PathLike[str]) -> str:
+    """Guess what a file holds: 'index', 'npz', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(f"{p}: no such file")
+    with p.open("rb") as f:
+        head = f.read(512)
+    if head.startswith(b"FLTRIE"):
+        return "index"
+    if head.startswith(b"PK\x03\x04"):
+        return "npz"
+    if head.startswith(b"{") and b'"schema"' in head:
+        return "jsonl"
+    first = head.split(b"\n", 1)[0]
+    if b"\t" in first and b"{" in first:
+        return "tsv"
+    if head and all(c in b"0123456789 \t\r\n" for c in head):
+        return "text"
+    return "unknown"
+
+
+_KIND_WORDS = {"index": "a flashtrie index (from 'flashtrie build')", "npz": "a numpy .npz archive",
+               "jsonl": "benchmark records (JSON Lines)", "text": "a keyword text file",
+               "tsv": "a proposal TSV", "unknown": "an unrecognised file"}
+
+
+def _wrong_kind(path: str | os.PathLike[str], expected: str, found: str) -> InputError:
+    return InputError(f"{path}: expected {expected}, found {_KIND_WORDS.get(found, found)}")
+
+
+def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
+    """Keywords from a text file (one keyword per line) or a keyword .npz written by ``flashtrie gen-keywords``."""
+    kind = sniff_kind(path)
+    expected = "a keyword file (one keyword per line of token ids, or a keywords .npz from 'flashtrie gen-keywords')"
+    if kind == "text":
+        return KeywordSet.from_text(path)
+    if kind == "npz":
+        for name in ("load_keywords", "load_keyword_set"):
+            try:
+                fn = datasets_api(name)
+            except InputError:
+                continue
+            try:
+                kw = fn(path)
+            except FlashTrieError:
+                raise
+            except Exception as e:  # noqa: BLE001
+                raise InputError(f"{path}: expected {expected}; could not read it ({type(e).__name__}: {e})") from None
+            return kw[0] if isinstance(kw, tuple) else kw
+        with np.load(path, allow_pickle=False) as z:
+            if "tokens" in z.files and "offsets" in z.files and "logprobs" not in z.files:
+                return KeywordSet.from_arrays(z["tokens"], z["offsets"])
+        raise _wrong_kind(path, expected, "npz without keyword arrays")
+    raise _wrong_kind(path, expected, kind)
+
+
+def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: dict[str, Any] | None = None) -> None:
+    """Write keywords in the format ``path``'s suffix names: ``.npz`` via flashtrie.datasets, else text."""
+    if str(path).endswith(".npz"):
+        fn = datasets_api("save_keywords")
+        call_with_supported(fn, keywords, path, params=params)
+    else:
+        keywords.to_text(path)
+
+
+def load_workload(path: str | os.PathLike[str]) -> Any:
+    """A query workload (.npz from ``flashtrie gen-queries``) via flashtrie.datasets; a proposal TSV also works."""
+    expected = "a query workload (.npz from 'flashtrie gen-queries' or a proposal TSV)"
+    kind = sniff_kind(path)
+    if kind == "tsv":
+        props, names = Proposals.from_tsv(path)
+        return Loaded(proposals=props, relevant=None, params={"source": str(path), "queries": names})
+    if kind != "npz":
+        raise _wrong_kind(path, expected, kind)
+    for name in ("load_workload", "load_queries"):
+        try:
+            fn = datasets_api(name)
+        except InputError:
+            continue
+        try:
+            return fn(path)
+        except FlashTrieError:
+            raise
+        except Exception as e:  # noqa: BLE001
+            raise InputError(f"{path}: expected {expected}; could not read it ({type(e).__name__}: {e})") from None
+    with np.load(path, allow_pickle=False) as z:
+        if "tokens" in z.files and "logprobs" in z.files:
+            return Loaded(proposals=Proposals(z["tokens"], z["logprobs"]), relevant=None, params={"source": str(path)})
+    raise _wrong_kind(path, expected, "npz without proposal arrays")
+
+
+def load_index(path: str | os.PathLike[str]) -> Any:
+    """A `NarrowLoudsIndex` from a file written by ``flashtrie build``."""
+    kind = sniff_kind(path)
+    if kind != "index":
+        raise _wrong_kind(path, "a flashtrie index (from 'flashtrie build')", kind)
+    from flashtrie.index import NarrowLoudsIndex
+
+    return NarrowLoudsIndex.load(path)
+
+
+@dataclasses.dataclass
+class Loaded:
+    """A minimal workload for inputs that carry no ground truth (a proposal TSV)."""
+
+    proposals: Proposals
+    relevant: Any
+    params: dict[str, Any]
+
+
+# ------------------------------------------------------------------------------------------- workloads
+def _plain(x: Any) -> Any:
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return {k: _plain(v) for k, v in dataclasses.asdict(x).items()}
+    if hasattr(x, "to_dict"):
+        return _plain(x.to_dict())
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return x.tolist() if x.size <= 64 else f"<array {x.shape} {x.dtype}>"
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+def workload_params(workload: Any) -> dict[str, Any]:
+    """The workload's generator parameters as a JSON-ready dict, plus its shape (Q, T, K)."""
+    params = getattr(workload, "params", None)
+    out = _plain(params) if params is not None else {}
+    if not isinstance(out, dict):
+        out = {"params": out}
+    q, t, k = workload.proposals.shape
+    out.setdefault("num_queries", q)
+    out["shape_QTK"] = [q, t, k]
+    return out
+
+
+def relevant_sets(workload: Any) -> list[np.ndarray] | None:
+    """Ground truth as one int64 id array per query, whatever form the workload stores it in."""
+    rel = getattr(workload, "relevant", None)
+    if rel is None:
+        return None
+    q_n = workload.proposals.num_queries
+    if isinstance(rel, tuple) and len(rel) == 2:  # (ids, offsets)
+        ids, off = (np.asarray(a) for a in rel)
+        return [ids[off[i]:off[i + 1]].astype(np.int64) for i in range(q_n)]
+    if hasattr(rel, "offsets") and hasattr(rel, "ids"):
+        ids, off = np.asarray(rel.ids), np.asarray(rel.offsets)
+        return [ids[off[i]:off[i + 1]].astype(np.int64) for i in range(q_n)]
+    if isinstance(rel, np.ndarray) and rel.ndim == 2:  # padded with -1
+        return [row[row >= 0].astype(np.int64) for row in rel]
+    return [np.asarray(r, dtype=np.int64).ravel() for r in rel]
+
+
+# ------------------------------------------------------------------------------------------- proposals
+def truncate_proposals(p: Proposals, k: int) -> Proposals:
+    """Keep the ``k`` highest-logprob proposals per row (ties: smaller token first), padding last.
+
+    This is how the sweeps set K = beam width from a workload generated with a larger K.
+    """
+    q_n, t_n, k_n = p.shape
+    if k >= k_n:
+        return p
+    lp = np.where(p.tokens == PAD_TOKEN, -np.inf, p.logprobs).astype(np.float32)
+    pad_last = (p.tokens == PAD_TOKEN).astype(np.int8)
+    order = np.lexsort((p.tokens, -lp.astype(np.float64), pad_last), axis=-1)[..., :k]
+    tok = np.take_along_axis(p.tokens, order, axis=-1)
+    lps = np.take_along_axis(p.logprobs, order, axis=-1)
+    return Proposals(tok, lps)
+
+
+def tile_proposals(p: Proposals, batch: int, start: int = 0) -> Proposals:
+    """A batch of ``batch`` queries taken cyclically from ``p`` starting at query ``start``."""
+    idx = (np.arange(batch) + start) % p.num_queries
+    return Proposals(p.tokens[idx], p.logprobs[idx])
+
+
+def concat_results(parts: Sequence[SearchResult]) -> SearchResult:
+    """Stack per-batch results (same R) into one result."""
+    if len(parts) == 1:
+        return parts[0]
+    return SearchResult(
+        keyword_ids=np.concatenate([r.keyword_ids for r in parts]),
+        scores=np.concatenate([r.scores for r in parts]),
+        norm_scores=np.concatenate([r.norm_scores for r in parts]),
+        lengths=np.concatenate([r.lengths for r in parts]),
+        num_results=np.concatenate([r.num_results for r in parts]),
+    )

@@ -1,0 +1,133 @@
+"""The ``flashtrie`` command line: help texts, the demo, file commands, and one-line input errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flashtrie import KeywordSet, Proposals
+from flashtrie.cli import build_parser, main
+
+COMMANDS = ["gen-keywords", "gen-queries", "build", "search", "parity", "bench", "report", "demo"]
+
+
+def test_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    for cmd in COMMANDS:
+        assert cmd in out
+
+
+@pytest.mark.parametrize("cmd", COMMANDS)
+def test_subcommand_help(cmd: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([cmd, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: flashtrie {cmd}")
+    assert "example:" in out and f"flashtrie {cmd}" in out.split("example:")[1]
+
+
+def test_python_dash_m() -> None:
+    res = subprocess.run([sys.executable, "-m", "flashtrie", "demo", "--help"], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 0 and "usage: flashtrie demo" in res.stdout
+
+
+def test_demo_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pytest.importorskip("flashtrie.datasets.queries")
+    rec = tmp_path / "demo.jsonl"
+    rc = main(["demo", "--keywords", "3000", "--queries", "3", "--beam", "8", "--quiet", "--records", str(rec)])
+    out = capsys.readouterr().out
+    assert "backend" in out and "mean ms/query" in out and "results agree" in out
+    assert "numpy" in out and "reference" in out
+    assert rc == 0, out
+    assert "agree exactly" in out
+    from flashtrie.harness.records import read_records
+
+    recs = read_records(rec)
+    assert {r.backend for r in recs} >= {"numpy"} and all(r.kind == "parity" for r in recs)
+
+
+def _files(tmp_path: Path) -> tuple[Path, Path]:
+    rng = np.random.default_rng(1)
+    seqs = {tuple(rng.integers(0, 12, rng.integers(1, 5)).tolist()) for _ in range(300)}
+    kws = KeywordSet.from_sequences(sorted(seqs))  # no duplicates: these tests are about the command line
+    kw_path = tmp_path / "kw.txt"
+    kws.to_text(kw_path)
+    tok = np.stack([[rng.permutation(14)[:8] for _ in range(4)] for _ in range(3)]).astype(np.int64)
+    tok[tok >= 12] = -1
+    lp = np.log(rng.random(tok.shape)).astype(np.float32)
+    q_path = tmp_path / "q.tsv"
+    Proposals(tok, lp).to_tsv(q_path)
+    return kw_path, q_path
+
+
+def test_build_search_parity_bench_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    assert main(["build", str(kw), "-o", str(idx), "--quiet"]) == 0
+    assert idx.stat().st_size > 0
+    assert main(["search", "--index", str(idx), "--queries", str(q), "--beam", "4", "--show", "2", "--quiet",
+                 "-o", str(tmp_path / "res.npz")]) == 0
+    out = capsys.readouterr().out
+    assert "query 0:" in out and "numpy: 3 queries" in out
+    with np.load(tmp_path / "res.npz") as z:
+        assert z["keyword_ids"].shape == (3, 4)
+    rc = main(["parity", "--keywords", str(kw), "--index", str(idx), "--queries", str(q), "--beam", "4", "--quiet"])
+    out = capsys.readouterr().out
+    assert "reference = numpy" in out
+    assert rc == 0, out
+    res = tmp_path / "bench.jsonl"
+    rc = main(["bench", "beam", "--keywords", str(kw), "--index", str(idx), "--queries", str(q), "--beams", "2,4",
+               "--repeats", "1", "--warmup", "0", "--stats-queries", "2", "-o", str(res), "--quiet"])
+    assert rc == 0
+    from flashtrie.harness.records import read_records
+
+    recs = read_records(res)
+    assert {r.config["beam_width"] for r in recs} == {2, 4}
+    assert all(r.status == "ok" and r.workload_stats.get("valid_fraction") is not None for r in recs)
+    assert all(r.command[:2] == ["flashtrie", "bench"] for r in recs)
+    assert main(["report", str(res), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "Latency vs beam width" in md and (tmp_path / "rep" / "latency_vs_beam.png").exists()
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["build", "{records}", "-o", "{tmp}/x.ftrie"], "expected a keyword file"),
+    (["search", "--index", "{kw}", "--queries", "{q}"], "expected a flashtrie index"),
+    (["search", "--index", "{idx}", "--queries", "{kw}"], "expected a query workload"),
+    (["report", "{kw}", "-o", "{tmp}/rep"], "expected a flashtrie benchmark record"),
+    (["report", "{tmp}/missing.jsonl", "-o", "{tmp}/rep"], "no such records file"),
+])
+def test_wrong_kind_input_is_one_line_error(argv: list[str], expected: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    main(["build", str(kw), "-o", str(idx), "--quiet"])
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"schema": "flashtrie.record/1"}\n')
+    capsys.readouterr()
+    subst = {"kw": kw, "q": q, "idx": idx, "records": records, "tmp": tmp_path}
+    rc = main([a.format(**subst) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    errors = [line for line in err if "error" in line]
+    assert len(errors) == 1 and err[-1] == errors[0], err  # one line, and nothing after it (no traceback)
+    assert errors[0].startswith("flashtrie: error: ") and expected in errors[0], err
+
+
+def test_bad_backend_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    kw, q = _files(tmp_path)
+    rc = main(["parity", "--keywords", str(kw), "--queries", str(q), "--backends", "numpy,cobol", "--quiet"])
+    assert rc == 2 and "unknown backend 'cobol'" in capsys.readouterr().err
+
+
+def test_parser_builds() -> None:
+    assert build_parser().prog == "flashtrie"

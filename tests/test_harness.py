@@ -1,0 +1,287 @@
+"""The benchmark harness: records, timing statistics, parity, workload statistics, quality, report.
+
+Behaviour only: no timed assertions.  Searchers here are small stand-ins built on the harness's own
+hash-trie replay, so these tests do not depend on any backend being finished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flashtrie.harness import env as envmod
+from flashtrie.harness.hashsearch import HashTrie, constrained_search, unconstrained_search
+from flashtrie.harness.parity import check_parity, compare_results
+from flashtrie.harness.quality import precision_recall_at_k
+from flashtrie.harness.records import SCHEMA, Record, append_record, append_records, read_records
+from flashtrie.harness.report import build_report, command_text
+from flashtrie.harness.timing import summarize, time_calls
+from flashtrie.harness.workloads import concat_results, truncate_proposals
+
+from flashtrie import KeywordSet, Proposals, SearchConfig, SearchResult
+from flashtrie.errors import InputError
+
+PAD = -1
+
+
+class HashSearcher:
+    """A stand-in backend: the harness's instrumented replay, optionally tampering with its output."""
+
+    def __init__(self, keywords: KeywordSet, name: str = "hash", tamper=None) -> None:
+        self.trie = HashTrie(keywords)
+        self.name = name
+        self.tamper = tamper
+
+    def search(self, proposals, config, prefixes=None):
+        res, _ = constrained_search(self.trie, proposals, config, prefixes)
+        if self.tamper is not None:
+            self.tamper(res)
+        return res
+
+
+class Broken:
+    name = "broken"
+
+    def search(self, proposals, config, prefixes=None):
+        raise RuntimeError("kernel exploded")
+
+
+def _random_case(seed: int, n: int = 60, vocab: int = 9, q: int = 4, t: int = 4, k: int = 6):
+    rng = np.random.default_rng(seed)
+    kws = KeywordSet.from_sequences([rng.integers(0, vocab, rng.integers(1, 5)) for _ in range(n)])
+    tok = np.stack([[rng.permutation(vocab + 3)[:k] for _ in range(t)] for _ in range(q)]).astype(np.int64)
+    tok[tok >= vocab] = PAD
+    lp = rng.choice(np.array([-0.5, -1.0, -0.25, -2.0, 0.0, -np.inf], np.float32), size=tok.shape)
+    return kws, Proposals(tok, lp)
+
+
+# ------------------------------------------------------------------------------------------ records
+def _record(**over) -> Record:
+    base = dict(kind="latency", backend="numpy", sweep="beam_width",
+                workload={"shape_QTK": [4, 8, 100], "num_keywords": 1000},
+                config={"beam_width": 100, "batch_size": 1, "K": 100},
+                metrics={"mean_ms": np.float64(1.5), "p99_ms": 2.0, "speedup_vs_marisa": 3.0, "bad": float("inf")},
+                workload_stats={"valid_fraction": 0.25, "beam_fill_per_step": np.array([1.0, 0.5])},
+                env={"cpu": "test cpu", "cpu_cores": 2}, command=["flashtrie", "bench", "beam"], run_id="r1",
+                timestamp="2026-01-01T00:00:00+00:00")
+    base.update(over)
+    return Record(**base)
+
+
+def test_records_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    append_record(path, _record())
+    append_records(path, [_record(backend="marisa", status="mismatch", message="query 0 rank 1"),
+                          _record(backend="gpu", status="error", message="no GPU")])
+    recs = read_records(path)
+    assert [r.backend for r in recs] == ["numpy", "marisa", "gpu"]
+    assert recs[0].metrics["mean_ms"] == 1.5 and recs[0].metrics["bad"] is None  # inf stored as null
+    assert recs[0].workload_stats["beam_fill_per_step"] == [1.0, 0.5]
+    assert recs[1].status == "mismatch" and recs[1].message == "query 0 rank 1"
+    assert all(r.schema == SCHEMA for r in recs)
+    assert len(path.read_text().splitlines()) == 3  # one line per record
+
+
+def test_records_reject_bad_input(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="needs a message"):
+        append_record(tmp_path / "x.jsonl", _record(status="error"))
+    with pytest.raises(InputError, match="status"):
+        append_record(tmp_path / "x.jsonl", _record(status="great"))
+    path = tmp_path / "r.jsonl"
+    append_record(path, _record())
+    with path.open("a") as f:
+        f.write(json.dumps({"schema": "something/else"}) + "\n")
+    with pytest.raises(InputError, match=r"line 2: schema"):
+        read_records(path)
+    path.write_text("1 2 3\n4 5\n")
+    with pytest.raises(InputError, match="line 1"):
+        read_records(path)
+
+
+# ------------------------------------------------------------------------------------------- timing
+def test_summarize_known_sample() -> None:
+    x = np.arange(1, 101, dtype=float)
+    s = summarize(x)
+    assert s.n == 100 and s.mean == 50.5 and s.median == 50.5 and s.min == 1 and s.max == 100
+    assert s.p90 == pytest.approx(90.1) and s.p99 == pytest.approx(99.01)
+    std = math.sqrt(sum((v - 50.5) ** 2 for v in x) / 99)
+    assert s.std == pytest.approx(std)
+    half = 1.9842169515086827 * std / 10.0  # t(0.975, 99)
+    assert s.ci95_low == pytest.approx(50.5 - half) and s.ci95_high == pytest.approx(50.5 + half)
+    one = summarize([3.0])
+    assert one.std == 0 and one.ci95_low == one.ci95_high == 3.0
+    with pytest.raises(ValueError):
+        summarize([])
+
+
+def test_time_calls_counts_and_device_hook() -> None:
+    calls = []
+
+    class Dev:
+        last_device_ms = None
+
+    dev = Dev()
+
+    def fn():
+        calls.append(1)
+        dev.last_device_ms = 0.25
+        return len(calls)
+
+    from flashtrie.harness.timing import device_ms_of
+
+    t = time_calls(fn, warmup=3, repeats=5, device_hook=lambda: device_ms_of(dev))
+    assert len(calls) == 8 and len(t.wall_ms) == 5 and t.last_result == 8
+    assert t.device is not None and t.device.mean == 0.25
+    assert time_calls(lambda: None, warmup=0, repeats=2).device is None
+
+
+# ------------------------------------------------------------------------------------------- parity
+def _flip_score_bit(q: int, r: int):
+    def tamper(res: SearchResult) -> None:
+        bits = res.scores.view(np.uint32)
+        bits[q, r] ^= np.uint32(1)
+
+    return tamper
+
+
+def test_parity_detects_planted_mismatch() -> None:
+    kws, props = _random_case(3, n=200, vocab=6, q=3, t=4, k=6)
+    cfg = SearchConfig(beam_width=4)
+    ref = HashSearcher(kws, "ref")
+    base = ref.search(props, cfg)
+    q, r = 1, int(base.num_results[1]) - 1
+    assert r >= 1, "the case needs a query with several results"
+    bad = HashSearcher(kws, "tampered", tamper=_flip_score_bit(q, r))
+    rep = check_parity([ref, HashSearcher(kws, "same"), bad, Broken()], props, cfg)
+    assert not rep.ok
+    assert rep.outcome("same").status == "ok"
+    assert rep.outcome("broken").status == "error" and "kernel exploded" in rep.outcome("broken").error
+    m = rep.outcome("tampered").mismatch
+    assert m is not None and (m.query, m.rank, m.field) == (q, r, "scores")
+    assert m.left[0] == m.right[0] and m.left[1] != m.right[1]  # same id, one bit apart
+    assert f"query {q}, rank {r}" in rep.summary()
+    assert rep.first_mismatch[0] == "tampered"
+    assert json.dumps(rep.to_dict())  # serialisable for records
+
+
+def test_parity_ok_and_precomputed_results() -> None:
+    kws, props = _random_case(5)
+    cfg = SearchConfig(beam_width=3, max_results=5)
+    a, b = HashSearcher(kws, "a"), HashSearcher(kws, "b")
+    rep = check_parity({"a": a, "b": b}, props, cfg, results={"b": b.search(props, cfg)})
+    assert rep.ok and rep.reference == "a"
+    assert compare_results(rep.outcomes[0].result, rep.outcomes[1].result) is None
+
+
+def test_parity_reports_count_difference() -> None:
+    kws, props = _random_case(7)
+    cfg = SearchConfig(beam_width=3)
+
+    def drop_last(res: SearchResult) -> None:
+        q = int(np.argmax(res.num_results))
+        n = int(res.num_results[q])
+        res.keyword_ids[q, n - 1] = -1
+        res.num_results[q] = n - 1
+
+    ref = HashSearcher(kws)
+    n = ref.search(props, cfg).num_results
+    rep = check_parity([ref, HashSearcher(kws, "short", tamper=drop_last)], props, cfg)
+    m = rep.outcome("short").mismatch
+    assert m is not None and m.query == int(np.argmax(n)) and m.rank == int(n.max()) - 1
+
+
+# ----------------------------------------------------------------------------------- hash-trie replay
+def test_replay_matches_the_oracle() -> None:
+    oracle = pytest.importorskip("oracle")
+    for seed in range(12):
+        kws, props = _random_case(seed)
+        for cfg in (SearchConfig(1), SearchConfig(3, max_results=7, length_norm=0.6),
+                    SearchConfig(5, token_threshold=-1.5, score_threshold=-3.0)):
+            got, _ = constrained_search(HashTrie(kws), props, cfg)
+            want = oracle.oracle_search(kws, props, cfg)
+            assert want.first_difference(got) is None, (seed, cfg)
+
+
+def test_replay_statistics() -> None:
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
+    tok = np.array([[[1, 4, 7], [2, 3, 9]]])
+    lp = np.array([[[-1.0, -2.0, -0.5], [-0.5, -1.0, -0.1]]], np.float32)
+    res, st = constrained_search(HashTrie(kws), Proposals(tok, lp), SearchConfig(2))
+    # step 0: root x {1, 4, 7}: 1 and 4 valid; step 1: [1] x {2, 3, 9}: 2 and 3 valid
+    assert (st.considered, st.valid) == (6, 4) and st.valid_fraction == pytest.approx(4 / 6)
+    assert st.beam_fill == [0.5, 0.0]  # only [1] has a child; leaves leave the frontier
+    assert res.query(0)[0][0] == 0 and res.num_results[0] == 2  # [1,2] (-1.5) beats [4] (-2) and [1,3] (-2)
+
+
+def test_unconstrained_decoding_loses_beam_slots() -> None:
+    kws = KeywordSet.from_sequences([[1, 2], [5, 6]])
+    tok = np.array([[[9, 1, 5], [8, 2, 6]]])
+    lp = np.array([[[-0.1, -1.0, -2.0], [-0.1, -1.0, -1.0]]], np.float32)
+    cfg = SearchConfig(1)
+    unc = unconstrained_search(HashTrie(kws), Proposals(tok, lp), cfg)
+    con, _ = constrained_search(HashTrie(kws), Proposals(tok, lp), cfg)
+    assert unc.num_results[0] == 0  # the beam followed 9, 8: not keywords
+    assert con.query(0)[0][0] == 0
+
+
+def test_precision_recall_at_k() -> None:
+    res = SearchResult.empty(2, 4)
+    res.keyword_ids[0, :3] = [5, 1, 9]
+    res.keyword_ids[1, :1] = [2]
+    res.num_results[:] = [3, 1]
+    p, r = precision_recall_at_k(res, [np.array([1, 5, 7, 8]), np.array([3])], 2)
+    assert p == pytest.approx((2 / 2 + 0 / 2) / 2) and r == pytest.approx((2 / 4 + 0) / 2)
+
+
+def test_truncate_and_concat() -> None:
+    tok = np.array([[[4, 7, PAD, 1]]])
+    lp = np.array([[[-1.0, -0.5, 0.0, -1.0]]], np.float32)
+    t = truncate_proposals(Proposals(tok, lp), 2)
+    assert t.tokens.tolist() == [[[7, 1]]]  # highest logprob, then the smaller token on a tie; padding last
+    a, b = SearchResult.empty(1, 3), SearchResult.empty(2, 3)
+    assert concat_results([a, b]).shape == (3, 3)
+
+
+# ------------------------------------------------------------------------------------------- report
+def test_env_snapshot_is_json() -> None:
+    snap = envmod.snapshot(["flashtrie", "demo"])
+    json.dumps(snap)
+    assert snap["cpu_cores"] and snap["python"] and snap["command"] == ["flashtrie", "demo"]
+    assert "numpy" in snap["packages"]
+
+
+def test_report_from_stored_records(tmp_path: Path) -> None:
+    env = envmod.snapshot(["flashtrie", "bench", "beam"])
+    recs = []
+    for b, (m_ms, n_ms) in {1: (0.5, 0.4), 10: (2.0, 0.8), 100: (20.0, 3.0)}.items():
+        for name, ms in (("marisa", m_ms), ("numpy", n_ms)):
+            recs.append(_record(backend=name, env=env, config={"beam_width": b, "batch_size": 1, "K": b},
+                                metrics={"mean_ms": ms, "median_ms": ms, "p99_ms": 1.5 * ms, "ci95_low_ms": ms * 0.9,
+                                         "ci95_high_ms": ms * 1.1, "speedup_vs_marisa": m_ms / ms}))
+    recs.append(_record(backend="gpu", status="error", message="no GPU here", env=env))
+    for n in (1000, 10000):
+        for name, s in (("narrow-louds", 0.01), ("marisa-trie", 0.02)):
+            recs.append(_record(kind="build", backend=name, sweep="library_size", env=env,
+                                config={"num_keywords": n}, metrics={"build_s": s * n / 1000, "bytes": 7 * n,
+                                                                     "bytes_per_keyword": 7.0}))
+    for b in (10, 100):
+        for mode, p in (("constrained", 0.5), ("unconstrained+filter", 0.3)):
+            recs.append(_record(kind="quality", backend="numpy", env=env,
+                                config={"beam_width": b, "mode": mode},
+                                metrics={"precision@10": p, "recall@10": p / 2}))
+    src = tmp_path / "results.jsonl"
+    append_records(src, recs)
+    out = tmp_path / "reports" / "small"
+    md = build_report([src], out).read_text()
+    for fig in ("latency_vs_beam", "speedup_vs_beam", "build_vs_marisa", "quality_vs_beam"):
+        assert (out / f"{fig}.png").stat().st_size > 0 and (out / f"{fig}.svg").stat().st_size > 0
+        assert f"{fig}.png" in md
+    assert "## Environment" in md and env["cpu"] in md
+    assert "no GPU here" in md and "**error**" in md
+    assert "taken from the anchors page, not measured by this report" in md
+    assert "flashtrie bench beam" in md and "## Reproduce" in md
+    assert "precision@10" in md
+    assert command_text(["/usr/bin/flashtrie", "demo", "--beam", "10"]) == "flashtrie demo --beam 10"
