@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 
+from .errors import InputError
+
 __all__ = ["threshold32", "length_norm_table", "desc_key32", "SCORE_KEY_BITS"]
 
 SCORE_KEY_BITS = 32
@@ -39,7 +41,13 @@ def length_norm_table(alpha: float, max_length: int) -> np.ndarray:
     # differ in the last bit between machines; the table is small and shared by every backend.
     a = float(alpha)
     table = [1.0] + [1.0 if a == 0.0 else math.pow(6.0 / (5.0 + length), a) for length in range(1, max_length + 1)]
-    return np.array(table, dtype=np.float64).astype(np.float32)
+    out = np.array(table, dtype=np.float64).astype(np.float32)
+    zero = np.flatnonzero(out == 0)
+    if zero.size:
+        # n = s * 0 would be NaN for an overflowed s = +inf, and every score would tie at 0: refuse.
+        raise InputError(f"length_norm: {alpha} makes LN[{int(zero[0])}] = (6 / {5 + int(zero[0])}) ** {alpha} "
+                         f"underflow to 0 in float32; use a smaller length_norm")
+    return out
 
 
 def desc_key32(values: np.ndarray) -> np.ndarray:

@@ -1,0 +1,356 @@
+"""`NumpySearcher` against the brute-force oracle: bit-for-bit, on random and adversarial cases."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from flashtrie.reference_cpu.numpy_search import NumpySearcher
+from hypothesis import given
+from oracle import OracleTrie, oracle_search
+from strategies import search_cases
+
+from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
+
+PAD = 2**32 - 1
+
+
+def make(keywords: KeywordSet | list[list[int]]) -> tuple[KeywordSet, NumpySearcher]:
+    ks = keywords if isinstance(keywords, KeywordSet) else KeywordSet.from_sequences(keywords)
+    return ks, NumpySearcher(NarrowLoudsIndex.build(ks))
+
+
+def assert_same(a: SearchResult, b: SearchResult) -> None:
+    diff = a.first_difference(b)
+    assert diff is None, diff
+
+
+def check(keywords: KeywordSet | list[list[int]] | OracleTrie, searcher: NumpySearcher, proposals: Proposals,
+          config: SearchConfig, prefixes: list[list[int]] | None = None) -> SearchResult:
+    """numpy == oracle, and returns the result."""
+    got = searcher.search(proposals, config, prefixes)
+    if isinstance(keywords, list):
+        keywords = KeywordSet.from_sequences(keywords)
+    assert_same(got, oracle_search(keywords, proposals, config, prefixes))
+    return got
+
+
+def rows_from_keywords(rng: np.random.Generator, kws: list[list[int]], q_n: int, steps: int, k: int,
+                       prefix_len: int = 0, distractors: int = 2, quantised: bool = True) -> Proposals:
+    """Rows of tokens found in the keywords at the searched depth, plus distractors, shuffled, padded."""
+    tokens = np.full((q_n, steps, k), PAD, dtype=np.int64)
+    logprobs = np.full((q_n, steps, k), -np.inf, dtype=np.float32)
+    for t in range(steps):
+        depth = prefix_len + t
+        pool = np.array(sorted({kw[depth] for kw in kws if len(kw) > depth}), dtype=np.int64)
+        for q in range(q_n):
+            row = rng.permutation(pool)[: max(k - distractors, 0)].tolist()
+            extra = rng.integers(0, PAD - 1, size=distractors).tolist()
+            row = list(dict.fromkeys(row + extra))[:k]
+            tokens[q, t, : len(row)] = row
+            tokens[q, t] = rng.permutation(tokens[q, t])
+            if quantised:
+                logprobs[q, t] = rng.integers(-8, 1, size=k) * 0.25
+            else:
+                logprobs[q, t] = np.log(rng.random(k))
+    return Proposals(tokens, logprobs)
+
+
+# ---------------------------------------------------------------------------------------- random parity
+@given(search_cases())
+def test_matches_oracle(case) -> None:
+    keywords, proposals, config, prefixes = case
+    _, searcher = make(keywords)
+    check(keywords, searcher, proposals, config, prefixes)
+    searcher.early_stop = False
+    check(keywords, searcher, proposals, config, prefixes)
+
+
+@given(search_cases(max_queries=4, max_steps=6, max_k=8, max_keywords=25, max_length=6, max_beam=5))
+def test_matches_oracle_bigger(case) -> None:
+    keywords, proposals, config, prefixes = case
+    _, searcher = make(keywords)
+    check(keywords, searcher, proposals, config, prefixes)
+
+
+@given(search_cases(max_queries=4))
+def test_batch_equals_per_query(case) -> None:
+    keywords, proposals, config, prefixes = case
+    _, searcher = make(keywords)
+    batch = searcher.search(proposals, config, prefixes)
+    for q in range(proposals.num_queries):
+        one = searcher.search(proposals[q], config, None if prefixes is None else [prefixes[q]])
+        for name in ("keyword_ids", "lengths", "num_results"):
+            np.testing.assert_array_equal(getattr(batch, name)[q], getattr(one, name)[0], err_msg=name)
+        for name in ("scores", "norm_scores"):
+            np.testing.assert_array_equal(getattr(batch, name)[q].view(np.uint32),
+                                          getattr(one, name)[0].view(np.uint32), err_msg=name)
+
+
+# ------------------------------------------------------------------------------------------ fan-out
+def test_huge_fanout_both_intersection_paths() -> None:
+    """A root with 100k children and an inner node with 3000: pair path for K small, enum path for K large."""
+    rng = np.random.default_rng(7)
+    roots = (np.arange(100_000, dtype=np.int64) * 42_949 + 3)  # spread over the uint32 range
+    hub, small = int(roots[12_345]), [int(roots[i]) for i in (5, 77, 99_999)]
+    kws = [[int(x)] for x in roots]
+    hub_kids = rng.choice(2**31, size=3000, replace=False).astype(np.int64) * 2  # even tokens
+    kws += [[hub, int(c)] for c in hub_kids]
+    kws += [[hub, int(hub_kids[0]), 9, 9], [hub, int(hub_kids[1]), 4]]
+    for j, s in enumerate(small):
+        kws += [[s, 2 * j + 2], [s, 2 * j + 2, 5], [s, 1000 + 2 * j]]
+    ks, searcher = make(kws)
+    trie = OracleTrie(ks)
+
+    t_n, k_small, k_large = 3, 60, 4200
+    step0 = [hub, *small] + [int(x) for x in rng.choice(roots, size=40, replace=False)]
+    step1 = [int(x) for x in hub_kids[:40]] + [2, 4, 6, 1000, 1002]
+    step2 = [9, 4, 5, 7]
+    odd = (rng.choice(2**31 - 1, size=k_large, replace=False) * 2 + 1).tolist()  # never a label at depth 2
+
+    lp_of = {x: np.float32(np.round(np.log(rng.random()) * 4) / 4) for x in step0 + step1 + step2}
+
+    def proposals(k: int) -> Proposals:
+        tok = np.full((1, t_n, k), PAD, dtype=np.int64)
+        lp = np.zeros((1, t_n, k), dtype=np.float32)
+        for t, row in enumerate((step0, step1 + odd[: k - len(step1)], step2)):
+            tok[0, t, : len(row)] = row
+            lp[0, t, : len(row)] = [lp_of.get(x, 0.0) for x in row]
+        return Proposals(tok, lp)
+
+    config = SearchConfig(beam_width=8, max_results=30)
+    got_small = check(trie, searcher, proposals(k_small), config)
+    counts_small = dict(searcher.path_counts)
+    # the same rows plus thousands of non-matching valid tokens: same result, the hub is enumerated instead
+    got_big = check(trie, searcher, proposals(k_large), config)
+    counts_big = dict(searcher.path_counts)
+    assert_same(got_small, got_big)
+    assert got_small.num_results[0] > 5
+    assert counts_small["pair"] > 0 and counts_small["enum"] > 0
+    hub_hits = counts_small["pair"] - counts_big["pair"]
+    assert hub_hits > 0 and counts_big["enum"] - counts_small["enum"] == hub_hits
+
+
+def test_every_path_agrees_on_small_tries() -> None:
+    """Rows of every width over one trie: enum, pair and mid-edge paths all run and match the oracle."""
+    rng = np.random.default_rng(3)
+    kws = [rng.integers(0, 6, size=int(rng.integers(1, 7))).tolist() for _ in range(60)]
+    kws += [[7, 7, 7, 7, 7, 1], [7, 7, 7, 7, 7, 2]]
+    ks, searcher = make(kws)
+    trie = OracleTrie(ks)
+    seen = {"mid": 0, "enum": 0, "pair": 0}
+    for k in (1, 2, 3, 5, 8):
+        p = rows_from_keywords(rng, kws, q_n=3, steps=6, k=k, distractors=1)
+        check(trie, searcher, p, SearchConfig(beam_width=4, max_results=9))
+        for name in seen:
+            seen[name] += searcher.path_counts[name]
+    assert all(v > 0 for v in seen.values()), seen
+
+
+# ------------------------------------------------------------------------------------ shapes of input
+def test_long_keywords_1_to_64() -> None:
+    rng = np.random.default_rng(11)
+    base = rng.integers(0, 3, size=64).tolist()
+    kws = [base[:n] for n in (1, 2, 5, 17, 32, 63, 64)]
+    kws += [base[:n] + [int(x) for x in rng.integers(0, 3, size=int(rng.integers(1, 64 - n + 1)))]
+            for n in rng.integers(0, 60, size=40)]
+    kws = [kw[:64] for kw in kws]
+    ks, searcher = make(kws)
+    trie = OracleTrie(ks)
+    for alpha in (0.0, 1.0):
+        p = rows_from_keywords(rng, kws, q_n=2, steps=66, k=4, distractors=1)
+        got = check(trie, searcher, p, SearchConfig(beam_width=3, max_results=12, length_norm=alpha))
+        assert got.lengths.max() > 30
+
+
+def test_tokens_near_uint32_max() -> None:
+    top = PAD - 1
+    kws = [[top], [top, top - 1], [top - 1, top, top], [2**31, top], [65535, 65536, top], [0, top - 2]]
+    ks, searcher = make(kws)
+    tok = np.array([[[top, top - 1, 2**31, 65535, 0, PAD],
+                     [top - 1, top, 65536, top - 2, PAD, 5],
+                     [top, top - 1, PAD, PAD, PAD, PAD]]], dtype=np.int64)
+    lp = np.array([[[-1, -0.5, -0.25, -2, -3, 0], [-1, -1, -0.5, -0.25, 0, -1], [-0.5, -0.5, 0, 0, 0, 0]]],
+                  dtype=np.float32)
+    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=6))
+    assert got.num_results[0] == 6
+
+
+def test_ties_everywhere() -> None:
+    """All logprobs equal: the order is decided by (rank, token) alone."""
+    rng = np.random.default_rng(5)
+    kws = [rng.integers(0, 5, size=int(rng.integers(1, 5))).tolist() for _ in range(80)]
+    ks, searcher = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=3, steps=5, k=6, distractors=1)
+    for value in (0.0, -0.0, -1.0):
+        lp = np.full(p.shape, value, dtype=np.float32)
+        check(ks, searcher, Proposals(p.tokens, lp), SearchConfig(beam_width=3, max_results=7))
+    # -0.0 and +0.0 mixed: equal scores
+    lp = np.where(rng.random(p.shape) < 0.5, np.float32(-0.0), np.float32(0.0)).astype(np.float32)
+    check(ks, searcher, Proposals(p.tokens, lp), SearchConfig(beam_width=2, max_results=5))
+
+
+@pytest.mark.parametrize("tau,sigma", [(-1.0, -math.inf), (-math.inf, -2.0), (-0.3, -1.1), (-0.25, -0.75),
+                                       (0.0, -math.inf), (-1e39, -1e39), (-5e-46, -math.inf)])
+def test_thresholds(tau: float, sigma: float) -> None:
+    rng = np.random.default_rng(13)
+    kws = [rng.integers(0, 6, size=int(rng.integers(1, 5))).tolist() for _ in range(60)]
+    ks, searcher = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=3, steps=4, k=6, quantised=False)
+    lp = p.logprobs.copy()
+    lp[..., 0] = np.float32(-0.3)  # not representable: sits exactly at threshold32(-0.3)
+    lp[..., 1] = np.float32(-1e-45)
+    check(ks, searcher, Proposals(p.tokens, lp),
+          SearchConfig(beam_width=4, max_results=9, token_threshold=tau, score_threshold=sigma))
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5, 0.7, 1.0, 2.0, 10.0])
+def test_length_norm(alpha: float) -> None:
+    rng = np.random.default_rng(17)
+    kws = [rng.integers(0, 4, size=int(rng.integers(1, 9))).tolist() for _ in range(120)]
+    ks, searcher = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=3, steps=8, k=5, quantised=False)
+    got = check(ks, searcher, p, SearchConfig(beam_width=6, max_results=20, length_norm=alpha))
+    if alpha:
+        assert not np.array_equal(got.scores.view(np.uint32), got.norm_scores.view(np.uint32))
+
+
+def test_prefixes() -> None:
+    rng = np.random.default_rng(19)
+    kws = [[1, 2, 3, 4, 5], [1, 2, 3], [1, 2, 9, 9], [1, 7], [4], [4, 4, 4, 4, 4, 4], [8, 8]]
+    ks, searcher = make(kws)
+    # root, inside an edge, at an inner node, a whole keyword with children, a leaf, absent, absent mid-edge
+    # ..., and mid-edge (valid)
+    prefixes = [[], [1, 2], [1], [1, 2, 3], [8, 8], [3], [4, 4, 5], [1, 2, 3, 4], [4, 4, 4]]
+    q_n = len(prefixes)
+    tok = np.full((q_n, 4, 5), PAD, dtype=np.int64)
+    tok[:, :, :4] = np.array([1, 2, 3, 4])
+    tok[:, :, 4] = [9, 5, 7, 8]
+    tok[7, 0, 4] = 5
+    lp = (rng.integers(-4, 1, size=tok.shape) * 0.5).astype(np.float32)
+    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=3, max_results=6), prefixes)
+    assert got.num_results[4] == 0 and got.num_results[5] == 0 and got.num_results[6] == 0
+    assert 1 not in got.keyword_ids[3]  # the forced prefix [1, 2, 3] itself is never a result
+    assert got.num_results[3] > 0 and got.num_results[7] > 0
+    assert got.query(8) == [(5, 0.0 + float(lp[8, 0, 3] + lp[8, 1, 3] + lp[8, 2, 3]),
+                             float(lp[8, 0, 3] + lp[8, 1, 3] + lp[8, 2, 3]), 6)]
+
+
+def test_padding_rows_and_empty_shapes() -> None:
+    kws = [[1], [1, 2], [3]]
+    ks, searcher = make(kws)
+    tok = np.full((2, 3, 4), -1, dtype=np.int64)
+    tok[0, 0, 2] = 1
+    tok[0, 2, 0] = 2  # step 1 is all padding: the search stops there
+    lp = np.full(tok.shape, np.nan, dtype=np.float32)
+    lp[tok != -1] = -1.0
+    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2))
+    assert got.num_results.tolist() == [1, 0]
+    for shape in ((0, 3, 4), (2, 0, 4), (2, 3, 0)):
+        p = Proposals(np.zeros(shape, np.int64), np.zeros(shape, np.float32))
+        assert_same(searcher.search(p, SearchConfig(beam_width=2)), SearchResult.empty(shape[0], 2))
+
+
+def test_single_step_and_beam_larger_than_library() -> None:
+    rng = np.random.default_rng(23)
+    kws = [rng.integers(0, 5, size=int(rng.integers(1, 4))).tolist() for _ in range(12)]
+    ks, searcher = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=2, steps=1, k=5)
+    check(ks, searcher, p, SearchConfig(beam_width=1, max_results=3))
+    p = rows_from_keywords(rng, kws, q_n=2, steps=4, k=5)
+    got = check(ks, searcher, p, SearchConfig(beam_width=1000, max_results=200))
+    assert got.shape == (2, 200)
+
+
+def test_more_results_than_beam() -> None:
+    rng = np.random.default_rng(29)
+    kws = [rng.integers(0, 4, size=int(rng.integers(1, 6))).tolist() for _ in range(100)]
+    ks, searcher = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=3, steps=6, k=4)
+    check(ks, searcher, p, SearchConfig(beam_width=2, max_results=40))
+
+
+def test_overflow_and_subnormals() -> None:
+    kws = [[1, 2], [1, 2, 3], [1], [2, 3]]
+    ks, searcher = make(kws)
+    tok = np.array([[[1, 2], [2, 3], [3, PAD]]], dtype=np.int64)
+    for lp0 in ([-3e38, -2.5e38], [-1e-45, -3e-45], [-1.1754944e-38, 1e-45]):
+        lp = np.array([[lp0, lp0, [lp0[0], 0]]], dtype=np.float32)
+        check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2, length_norm=1.0))
+
+
+# ------------------------------------------------------------------------------------------ vs marisa
+def test_matches_marisa_searcher() -> None:
+    marisa = pytest.importorskip("flashtrie.reference_cpu.marisa")
+    rng = np.random.default_rng(31)
+    kws = [rng.integers(0, 8, size=int(rng.integers(1, 7))).tolist() for _ in range(300)]
+    ks, searcher = make(kws)
+    for early_stop in (False, True):
+        other = marisa.MarisaSearcher(ks, early_stop=early_stop)
+        for k, alpha in ((3, 0.0), (8, 1.0), (8, 0.0), (5, 2.0)):
+            p = rows_from_keywords(rng, kws, q_n=4, steps=6, k=k)
+            config = SearchConfig(beam_width=5, max_results=10, length_norm=alpha)
+            prefixes = [[], kws[0][:1], kws[1], [99]]
+            assert_same(searcher.search(p, config, prefixes), other.search(p, config, prefixes))
+
+
+# ------------------------------------------------------------------------------------ sort-key layouts
+def test_group_order_packed_equals_lexsort() -> None:
+    rng = np.random.default_rng(37)
+    n = 5000
+    q = rng.integers(0, 3, n)
+    dk = rng.integers(0, 4, n).astype(np.uint32) * np.uint32(0x4000_0001)
+    r = rng.integers(0, 40, n)
+    x = rng.permutation(n)  # (q, r, x) unique, like candidates
+    packed = NumpySearcher._group_order(q, dk, r, x, q_bits=2, r_bits=6, x_bits=13)
+    wide = NumpySearcher._group_order(q, dk, r, x, q_bits=40, r_bits=16, x_bits=16)
+    np.testing.assert_array_equal(packed, wide)
+    np.testing.assert_array_equal(packed, np.lexsort((x, r, dk, q)))
+
+
+def test_beam_and_k_beyond_packed_keys() -> None:
+    """B and K near the 16-bit limits: per-query keys no longer fit one uint64 with q (lexsort fallback)."""
+    rng = np.random.default_rng(41)
+    kws = [rng.integers(0, 6, size=int(rng.integers(1, 4))).tolist() for _ in range(40)]
+    ks, searcher = make(kws)
+    k = 33_000
+    tok = np.full((2, 2, k), PAD, dtype=np.int64)
+    tok[:, :, :k - 6] = np.arange(100, 100 + k - 6)
+    tok[:, :, k - 6:] = np.arange(6)
+    lp = rng.integers(-3, 1, size=tok.shape).astype(np.float32)
+    check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=40_000, max_results=50))
+
+
+# ------------------------------------------------------------------------------------------ plumbing
+def test_protocol_errors_and_loaded_index(tmp_path) -> None:
+    from flashtrie import InputError, Searcher
+
+    kws = [[1, 2], [1, 3], [2]]
+    ks, searcher = make(kws)
+    assert isinstance(searcher, Searcher) and searcher.name == "numpy"
+    tok = np.array([[[1, 2], [2, 3]]], dtype=np.int64)
+    p = Proposals(tok, np.array([[[-1, -2], [-0.5, -0.25]]], dtype=np.float32))
+    config = SearchConfig(beam_width=2)
+    with pytest.raises(InputError, match="prefixes"):
+        searcher.search(p, config, [[], []])
+    with pytest.raises(InputError, match="proposals"):
+        searcher.search((tok, tok), config)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="config"):
+        searcher.search(p, {"beam_width": 2})  # type: ignore[arg-type]
+    searcher.index.save(tmp_path / "lib.idx")
+    loaded = NumpySearcher(NarrowLoudsIndex.load(tmp_path / "lib.idx"))
+    assert_same(loaded.search(p, config), check(ks, searcher, p, config))
+
+
+def test_early_stop_skips_steps_without_changing_results() -> None:
+    ks, searcher = make([[1], [1, 2], [1, 2, 3], [1, 2, 4]])
+    tok = np.tile(np.array([1, 2, 3, 4], dtype=np.int64), (2, 4, 1))
+    lp = np.full(tok.shape, -1.0, dtype=np.float32)
+    lp[1, 2, :] = 0.5  # query 1: a positive logprob later on, so it may not stop
+    config = SearchConfig(beam_width=2, max_results=1)
+    early = check(ks, searcher, Proposals(tok, lp), config)
+    n_early = sum(searcher.path_counts.values())
+    searcher.early_stop = False
+    assert_same(early, check(ks, searcher, Proposals(tok, lp), config))
+    assert n_early < sum(searcher.path_counts.values())
