@@ -1,0 +1,140 @@
+"""Save and load generated keyword libraries and query workloads as ``.npz`` files.
+
+Each file holds its arrays plus a ``meta`` entry: a JSON string with the format tag, the format
+version and the generating parameters.  Files are written atomically (temporary name + rename).
+Loading a file of another kind, a foreign ``.npz``, a truncated or corrupt file raises `InputError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from flashtrie.errors import InputError
+from flashtrie.io_util import atomic_write_with
+from flashtrie.keywords import KeywordSet
+from flashtrie.proposals import Proposals
+
+from .keywords import KeywordParams
+from .queries import QueryParams, QueryWorkload
+
+__all__ = ["KEYWORDS_FORMAT", "WORKLOAD_FORMAT", "FORMAT_VERSION", "LoadedKeywords",
+           "save_keywords", "load_keywords", "save_workload", "load_workload"]
+
+KEYWORDS_FORMAT = "flashtrie.datasets.keywords"
+WORKLOAD_FORMAT = "flashtrie.datasets.workload"
+FORMAT_VERSION = 1
+
+_KINDS = {KEYWORDS_FORMAT: "a keyword library", WORKLOAD_FORMAT: "a query workload"}
+
+
+class LoadedKeywords(NamedTuple):
+    """A keyword library read back: the keywords and the parameters saved with them (None if none)."""
+
+    keywords: KeywordSet
+    params: KeywordParams | None
+
+
+def save_keywords(path: str | os.PathLike[str], keywords: KeywordSet, params: KeywordParams | None = None,
+                  *, compress: bool = False) -> None:
+    """Write ``keywords`` (and the parameters that generated them, if any) to ``path`` (.npz)."""
+    if not isinstance(keywords, KeywordSet):
+        raise InputError(f"keywords: expected a KeywordSet, got {type(keywords).__name__}")
+    meta = {"format": KEYWORDS_FORMAT, "version": FORMAT_VERSION, "num_keywords": len(keywords),
+            "params": params.to_dict() if params is not None else None}
+    _write(path, compress, meta=_meta_array(meta), tokens=keywords.tokens, offsets=keywords.offsets)
+
+
+def load_keywords(path: str | os.PathLike[str]) -> LoadedKeywords:
+    """Read a file written by `save_keywords`."""
+    meta, arrays = _read(path, KEYWORDS_FORMAT, ("tokens", "offsets"))
+    try:
+        keywords = KeywordSet.from_arrays(arrays["tokens"], arrays["offsets"])
+    except InputError as e:
+        raise InputError(f"{path}: corrupt keyword library: {e}") from None
+    if meta.get("num_keywords", len(keywords)) != len(keywords):
+        raise InputError(f"{path}: corrupt keyword library: header says {meta['num_keywords']} keywords, "
+                         f"the arrays hold {len(keywords)}")
+    p = meta.get("params")
+    return LoadedKeywords(keywords, KeywordParams.from_dict(p) if p is not None else None)
+
+
+def save_workload(path: str | os.PathLike[str], workload: QueryWorkload, *, compress: bool = False) -> None:
+    """Write a query workload (proposals, relevant ids, topics, parameters) to ``path`` (.npz)."""
+    if not isinstance(workload, QueryWorkload):
+        raise InputError(f"workload: expected a QueryWorkload, got {type(workload).__name__}")
+    rel = workload.relevant
+    rel_offsets = np.zeros(len(rel) + 1, dtype=np.int64)
+    np.cumsum([r.size for r in rel], out=rel_offsets[1:])
+    rel_ids = np.concatenate(rel).astype(np.int64) if rel else np.zeros(0, np.int64)
+    meta = {"format": WORKLOAD_FORMAT, "version": FORMAT_VERSION, "shape": list(workload.proposals.shape),
+            "params": workload.params.to_dict()}
+    _write(path, compress, meta=_meta_array(meta), tokens=workload.proposals.tokens,
+           logprobs=workload.proposals.logprobs, relevant_ids=rel_ids, relevant_offsets=rel_offsets,
+           topics=workload.topics)
+
+
+def load_workload(path: str | os.PathLike[str]) -> QueryWorkload:
+    """Read a file written by `save_workload`."""
+    meta, a = _read(path, WORKLOAD_FORMAT, ("tokens", "logprobs", "relevant_ids", "relevant_offsets", "topics"))
+    try:
+        proposals = Proposals(a["tokens"], a["logprobs"])
+    except InputError as e:
+        raise InputError(f"{path}: corrupt workload: {e}") from None
+    off, ids = a["relevant_offsets"], a["relevant_ids"]
+    q_n = proposals.num_queries
+    if (off.ndim != 1 or off.size != q_n + 1 or not np.issubdtype(off.dtype, np.integer) or off[0] != 0
+            or off[-1] != ids.size or np.any(np.diff(off) < 0) or a["topics"].shape[:1] != (q_n,)):
+        raise InputError(f"{path}: corrupt workload: relevant_offsets / topics do not match {q_n} queries")
+    if list(meta.get("shape", proposals.shape)) != list(proposals.shape):
+        raise InputError(f"{path}: corrupt workload: header shape {meta['shape']} differs from the arrays' "
+                         f"{list(proposals.shape)}")
+    relevant = [ids[off[i] : off[i + 1]].astype(np.int64) for i in range(q_n)]
+    return QueryWorkload(proposals, relevant, QueryParams.from_dict(meta["params"]), a["topics"])
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _meta_array(meta: dict[str, Any]) -> np.ndarray:
+    return np.array(json.dumps(meta, sort_keys=True))
+
+
+def _write(path: str | os.PathLike[str], compress: bool, **arrays: np.ndarray) -> None:
+    save = np.savez_compressed if compress else np.savez
+    atomic_write_with(path, lambda f: save(f, **arrays))
+
+
+def _read(path: str | os.PathLike[str], fmt: str, names: tuple[str, ...]) -> tuple[dict[str, Any], dict]:
+    """Open ``path``, check the format tag and version, and return the meta dict and the named arrays."""
+    want = f"{_KINDS[fmt]} (.npz with format {fmt!r}, version {FORMAT_VERSION})"
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "meta" not in z.files:
+                raise InputError(f"{path}: expected {want}; found an .npz without a flashtrie 'meta' entry")
+            raw = z["meta"]
+            try:
+                meta = json.loads(str(raw[()]))
+            except (json.JSONDecodeError, TypeError, IndexError, ValueError):
+                raise InputError(f"{path}: expected {want}; its 'meta' entry is not flashtrie JSON") from None
+            if not isinstance(meta, dict) or meta.get("format") != fmt:
+                found = meta.get("format") if isinstance(meta, dict) else None
+                kind = _KINDS.get(found, f"format {found!r}") if isinstance(found, str) else "no format tag"
+                raise InputError(f"{path}: expected {want}; found {kind}")
+            if meta.get("version") != FORMAT_VERSION:
+                raise InputError(f"{path}: expected {want}; found version {meta.get('version')!r}")
+            missing = [n for n in names if n not in z.files]
+            if missing:
+                raise InputError(f"{path}: expected {want}; the file lacks {', '.join(missing)}")
+            arrays = {n: z[n] for n in names}
+    except InputError:
+        raise
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file; expected {want}") from None
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise InputError(f"{path}: expected {want}; the file is not a readable .npz (truncated or corrupt?): "
+                         f"{reason}") from None
+    return meta, arrays
