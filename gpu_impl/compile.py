@@ -1,0 +1,154 @@
+"""Compile the CUDA kernels with NVRTC (through ``cuda.core.Program``) to a cubin, with a disk cache.
+
+The cubin is built for one architecture (``sm_XY``); PTX is never shipped, because PTX from an NVRTC newer
+than the driver does not load.  Options keep IEEE float32 semantics: no fast-math, no flush-to-zero, no
+FMA contraction, IEEE division and square root (``docs/semantics.md``).
+
+The cache lives in ``$FLASHTRIE_CACHE`` (default ``~/.cache/flashtrie``); an entry is keyed by the
+SHA-256 of the sources, the architecture, the NVRTC version, the options and the macro definitions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from flashtrie.errors import DeviceError
+from flashtrie.io_util import atomic_write
+
+__all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "cache_dir", "nvrtc_version", "spill_report"]
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+#: The kernels and the one entry point each exposes.
+KERNELS: dict[str, str] = {"search.cu": "flashtrie_search"}
+
+_FIXED_OPTIONS = ("std=c++17", "ftz=false", "prec_div=true", "prec_sqrt=true", "fma=false", "fast_math=false")
+
+
+@dataclass
+class CompiledKernel:
+    """A compiled cubin, its log, where it came from, and the time spent."""
+
+    name: str
+    arch: str
+    cubin: bytes
+    log: str
+    cache_path: Path | None
+    from_cache: bool
+    seconds: float
+    defines: dict[str, str] = field(default_factory=dict)
+
+
+def cache_dir() -> Path:
+    """``$FLASHTRIE_CACHE`` or ``~/.cache/flashtrie``."""
+    env = os.environ.get("FLASHTRIE_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "flashtrie"
+
+
+def nvrtc_version() -> tuple[int, int]:
+    """The NVRTC library version (major, minor)."""
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if int(err) != 0:
+        raise DeviceError(f"nvrtcVersion failed: {err}")
+    return int(major), int(minor)
+
+
+def _include_paths() -> list[str]:
+    from cuda.pathfinder import find_nvidia_header_directory
+
+    paths = []
+    for lib in ("cudart", "cccl"):
+        p = find_nvidia_header_directory(lib)
+        if p is None:
+            raise DeviceError(f"CUDA headers for {lib!r} not found; install nvidia-cuda-runtime and nvidia-cuda-cccl "
+                              "(the 'gpu' extra)")
+        paths.append(str(p))
+    return paths
+
+
+def _key(source: bytes, arch: str, defines: dict[str, str], verbose: bool) -> str:
+    h = hashlib.sha256()
+    h.update(source)
+    h.update(arch.encode())
+    h.update(repr(nvrtc_version()).encode())
+    h.update(repr(_FIXED_OPTIONS).encode())
+    h.update(repr(sorted(defines.items())).encode())
+    h.update(b"v" if verbose else b"-")
+    return h.hexdigest()[:32]
+
+
+def compile_kernel(file: str = "search.cu", arch: str = "sm_90", defines: dict[str, str] | None = None, *,
+                   use_cache: bool = True, verbose: bool = False) -> CompiledKernel:
+    """Compile ``kernels/<file>`` to a cubin for ``arch`` (``sm_80``, ``sm_90``, ...), or load it from the cache.
+
+    ``verbose`` asks ptxas for its resource report (registers, shared memory, spills) in ``log``.
+    """
+    from cuda.core import Program, ProgramOptions
+
+    if not re.fullmatch(r"sm_\d+[a-z]?", arch):
+        raise DeviceError(f"arch: expected 'sm_XY', got {arch!r}")
+    defines = {k: str(v) for k, v in (defines or {}).items()}
+    path = KERNEL_DIR / file
+    source = path.read_bytes()
+    key = _key(source, arch, defines, verbose)
+    cpath = cache_dir() / f"{path.stem}-{arch}-{key}.cubin"
+    t0 = time.perf_counter()
+    if use_cache and cpath.exists():
+        log_path = cpath.with_suffix(".log")
+        log = log_path.read_text() if log_path.exists() else ""
+        return CompiledKernel(KERNELS.get(file, path.stem), arch, cpath.read_bytes(), log, cpath, True,
+                              time.perf_counter() - t0, defines)
+    opts = ProgramOptions(
+        name=path.stem, arch=arch, std="c++17", include_path=_include_paths(), ftz=False, prec_div=True,
+        prec_sqrt=True, fma=False, use_fast_math=False,
+        define_macro=[(k, v) for k, v in sorted(defines.items())] or None,
+        ptxas_options=["-v"] if verbose else None,
+    )
+    logs = io.StringIO()
+    try:
+        prog = Program(source.decode(), "c++", opts)
+        obj = prog.compile("cubin", logs=logs)
+    except Exception as e:  # NVRTC raises with the log in the message
+        raise DeviceError(f"NVRTC failed to compile {file} for {arch}: {e}\n{logs.getvalue()}") from e
+    cubin = bytes(obj.code)
+    seconds = time.perf_counter() - t0
+    log = logs.getvalue()
+    if use_cache:
+        try:
+            atomic_write(cpath, cubin)
+            atomic_write(cpath.with_suffix(".log"), log.encode())
+        except OSError:
+            pass  # a read-only home: compile every time
+    return CompiledKernel(KERNELS.get(file, path.stem), arch, cubin, log, cpath if use_cache else None, False,
+                          seconds, defines)
+
+
+def spill_report(log: str) -> dict[str, dict[str, int]]:
+    """Parse ptxas ``-v`` output: per function, registers, stack frame, spill stores / loads, shared memory."""
+    out: dict[str, dict[str, int]] = {}
+    current = None
+    for line in log.splitlines():
+        m = re.search(r"Compiling entry function '([^']+)'|Function properties for (\S+)", line)
+        if m:
+            current = m.group(1) or m.group(2)
+            out.setdefault(current, {})
+            continue
+        if current is None:
+            continue
+        m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if m:
+            out[current].update(stack=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        m = re.search(r"Used (\d+) registers", line)
+        if m:
+            out[current]["registers"] = int(m.group(1))
+        m = re.search(r"(\d+) bytes smem", line)
+        if m:
+            out[current]["smem"] = int(m.group(1))
+    return out

@@ -1,0 +1,315 @@
+"""`GpuSearcher` against `NumpySearcher`: bit-for-bit, on hypothesis cases and adversarial ones.
+
+Every test here is marked ``gpu`` and skipped (by the ``gpu_ok`` fixture below) where cuda.core is missing
+or no CUDA device is present.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from strategies import search_cases
+
+from flashtrie import DeviceError, InputError, KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
+
+pytestmark = pytest.mark.gpu
+PAD = 2**32 - 1
+
+
+@lru_cache(maxsize=1)
+def _gpu_reason() -> str | None:
+    """None when a CUDA device is usable, else why not."""
+    try:
+        from cuda.core import Device
+
+        Device(0).set_current()
+    except Exception as e:  # no cuda.core, no driver, no device
+        return f"no usable CUDA device: {type(e).__name__}: {e}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def gpu_ok() -> None:
+    """Skip every test of this file where no GPU is present."""
+    reason = _gpu_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def make(keywords: KeywordSet | list[list[int]]):
+    from flashtrie.gpu_impl import GpuSearcher
+    from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+    ks = keywords if isinstance(keywords, KeywordSet) else KeywordSet.from_sequences(keywords)
+    index = NarrowLoudsIndex.build(ks)
+    return NumpySearcher(index), GpuSearcher(index)
+
+
+def assert_same(a: SearchResult, b: SearchResult) -> None:
+    diff = a.first_difference(b)
+    assert diff is None, diff
+
+
+def check(ref, gpu, proposals: Proposals, config: SearchConfig, prefixes=None) -> SearchResult:
+    want = ref.search(proposals, config, prefixes)
+    got = gpu.search(proposals, config, prefixes)
+    assert_same(got, want)
+    return got
+
+
+def rows_from_keywords(rng: np.random.Generator, kws: list[list[int]], q_n: int, steps: int, k: int,
+                       prefix_len: int = 0, distractors: int = 2, quantised: bool = True) -> Proposals:
+    """Rows of tokens found at the searched depth, plus random distractors, shuffled and padded."""
+    tokens = np.full((q_n, steps, k), PAD, dtype=np.int64)
+    logprobs = np.full((q_n, steps, k), -np.inf, dtype=np.float32)
+    for t in range(steps):
+        depth = prefix_len + t
+        pool = np.array(sorted({kw[depth] for kw in kws if len(kw) > depth}), dtype=np.int64)
+        for q in range(q_n):
+            row = rng.permutation(pool)[: max(k - distractors, 0)].tolist()
+            row += rng.integers(0, PAD - 1, size=distractors).tolist()
+            row = list(dict.fromkeys(row))[:k]
+            tokens[q, t, : len(row)] = row
+            tokens[q, t] = rng.permutation(tokens[q, t])
+            logprobs[q, t] = (rng.integers(-8, 1, size=k) * 0.25 if quantised
+                              else np.log(rng.random(k)).astype(np.float32))
+    return Proposals(tokens, logprobs)
+
+
+# ---------------------------------------------------------------------------------------- random parity
+@settings(max_examples=40)
+@given(search_cases())
+def test_matches_numpy(case) -> None:
+    keywords, proposals, config, prefixes = case
+    ref, gpu = make(keywords)
+    check(ref, gpu, proposals, config, prefixes)
+
+
+@settings(max_examples=25)
+@given(search_cases(max_queries=6, max_steps=8, max_k=10, max_keywords=40, max_length=8, max_beam=6))
+def test_matches_numpy_bigger(case) -> None:
+    keywords, proposals, config, prefixes = case
+    ref, gpu = make(keywords)
+    check(ref, gpu, proposals, config, prefixes)
+
+
+# ------------------------------------------------------------------------------------------ adversarial
+def test_huge_root_fanout_and_dense_level_two() -> None:
+    """100k root children (row search among them), a level of 2-token keywords dense enough that the
+    candidates outnumber the shared sort buffer (radix select path), wide labels near 2**32."""
+    rng = np.random.default_rng(7)
+    roots = (np.arange(100_000, dtype=np.int64) * 42_949 + 3)
+    kws = [[int(x)] for x in roots]
+    alpha = rng.choice(roots, size=300, replace=False)
+    second = rng.choice(2**32 - 2, size=600, replace=False)
+    for a in alpha:
+        for b in rng.choice(second, size=200, replace=False):
+            kws.append([int(a), int(b)])
+    kws += [[int(alpha[0]), int(second[0]), 5, 6, 7], [int(alpha[0]), int(second[0]), 5, 8]]
+    ref, gpu = make(kws)
+    q_n, t_n, k = 3, 4, 400
+    tok = np.full((q_n, t_n, k), PAD, dtype=np.int64)
+    lp = (rng.integers(-12, 1, size=(q_n, t_n, k)) * 0.25).astype(np.float32)
+    for q in range(q_n):
+        tok[q, 0, :300] = rng.permutation(alpha)
+        tok[q, 0, 300:] = rng.choice(roots, size=100, replace=False) + 1  # mostly absent
+        tok[q, 1, :] = rng.permutation(second)[:k]
+        tok[q, 2, :3] = [5, 6, 8]
+        tok[q, 3, :2] = [7, 8]
+    p = Proposals(tok, lp)
+    for b, r in ((4, 10), (64, 64), (300, 1000), (1000, 300)):
+        check(ref, gpu, p, SearchConfig(beam_width=b, max_results=r))
+    check(ref, gpu, p, SearchConfig(beam_width=50, max_results=80, length_norm=0.7, token_threshold=-2.5))
+
+
+def test_long_keywords_up_to_64_and_prefixes() -> None:
+    rng = np.random.default_rng(11)
+    base = rng.integers(0, 3, size=64).tolist()
+    kws = [base[:n] for n in (1, 2, 5, 17, 32, 63, 64)]
+    kws += [base[:n] + [int(x) for x in rng.integers(0, 3, size=int(rng.integers(1, 64 - n + 1)))]
+            for n in rng.integers(0, 60, size=40)]
+    kws = [kw[:64] for kw in kws]
+    kws += [[9] + list(range(100, 160)), [9] + list(range(100, 130)) + [7]]  # long compressed edges
+    ref, gpu = make(kws)
+    for alpha in (0.0, 1.0, 2.5):
+        p = rows_from_keywords(rng, kws, q_n=2, steps=66, k=4, distractors=1)
+        check(ref, gpu, p, SearchConfig(beam_width=3, max_results=12, length_norm=alpha))
+    # forced prefixes: mid-edge, at a node, a whole keyword, absent, empty
+    prefixes = [[9, 100, 101], [9] + list(range(100, 130)), base[:17], [9, 101], [], base[:5]]
+    steps = 40
+    tok = np.full((len(prefixes), steps, 6), PAD, dtype=np.int64)
+    lp = np.zeros(tok.shape, dtype=np.float32)
+    for q, pre in enumerate(prefixes):
+        for t in range(steps):
+            depth = len(pre) + t
+            at = sorted({kw[depth] for kw in kws if len(kw) > depth and kw[:len(pre)] == pre})[:5]
+            tok[q, t, : len(at)] = at
+            lp[q, t, : len(at)] = -0.25 * (1 + np.arange(len(at)))
+    got = check(ref, gpu, Proposals(tok, lp), SearchConfig(beam_width=4, max_results=20, length_norm=0.5),
+                prefixes)
+    assert got.num_results[3] == 0 and got.num_results[0] > 0
+
+
+def test_ties_thresholds_and_signed_zero() -> None:
+    rng = np.random.default_rng(5)
+    kws = [rng.integers(0, 5, size=int(rng.integers(1, 6))).tolist() for _ in range(120)]
+    ref, gpu = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=3, steps=6, k=7, distractors=1)
+    for value in (0.0, -0.0, -1.0):
+        check(ref, gpu, Proposals(p.tokens, np.full(p.shape, value, dtype=np.float32)),
+              SearchConfig(beam_width=3, max_results=7))
+    lp = np.where(rng.random(p.shape) < 0.5, np.float32(-0.0), np.float32(0.0)).astype(np.float32)
+    check(ref, gpu, Proposals(p.tokens, lp), SearchConfig(beam_width=2, max_results=5))
+    q = rows_from_keywords(rng, kws, q_n=3, steps=6, k=7, quantised=False)
+    for tau, sigma in ((-1.0, -math.inf), (-math.inf, -2.0), (-0.3, -1.1), (0.0, -math.inf), (-5e-46, -1e39)):
+        for alpha in (0.0, 0.7):
+            check(ref, gpu, q, SearchConfig(beam_width=4, max_results=9, token_threshold=tau,
+                                            score_threshold=sigma, length_norm=alpha))
+
+
+def test_subnormals_and_overflow() -> None:
+    kws = [[1, 2, 3], [1, 2], [1, 4], [5]]
+    ref, gpu = make(kws)
+    tok = np.array([[[1, 5, PAD], [2, 4, PAD], [3, PAD, PAD]]], dtype=np.int64)
+    for vals in ([-1e-45, -3e-45, -1.1754944e-38], [-3e38, -2.5e38, -3e38], [-1e-45, 0.0, -0.0]):
+        lp = np.array([[vals, vals[::-1], vals]], dtype=np.float32)
+        for alpha in (0.0, 3.0):
+            check(ref, gpu, Proposals(tok, lp), SearchConfig(beam_width=2, max_results=4, length_norm=alpha))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_early_stop_is_exact(seed: int) -> None:
+    """Small pools fill early; later rows mix large negative and positive logprobs (bounds must hold)."""
+    from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+    rng = np.random.default_rng(100 + seed)
+    kws = [rng.integers(0, 12, size=int(rng.integers(1, 9))).tolist() for _ in range(3000)]
+    ref, gpu = make(kws)
+    plain = NumpySearcher(ref.index, early_stop=False)
+    p = rows_from_keywords(rng, kws, q_n=5, steps=8, k=12, distractors=2, quantised=False)
+    lp = p.logprobs.copy()
+    lp[:, 3:] -= np.float32(rng.choice([0.0, 5.0, 40.0]))
+    lp[:, 5, :2] = np.float32(rng.choice([0.0, 0.5, 3.0]))
+    p = Proposals(p.tokens, lp)
+    for b, r, alpha in ((8, 2, 0.0), (16, 5, 1.0), (4, 1, 3.0), (32, 8, 0.3)):
+        cfg = SearchConfig(beam_width=b, max_results=r, length_norm=alpha)
+        want = plain.search(p, cfg)
+        assert_same(ref.search(p, cfg), want)
+        assert_same(gpu.search(p, cfg), want)
+
+
+def test_tokens_near_uint32_max() -> None:
+    top = PAD - 1
+    kws = [[top], [top, top - 1], [top - 1, top, top], [2**31, top], [65535, 65536, top], [0, top - 2]]
+    ref, gpu = make(kws)
+    tok = np.array([[[top, top - 1, 2**31, 65535, 0, PAD],
+                     [top - 1, top, 65536, top - 2, PAD, 5],
+                     [top, top - 1, PAD, PAD, PAD, PAD]]], dtype=np.int64)
+    lp = np.array([[[-1, -0.5, -0.25, -2, -3, 0], [-1, -1, -0.5, -0.25, 0, -1], [-0.5, -0.5, 0, 0, 0, 0]]],
+                  dtype=np.float32)
+    got = check(ref, gpu, Proposals(tok, lp), SearchConfig(beam_width=6))
+    assert got.num_results[0] == 6
+
+
+@pytest.mark.parametrize("q_n", [1, 2, 7, 33, 300])
+def test_batch_sizes_equal_per_query(q_n: int) -> None:
+    rng = np.random.default_rng(q_n)
+    kws = [rng.integers(0, 40, size=int(rng.integers(1, 7))).tolist() for _ in range(3000)]
+    ref, gpu = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=q_n, steps=6, k=24, distractors=3, quantised=q_n % 2 == 1)
+    cfg = SearchConfig(beam_width=16, max_results=40, length_norm=0.5)
+    batch = check(ref, gpu, p, cfg)
+    for q in sorted({0, q_n // 2, q_n - 1}):
+        assert_same(gpu.search(p[q], cfg), SearchResult(*(getattr(batch, n)[q:q + 1] for n in (
+            "keyword_ids", "scores", "norm_scores", "lengths", "num_results"))))
+
+
+def test_all_padding_and_empty_shapes() -> None:
+    ref, gpu = make([[1, 2], [3]])
+    tok = np.full((2, 3, 4), PAD, dtype=np.int64)
+    check(ref, gpu, Proposals(tok, np.zeros(tok.shape, np.float32)), SearchConfig(beam_width=2))
+    for shape in ((0, 3, 4), (2, 0, 4), (2, 3, 0)):
+        tok = np.full(shape, PAD, dtype=np.int64)
+        got = gpu.search(Proposals(tok, np.zeros(shape, np.float32)), SearchConfig(beam_width=2, max_results=3))
+        assert got.shape == (shape[0], 3) and int(got.num_results.sum()) == 0
+
+
+def test_limits_refused() -> None:
+    _, gpu = make([[1, 2], [3]])
+    tok = np.full((1, 1, 2), PAD, dtype=np.int64)
+    p = Proposals(tok, np.zeros(tok.shape, np.float32))
+    with pytest.raises(InputError, match="beam_width"):
+        gpu.search(p, SearchConfig(beam_width=9000))
+    with pytest.raises(InputError, match="max_results"):
+        gpu.search(p, SearchConfig(beam_width=2, max_results=9000))
+    with pytest.raises(InputError, match="K"):
+        big = np.full((1, 1, 20_000), PAD, dtype=np.int64)
+        gpu.search(Proposals(big, np.zeros(big.shape, np.float32)), SearchConfig(beam_width=2))
+    assert gpu.workspace_bytes(1, 1, 2, 2, 2) > 0
+    gpu.memory_info = lambda: (1000, 10_000)  # pretend the device is full
+    with pytest.raises(DeviceError, match="needs .* bytes of device memory"):
+        gpu.search(Proposals(np.full((3, 2, 5), PAD, np.uint32), np.zeros((3, 2, 5), np.float32)),
+                   SearchConfig(beam_width=7))
+
+
+def test_device_out_and_repeat_calls() -> None:
+    rng = np.random.default_rng(2)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]
+    ref, gpu = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=4, steps=5, k=20)
+    cfg = SearchConfig(beam_width=8, max_results=16)
+    want = ref.search(p, cfg)
+    for _ in range(3):
+        assert_same(gpu.search(p, cfg), want)
+        assert gpu.last_device_ms > 0
+    gpu.stage_inputs = False  # proposals straight from the numpy arrays
+    assert_same(gpu.search(p, cfg), want)
+    gpu.stage_inputs = True
+    assert set(gpu.last_breakdown) == {"prep_ms", "enqueue_ms", "wait_ms", "post_ms"}
+    dev = gpu.search(p, cfg, device_out=True)
+    host = SearchResult(*(getattr(dev, n).get() for n in ("keyword_ids", "scores", "norm_scores", "lengths",
+                                                          "num_results")))
+    assert_same(host, want)
+
+
+def _device_cases():
+    rng = np.random.default_rng(9)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]
+    p = rows_from_keywords(rng, kws, q_n=3, steps=5, k=20)
+    return kws, p, SearchConfig(beam_width=8, max_results=16, length_norm=0.5)
+
+
+def test_dlpack_cupy() -> None:
+    cp = pytest.importorskip("cupy")
+    kws, p, cfg = _device_cases()
+    ref, gpu = make(kws)
+    want = ref.search(p, cfg)
+    got = gpu.search((cp.asarray(p.tokens), cp.asarray(p.logprobs)), cfg)
+    assert_same(got, want)
+    got = gpu.search((cp.asarray(p.tokens.view(np.int32)), cp.asarray(p.logprobs)), cfg)
+    assert_same(got, want)
+    bad = p.logprobs.copy()
+    bad[0, 0, int(np.flatnonzero(p.tokens[0, 0] != PAD)[0])] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        gpu.search((cp.asarray(p.tokens), cp.asarray(bad)), cfg)
+    dup = p.tokens.copy()
+    valid = np.flatnonzero(dup[1, 2] != PAD)
+    dup[1, 2, valid[1]] = dup[1, 2, valid[0]]
+    with pytest.raises(InputError, match="more than once"):
+        gpu.search((cp.asarray(dup), cp.asarray(p.logprobs)), cfg)
+    assert_same(gpu.search(p, cfg), want)  # the searcher still works after a refused call
+
+
+def test_dlpack_torch() -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("torch without CUDA")
+    kws, p, cfg = _device_cases()
+    ref, gpu = make(kws)
+    tok = torch.from_numpy(p.tokens.view(np.int32).copy()).cuda()
+    lp = torch.from_numpy(p.logprobs.copy()).cuda()
+    assert_same(gpu.search((tok, lp), cfg), ref.search(p, cfg))
