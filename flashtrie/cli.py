@@ -241,12 +241,13 @@ def _time_per_query(searcher: Any, proposals: Any, config: Any, desc: str, quiet
 
 # ---------------------------------------------------------------------------------------- commands
 def cmd_gen_keywords(args: argparse.Namespace) -> int:
-    from flashtrie.harness.workloads import call_with_supported, datasets_api, save_keywords
+    from flashtrie.datasets import KeywordParams, generate_keywords_from
+    from flashtrie.harness.workloads import save_keywords
 
-    gen = datasets_api("generate_keywords")
+    params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
+                                                         {"vocab_size": args.vocab_size}))
     with _Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
-        kw = call_with_supported(gen, args.n, seed=args.seed, vocab_size=args.vocab_size)
-    params = {"n": args.n, "seed": args.seed, "vocab_size": args.vocab_size}
+        kw = generate_keywords_from(params)
     with _Stage(f"writing {args.output}", args.quiet):
         save_keywords(kw, args.output, params)
     _say(f"{len(kw):,} keywords, {kw.tokens.size:,} tokens, max length {kw.max_length} -> {args.output}")
@@ -254,14 +255,15 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
 
 
 def _generate_workload(keywords: Any, n: int, k: int, steps: int | None, preset: str, seed: int) -> Any:
-    from flashtrie.harness.workloads import call_with_supported, datasets_api
+    from flashtrie.datasets import generate_queries
 
-    gen = datasets_api("generate_queries")
-    return call_with_supported(gen, keywords, n, proposals_per_step=k, num_steps=steps, preset=preset, seed=seed)
+    extra = {} if steps is None else {"num_steps": steps}
+    return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, **extra)
 
 
 def cmd_gen_queries(args: argparse.Namespace) -> int:
-    from flashtrie.harness.workloads import call_with_supported, datasets_api, load_keywords
+    from flashtrie.datasets import save_workload
+    from flashtrie.harness.workloads import load_keywords
 
     with _Stage(f"loading keywords {args.keywords}", args.quiet):
         kw = load_keywords(args.keywords)
@@ -271,7 +273,7 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
         if str(args.output).endswith(".tsv"):
             wl.proposals.to_tsv(args.output)  # the public FlashTrie format: proposals only, no ground truth
         else:
-            call_with_supported(datasets_api("save_workload"), wl, args.output)
+            save_workload(args.output, wl)
     q, t, k = wl.proposals.shape
     _say(f"{q} queries x {t} steps x {k} proposals -> {args.output}")
     return 0
@@ -419,12 +421,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         kw = load_keywords(args.keywords)
         sw.sweep_build(ctx, [(kw, {"source": args.keywords})], repeats=args.build_repeats)
     elif what == "size":
-        from flashtrie.harness.workloads import call_with_supported, datasets_api
-
-        gen_kw = datasets_api("generate_keywords")
+        from flashtrie.datasets import generate_keywords
 
         def make_keywords(n: int) -> tuple[Any, dict[str, Any]]:
-            kw = call_with_supported(gen_kw, n, seed=args.seed)
+            kw = generate_keywords(n, seed=args.seed)
             return kw, {"n": n, "seed": args.seed, "generator": "flashtrie.datasets.generate_keywords"}
 
         def make_workload(kw: Any, n: int) -> Any:
@@ -472,14 +472,14 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from flashtrie.datasets import generate_keywords
     from flashtrie.harness.timing import summarize
-    from flashtrie.harness.workloads import Loaded, call_with_supported, datasets_api
+    from flashtrie.harness.workloads import Loaded
 
     backends = _backends(args)
     t_start = time.perf_counter()
-    gen_kw = datasets_api("generate_keywords")
     with _Stage(f"generating {args.keywords:,} keywords (seed {args.seed})", args.quiet):
-        keywords = call_with_supported(gen_kw, args.keywords, seed=args.seed)
+        keywords = generate_keywords(args.keywords, seed=args.seed)
     k = args.K if args.K is not None else args.beam
     with _Stage(f"generating {args.queries} '{args.preset}' queries (K = {k})", args.quiet):
         workload = _generate_workload(keywords, args.queries, k, args.steps, args.preset, args.seed)

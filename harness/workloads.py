@@ -7,44 +7,22 @@ turns a workload into the few things the harness needs: proposals, ground truth 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from flashtrie.errors import FlashTrieError, InputError
+from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchResult
 
-__all__ = ["datasets_api", "call_with_supported", "load_keywords", "load_workload", "load_index", "save_keywords",
+__all__ = ["load_keywords", "load_workload", "load_index", "save_keywords",
            "workload_params", "relevant_sets", "truncate_proposals", "concat_results", "tile_proposals",
            "sniff_kind", "Loaded"]
-
-
-def datasets_api(name: str) -> Callable[..., Any]:
-    """A function or class of ``flashtrie.datasets`` (top level, else any submodule); InputError if absent."""
-    from .backends import find_class
-
-    try:
-        return find_class("flashtrie.datasets", name)
-    except ImportError as e:
-        raise InputError(f"flashtrie.datasets.{name} is not available: {e}") from None
-
-
-def call_with_supported(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call ``fn`` with the keyword arguments its signature accepts (None values dropped)."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return fn(*args, **{k: v for k, v in kwargs.items() if v is not None})
-    return fn(*args, **{k: v for k, v in kwargs.items() if v is not None and k in params})
 
 
 # ----------------------------------------------------------------------------------------------- files
@@ -85,30 +63,19 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
     if kind == "text":
         return KeywordSet.from_text(path)
     if kind == "npz":
-        for name in ("load_keywords", "load_keyword_set"):
-            try:
-                fn = datasets_api(name)
-            except InputError:
-                continue
-            try:
-                kw = fn(path)
-            except FlashTrieError:
-                raise
-            except Exception as e:  # noqa: BLE001
-                raise InputError(f"{path}: expected {expected}; could not read it ({type(e).__name__}: {e})") from None
-            return kw[0] if isinstance(kw, tuple) else kw
-        with np.load(path, allow_pickle=False) as z:
-            if "tokens" in z.files and "offsets" in z.files and "logprobs" not in z.files:
-                return KeywordSet.from_arrays(z["tokens"], z["offsets"])
-        raise _wrong_kind(path, expected, "npz without keyword arrays")
+        from flashtrie.datasets import load_keywords as load_npz
+
+        return load_npz(path).keywords
+
     raise _wrong_kind(path, expected, kind)
 
 
-def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: dict[str, Any] | None = None) -> None:
+def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: Any = None) -> None:
     """Write keywords in the format ``path``'s suffix names: ``.npz`` via flashtrie.datasets, else text."""
     if str(path).endswith(".npz"):
-        fn = datasets_api("save_keywords")
-        call_with_supported(fn, keywords, path, params=params)
+        from flashtrie.datasets import save_keywords as save_npz
+
+        save_npz(path, keywords, params)
     else:
         keywords.to_text(path)
 
@@ -122,21 +89,10 @@ def load_workload(path: str | os.PathLike[str]) -> Any:
         return Loaded(proposals=props, relevant=None, params={"source": str(path), "queries": names})
     if kind != "npz":
         raise _wrong_kind(path, expected, kind)
-    for name in ("load_workload", "load_queries"):
-        try:
-            fn = datasets_api(name)
-        except InputError:
-            continue
-        try:
-            return fn(path)
-        except FlashTrieError:
-            raise
-        except Exception as e:  # noqa: BLE001
-            raise InputError(f"{path}: expected {expected}; could not read it ({type(e).__name__}: {e})") from None
-    with np.load(path, allow_pickle=False) as z:
-        if "tokens" in z.files and "logprobs" in z.files:
-            return Loaded(proposals=Proposals(z["tokens"], z["logprobs"]), relevant=None, params={"source": str(path)})
-    raise _wrong_kind(path, expected, "npz without proposal arrays")
+    from flashtrie.datasets import load_workload as load_npz
+
+    return load_npz(path)
+
 
 
 def load_index(path: str | os.PathLike[str]) -> Any:

@@ -1,0 +1,28 @@
+#!/bin/bash
+# On the GPU machine, from the repository root: the H200 report's runs, in one call.
+#   bash gpu_impl/device_report.sh            (N=10M keywords, Q=16 dense queries, K = beam width)
+# 1. installs the carried wheels (.whl/) and the project;  2. GPU tests + compute-sanitizer (device_check.sh);
+# 3. generates the library and the workload;  4. `flashtrie bench beam` (gpu, numpy, marisa: parity checked
+# before timing, speed-ups against marisa measured in the same run) and `flashtrie bench batch` (gpu, numpy).
+# Records land in $OUT/*.jsonl; render them here with:
+#   flashtrie report <records> -o reports/h200
+set -uo pipefail
+OUT=${OUT:-$PWD/out}
+N=${N:-10M}
+Q=${Q:-16}
+export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
+mkdir -p "$OUT" /tmp/ftdata
+STAGES="tests sanitizer" TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/device_check.sh \
+  > "$OUT/check.log" 2>&1
+export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+tail -6 "$OUT/check.log"
+cmd="flashtrie bench"
+kw=/tmp/ftdata/kw.npz; q=/tmp/ftdata/q.npz; idx=/tmp/ftdata/kw.ftrie
+( time flashtrie gen-keywords -n "$N" -o $kw --quiet ) 2>&1 | tail -4
+( time flashtrie gen-queries $kw -n "$Q" -K 1000 --preset dense -o $q --quiet ) 2>&1 | tail -4
+( time flashtrie build $kw -o $idx --quiet ) 2>&1 | tail -4
+timeout ${BEAM_TIMEOUT:-300} $cmd beam --keywords $kw --index $idx --queries $q --backends gpu,numpy,marisa \
+  --beams 1,10,100,200,500,1000 --repeats 10 --max-seconds 20 -o "$OUT/beam.jsonl" --quiet 2>&1 | tail -8
+timeout ${BATCH_TIMEOUT:-150} $cmd batch --keywords $kw --index $idx --queries $q --backends gpu,numpy --beam 1000 \
+  --batch-sizes 1,2,4,8,16 --repeats 10 --max-seconds 15 -o "$OUT/batch.jsonl" --quiet 2>&1 | tail -8
+ls -la "$OUT"
