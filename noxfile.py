@@ -32,18 +32,15 @@ def bench(session: nox.Session) -> None:
 
 @nox.session
 def report(session: nox.Session) -> None:
-    """CPU sweep on this machine, then the Markdown report from its records (reports/cpu/)."""
+    """Every CPU sweep on this machine, then the Markdown report under reports/cpu/."""
     session.install("-e", ".")
-    out = "results/cpu.jsonl"
-    session.run("flashtrie", "bench", "--backends", "marisa,numpy", "--output", out, *session.posargs)
-    session.run("flashtrie", "report", out, "-o", "reports/cpu")
+    session.run("bash", "reports/make_cpu_report.sh", *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """On a GPU machine, in the current environment: GPU tests, then the GPU benchmark."""
-    session.run("python3", "-m", "pytest", "-q", "-m", "gpu", "tests")
-    session.run("python3", "gpu_impl/bench_gpu.py", *session.posargs)
+    """On a GPU machine, in the current environment: GPU tests, sanitizer, parity and the GPU benchmark."""
+    session.run("bash", "gpu_impl/device_check.sh", *session.posargs, external=True)
 
 
 @nox.session

@@ -62,8 +62,8 @@ class Proposals:
             raise InputError(f"queries: expected {q_n} names, got {len(names)}")
         lines = []
         for q in range(q_n):
-            if "\t" in names[q] or "\n" in names[q]:
-                raise InputError(f"queries[{q}]: a query name may not contain a tab or newline: {names[q]!r}")
+            if "\t" in names[q] or names[q].splitlines() != ([names[q]] if names[q] else []):
+                raise InputError(f"queries[{q}]: a query name may not contain a tab or line break: {names[q]!r}")
             idx, probs = [], []
             for t in range(t_n):
                 keep = self.tokens[q, t] != PAD_TOKEN
@@ -148,7 +148,8 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
         tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
     if lp.size and not np.issubdtype(lp.dtype, np.floating):
         raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
-    lp32 = lp.astype(np.float32)
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes ±inf; +inf is refused below
+        lp32 = lp.astype(np.float32)
     if lp.dtype != np.float32 and lp.size:
         # a float64 value that does not survive the cast to float32 is not "silently" changed:
         # rounding to float32 is the documented input precision; +inf from overflow is caught below.

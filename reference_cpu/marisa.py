@@ -1,0 +1,294 @@
+"""`MarisaSearcher`: the exact search of docs/semantics.md on top of marisa-trie (the CPU baseline).
+
+One `marisa_trie.BinaryTrie` holds every token-boundary prefix of every keyword, each token written as 4
+big-endian bytes (so byte order is token order).  Two arrays indexed by marisa key id give the smallest
+keyword id of a whole keyword (-1 otherwise) and whether the prefix has a child.  A candidate ``h + [x]``
+is valid iff its bytes are a key; per step, all ``|F_t| x K`` lookups of a query are one list
+comprehension over ``trie.get`` (the cheapest lookup of the installed API: one C call, no exception),
+and everything else (scores, thresholds, top-B, pool) is vectorised with numpy.
+
+With ``processes > 1`` the trie is saved to a temporary file that worker processes memory-map; queries
+are split into contiguous chunks across a pool that lives until `close()`.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import marisa_trie
+import numpy as np
+
+from flashtrie.errors import InputError
+from flashtrie.keywords import KeywordSet
+from flashtrie.limits import PAD_TOKEN
+from flashtrie.proposals import Proposals
+from flashtrie.scoring import desc_key32, length_norm_table, threshold32
+from flashtrie.search_types import SearchConfig, SearchResult, normalize_prefixes
+
+__all__ = ["MarisaSearcher"]
+
+_BE32 = np.dtype(">u4")
+
+
+def _build(keywords: KeywordSet) -> tuple[marisa_trie.BinaryTrie, np.ndarray, np.ndarray, int]:
+    """The prefix trie, keyword id per key (-1: not a whole keyword), has-child per key, duplicates."""
+    buf = keywords.tokens.astype(_BE32).tobytes()
+    bounds = (keywords.offsets * 4).tolist()
+    whole = [buf[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    keys = {w[:i] for w in whole for i in range(4, len(w) + 1, 4)}
+    trie = marisa_trie.BinaryTrie(keys)
+    key_id = trie.key_id
+    kw_of = np.full(len(trie), -1, dtype=np.int64)
+    first: dict[bytes, int] = {}
+    for i, w in enumerate(whole):
+        first.setdefault(w, i)
+    if first:
+        ids = np.fromiter((key_id(w) for w in first), dtype=np.int64, count=len(first))
+        kw_of[ids] = np.fromiter(first.values(), dtype=np.int64, count=len(first))
+    has_child = np.zeros(len(trie), dtype=bool)
+    parents = {k[:-4] for k in keys if len(k) > 4}
+    if parents:
+        has_child[np.fromiter((key_id(p) for p in parents), dtype=np.int64, count=len(parents))] = True
+    return trie, kw_of, has_child, len(whole) - len(first)
+
+
+class _Engine:
+    """The searchable state (trie + arrays) and the per-query search; lives in the parent and in workers."""
+
+    def __init__(self, trie: marisa_trie.BinaryTrie, kw_of: np.ndarray, has_child: np.ndarray,
+                 max_length: int) -> None:
+        self.trie = trie
+        self.kw_of = kw_of
+        self.has_child = has_child
+        self.max_length = max_length
+
+    def search(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig,
+               prefixes: list[bytes] | None, early_stop: bool
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Search queries ``tokens[Q, T, K]``; returns (ids int64, s f32, n f32, lengths int32), each [Q, R]."""
+        q_n, t_n, _ = tokens.shape
+        r_n = config.results
+        ids = np.full((q_n, r_n), -1, dtype=np.int64)
+        ss = np.full((q_n, r_n), -np.inf, dtype=np.float32)
+        ns = np.full((q_n, r_n), -np.inf, dtype=np.float32)
+        lens = np.zeros((q_n, r_n), dtype=np.int32)
+        if q_n == 0 or t_n == 0 or tokens.shape[2] == 0 or len(self.trie) == 0:
+            return ids, ss, ns, lens
+        tau = threshold32(config.token_threshold)
+        sigma = threshold32(config.score_threshold)
+        ln = length_norm_table(config.length_norm, self.max_length)
+        ln_min = np.float32(ln[1:].min())
+        # Rows sorted by token, so a candidate's position in its row's valid list orders like its token.
+        order = np.argsort(tokens, axis=2, kind="stable")
+        tok_sorted = np.take_along_axis(tokens, order, axis=2)
+        lp_sorted = np.take_along_axis(logprobs, order, axis=2)
+        valid = (tok_sorted != PAD_TOKEN) & (lp_sorted > tau)  # skip padding and ℓ ≤ τ
+        suffix_max = None
+        if early_stop:
+            row_max = np.where(valid, lp_sorted, np.float32(-np.inf)).max(axis=2)
+            suffix_max = np.maximum.accumulate(row_max[:, ::-1], axis=1)[:, ::-1]
+        with np.errstate(over="ignore", under="ignore"):
+            for q in range(q_n):
+                prefix = prefixes[q] if prefixes is not None else b""
+                found = self._one(tok_sorted[q], lp_sorted[q], valid[q], prefix, config, sigma, ln, ln_min,
+                                  suffix_max[q] if suffix_max is not None else None)
+                if found is not None:
+                    kw, s, n, length = found
+                    m = kw.size
+                    ids[q, :m] = kw
+                    ss[q, :m] = s
+                    ns[q, :m] = n
+                    lens[q, :m] = length
+        return ids, ss, ns, lens
+
+    def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, config: SearchConfig,
+             sigma: np.float32, ln: np.ndarray, ln_min: np.float32, suffix_max: np.ndarray | None,
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        get = self.trie.get
+        if prefix and get(prefix) is None:
+            return None
+        beam, r_n = config.beam_width, config.results
+        t_n = tok.shape[0]
+        plen = len(prefix) // 4
+        hbs = [prefix]  # frontier: key bytes and float32 scores, best first
+        hs = np.zeros(1, dtype=np.float32)
+        p_kw = np.zeros(0, dtype=np.int64)
+        p_s = np.zeros(0, dtype=np.float32)
+        p_n = np.zeros(0, dtype=np.float32)
+        p_len = np.zeros(0, dtype=np.int32)
+        for t in range(t_n):
+            vt = tok[t][valid[t]]
+            nv = vt.size
+            if nv == 0:
+                break
+            vl = lp[t][valid[t]]
+            xb = vt.astype(_BE32).tobytes()
+            xbs = [xb[i : i + 4] for i in range(0, 4 * nv, 4)]
+            found = np.fromiter([get(h + x, -1) for h in hbs for x in xbs], dtype=np.int64, count=len(hbs) * nv)
+            flat = np.flatnonzero(found >= 0)
+            if flat.size == 0:
+                break
+            r = flat // nv
+            j = flat - r * nv
+            s = hs[r] + vl[j]  # one float32 addition
+            keep = s > sigma  # drop s ≤ σ (σ = -inf still drops a sum that overflowed to -inf)
+            if not keep.all():
+                flat, r, j, s = flat[keep], r[keep], j[keep], s[keep]
+            cid = found[flat]
+            kw = self.kw_of[cid]
+            length = plen + t + 1
+            is_kw = kw >= 0
+            if is_kw.any():
+                # Offered in (r, x) order; a stable sort on the score key gives pool key (-n, t, r, x).
+                n = s[is_kw] * ln[length]
+                best = np.argsort(desc_key32(n), kind="stable")[:r_n]
+                # Old entries come first, so on equal n the earlier step wins.
+                p_kw = np.concatenate((p_kw, kw[is_kw][best]))
+                p_s = np.concatenate((p_s, s[is_kw][best]))
+                p_n = np.concatenate((p_n, n[best]))
+                p_len = np.concatenate((p_len, np.full(best.size, length, dtype=np.int32)))
+                if p_kw.size > best.size:
+                    keep_pool = np.argsort(desc_key32(p_n), kind="stable")[:r_n]
+                    p_kw, p_s, p_n, p_len = p_kw[keep_pool], p_s[keep_pool], p_n[keep_pool], p_len[keep_pool]
+            grow = np.flatnonzero(self.has_child[cid])
+            if grow.size == 0:
+                break
+            # Frontier key (-s, r, x): survivors are in (r, x) order, so a stable sort on -s is exact.
+            grow = grow[np.argsort(desc_key32(s[grow]), kind="stable")[:beam]]
+            hs = s[grow]
+            hbs = [hbs[a] + xbs[b] for a, b in zip(r[grow].tolist(), j[grow].tolist(), strict=True)]
+            if (suffix_max is not None and t + 1 < t_n and p_kw.size == r_n
+                    and suffix_max[t + 1] <= 0 and hs[0] <= 0):
+                # Later scores never exceed hs[0] (every later ℓ ≤ 0), and n = fl32(s · LN) with s ≤ hs[0] ≤ 0
+                # and LN ≥ ln_min is ≤ fl32(hs[0] · ln_min); a later tie loses on t.  Nothing can enter.
+                if hs[0] * ln_min <= p_n[-1]:
+                    break
+        if p_kw.size == 0:
+            return None
+        return p_kw, p_s, p_n, p_len
+
+
+# ----------------------------------------------------------------------------------- worker processes
+_WORKER: dict[str, _Engine] = {}
+
+
+def _worker_init(trie_path: str, arrays_path: str, max_length: int) -> None:
+    trie = marisa_trie.BinaryTrie()
+    trie.mmap(trie_path)
+    arrays = np.load(arrays_path)
+    _WORKER["engine"] = _Engine(trie, arrays["kw_of"], arrays["has_child"], max_length)
+
+
+def _worker_search(args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    tokens, logprobs, config, prefixes, early_stop = args
+    return _WORKER["engine"].search(tokens, logprobs, config, prefixes, early_stop)
+
+
+def _shutdown(pool: Any, tmpdir: str | None) -> None:
+    if pool is not None:
+        pool.terminate()
+        pool.join()
+    if tmpdir is not None:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+class MarisaSearcher:
+    """Exact trie-constrained beam search over a marisa-trie of keyword prefixes.
+
+    ``processes > 1`` spreads queries over that many worker processes (each memory-maps the saved trie);
+    call `close()` or use the searcher as a context manager to stop them.  ``early_stop`` enables the
+    contract's allowed early stop (output identical either way).  ``build_seconds`` is the time spent
+    building the trie and its arrays; ``duplicates`` the number of repeated keywords collapsed.
+    """
+
+    name = "marisa"
+
+    def __init__(self, keywords: KeywordSet, processes: int = 1, *, early_stop: bool = True,
+                 mp_context: str | None = None) -> None:
+        if not isinstance(keywords, KeywordSet):
+            raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+        if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
+            raise InputError(f"processes: expected an integer >= 1, got {processes!r}")
+        start = time.perf_counter()
+        trie, kw_of, has_child, self.duplicates = _build(keywords)
+        self._engine = _Engine(trie, kw_of, has_child, keywords.max_length)
+        self.build_seconds = time.perf_counter() - start
+        self.processes = int(processes)
+        self.early_stop = bool(early_stop)
+        self.num_keywords = len(keywords)
+        self._trie_bytes: int | None = None
+        self._pool: Any = None
+        self._tmpdir: str | None = None
+        self._finalizer: weakref.finalize | None = None
+        if self.processes > 1:
+            self._start_pool(mp_context)
+
+    def _start_pool(self, mp_context: str | None) -> None:
+        self._tmpdir = tempfile.mkdtemp(prefix="flashtrie-marisa-")
+        trie_path = os.path.join(self._tmpdir, "prefixes.marisa")
+        arrays_path = os.path.join(self._tmpdir, "arrays.npz")
+        self._engine.trie.save(trie_path)
+        np.savez(arrays_path, kw_of=self._engine.kw_of, has_child=self._engine.has_child)
+        if mp_context is None:
+            mp_context = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        ctx = multiprocessing.get_context(mp_context)
+        self._pool = ctx.Pool(self.processes, initializer=_worker_init,
+                              initargs=(trie_path, arrays_path, self._engine.max_length))
+        self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._tmpdir)
+
+    @property
+    def trie_bytes(self) -> int:
+        """Serialized size of the marisa trie, in bytes."""
+        if self._trie_bytes is None:
+            self._trie_bytes = len(self._engine.trie.tobytes())
+        return self._trie_bytes
+
+    def search(self, proposals: Proposals, config: SearchConfig,
+               prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult:
+        """Run the search of docs/semantics.md for every query of ``proposals``."""
+        if not isinstance(proposals, Proposals):
+            raise InputError(f"proposals: expected a flashtrie.Proposals, got {type(proposals).__name__}")
+        if not isinstance(config, SearchConfig):
+            raise InputError(f"config: expected a flashtrie.SearchConfig, got {type(config).__name__}")
+        q_n = proposals.num_queries
+        norm = normalize_prefixes(prefixes, q_n)
+        pbytes = [p.astype(_BE32).tobytes() for p in norm] if norm is not None else None
+        if self.processes > 1 and q_n > 1:
+            if self._pool is None:
+                raise RuntimeError("search: this MarisaSearcher is closed")
+            chunks = np.array_split(np.arange(q_n), min(q_n, 4 * self.processes))
+            jobs = [(proposals.tokens[c[0]:c[-1] + 1], proposals.logprobs[c[0]:c[-1] + 1], config,
+                     pbytes[c[0]:c[-1] + 1] if pbytes is not None else None, self.early_stop)
+                    for c in chunks if c.size]
+            parts = self._pool.map(_worker_search, jobs, chunksize=1)
+            ids, ss, ns, lens = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        else:
+            ids, ss, ns, lens = self._engine.search(proposals.tokens, proposals.logprobs, config, pbytes,
+                                                    self.early_stop)
+        return SearchResult(keyword_ids=ids, scores=ss, norm_scores=ns, lengths=lens)
+
+    def close(self) -> None:
+        """Stop the worker processes (if any) and delete the temporary trie file."""
+        if self._finalizer is not None:
+            self._pool.close()
+            self._pool.join()
+            self._finalizer()
+            self._pool = None
+            self._finalizer = None
+
+    def __enter__(self) -> MarisaSearcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"MarisaSearcher(keywords={self.num_keywords}, trie_keys={len(self._engine.trie)}, "
+                f"processes={self.processes})")

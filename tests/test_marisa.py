@@ -1,0 +1,125 @@
+"""MarisaSearcher equals the brute-force oracle bit for bit; multi-process, batch and early stop agree."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from flashtrie.reference_cpu import MarisaSearcher
+from hypothesis import given, settings
+from oracle import oracle_search
+from strategies import search_cases
+
+from flashtrie import InputError, KeywordSet, Proposals, SearchConfig, Searcher
+
+PAD = 2**32 - 1
+
+
+@settings(max_examples=1000)
+@given(search_cases())
+def test_matches_oracle(case) -> None:
+    keywords, proposals, config, prefixes = case
+    expected = oracle_search(keywords, proposals, config, prefixes)
+    got = MarisaSearcher(keywords).search(proposals, config, prefixes)
+    assert expected.first_difference(got) is None, expected.first_difference(got)
+
+
+@settings(max_examples=300)
+@given(search_cases())
+def test_early_stop_changes_nothing(case) -> None:
+    keywords, proposals, config, prefixes = case
+    a = MarisaSearcher(keywords, early_stop=True).search(proposals, config, prefixes)
+    b = MarisaSearcher(keywords, early_stop=False).search(proposals, config, prefixes)
+    assert a.first_difference(b) is None, a.first_difference(b)
+
+
+@settings(max_examples=100)
+@given(search_cases(max_queries=4))
+def test_batch_equals_per_query(case) -> None:
+    keywords, proposals, config, prefixes = case
+    searcher = MarisaSearcher(keywords)
+    batch = searcher.search(proposals, config, prefixes)
+    for q in range(proposals.num_queries):
+        single = searcher.search(proposals[q], config, prefixes[q:q + 1] if prefixes is not None else None)
+        assert single.query(0) == batch.query(q)
+        assert single.scores[0].view(np.uint32).tolist() == batch.scores[q].view(np.uint32).tolist()
+        assert single.norm_scores[0].view(np.uint32).tolist() == batch.norm_scores[q].view(np.uint32).tolist()
+
+
+def _random_case(seed: int, n_kw: int = 400, q_n: int = 23, t_n: int = 6, k: int = 24
+                 ) -> tuple[KeywordSet, Proposals, list[list[int]]]:
+    rng = np.random.default_rng(seed)
+    alphabet = np.array([0, 1, 2, 3, 5, 8, 65535, 65536, 4294967293, 4294967294], dtype=np.int64)
+    kws = [rng.choice(alphabet, size=int(rng.integers(1, 7))).tolist() for _ in range(n_kw)]
+    tokens = np.full((q_n, t_n, k), PAD, dtype=np.int64)
+    for q in range(q_n):
+        for t in range(t_n):
+            m = int(rng.integers(0, k + 1))
+            tokens[q, t, :m] = rng.permutation(np.unique(np.concatenate((alphabet, rng.integers(0, 1000, k)))))[:m]
+    logprobs = (-rng.integers(0, 12, size=tokens.shape) / 4).astype(np.float32)
+    prefixes = [kws[int(rng.integers(n_kw))][: int(rng.integers(0, 3))] for _ in range(q_n)]
+    return KeywordSet.from_sequences(kws), Proposals(tokens, logprobs), prefixes
+
+
+def test_multiprocess_equals_single_and_oracle() -> None:
+    keywords, proposals, prefixes = _random_case(7)
+    single = MarisaSearcher(keywords)
+    with MarisaSearcher(keywords, processes=2) as multi:
+        assert multi._tmpdir is not None and os.path.exists(multi._tmpdir)
+        tmpdir = multi._tmpdir
+        for cfg, pf in [(SearchConfig(beam_width=4), None),
+                        (SearchConfig(beam_width=3, max_results=7, length_norm=0.5, score_threshold=-4.0), prefixes),
+                        (SearchConfig(beam_width=64, token_threshold=-2.0), prefixes)]:
+            expected = oracle_search(keywords, proposals, cfg, pf)
+            a = single.search(proposals, cfg, pf)
+            b = multi.search(proposals, cfg, pf)  # the pool is reused across calls
+            assert expected.first_difference(a) is None, expected.first_difference(a)
+            assert a.first_difference(b) is None, a.first_difference(b)
+            assert (a.num_results > 0).any()
+    assert not os.path.exists(tmpdir)
+    with pytest.raises(RuntimeError):
+        multi.search(proposals, SearchConfig(beam_width=2))
+
+
+@pytest.mark.parametrize("context", ["spawn"])
+def test_multiprocess_spawn(context: str) -> None:
+    keywords, proposals, prefixes = _random_case(3, n_kw=50, q_n=5, t_n=3, k=8)
+    cfg = SearchConfig(beam_width=3)
+    with MarisaSearcher(keywords, processes=2, mp_context=context) as multi:
+        got = multi.search(proposals, cfg, prefixes)
+    assert MarisaSearcher(keywords).search(proposals, cfg, prefixes).first_difference(got) is None
+
+
+def test_attributes_and_protocol() -> None:
+    keywords = KeywordSet.from_sequences([[1, 2], [1], [1, 2], [3]])
+    s = MarisaSearcher(keywords)
+    assert isinstance(s, Searcher)
+    assert s.name == "marisa"
+    assert s.build_seconds >= 0
+    assert s.trie_bytes > 0
+    assert s.duplicates == 1
+    s.close()  # no pool: a no-op
+
+
+def test_empty_keyword_set() -> None:
+    s = MarisaSearcher(KeywordSet.from_sequences([]))
+    p = Proposals(np.array([[[1, 2]]]), np.zeros((1, 1, 2), np.float32))
+    res = s.search(p, SearchConfig(beam_width=2))
+    assert res.num_results.tolist() == [0]
+
+
+def test_bad_arguments() -> None:
+    keywords = KeywordSet.from_sequences([[1]])
+    s = MarisaSearcher(keywords)
+    p = Proposals(np.array([[[1]]]), np.zeros((1, 1, 1), np.float32))
+    with pytest.raises(InputError, match="prefixes"):
+        s.search(p, SearchConfig(beam_width=1), prefixes=[[1], [2]])
+    with pytest.raises(InputError, match="prefixes"):
+        s.search(p, SearchConfig(beam_width=1), prefixes=[[-3]])
+    with pytest.raises(InputError, match="proposals"):
+        s.search(np.zeros((1, 1, 1)), SearchConfig(beam_width=1))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="processes"):
+        MarisaSearcher(keywords, processes=0)
+    with pytest.raises(InputError, match="keywords"):
+        MarisaSearcher([[1]])  # type: ignore[arg-type]

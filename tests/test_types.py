@@ -1,0 +1,239 @@
+"""Core types: KeywordSet, Proposals, SearchConfig construction, validation messages and file round trips."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from strategies import keyword_lists
+
+from flashtrie import InputError, KeywordSet, Proposals, SearchConfig, SearchResult
+from flashtrie.search_types import normalize_prefixes
+
+PAD = 2**32 - 1
+
+
+# ----------------------------------------------------------------------------------------- KeywordSet
+def test_keywordset_constructors_agree(tmp_path: Path) -> None:
+    seqs = [[5, 6], [5], [4294967294, 0, 65536], [5, 6]]
+    a = KeywordSet.from_sequences(seqs)
+    b = KeywordSet.from_arrays(np.array([5, 6, 5, 4294967294, 0, 65536, 5, 6], np.uint32), [0, 2, 3, 6, 8])
+    path = tmp_path / "kw.txt"
+    a.to_text(path)
+    assert path.read_text() == "5 6\n5\n4294967294 0 65536\n5 6\n"
+    c = KeywordSet.from_text(path)
+    for kw in (a, b, c):
+        assert kw.to_sequences() == seqs
+        assert kw.tokens.dtype == np.uint32 and kw.offsets.dtype == np.int64
+        assert len(kw) == 4 and kw.max_length == 3
+        assert kw.lengths.tolist() == [2, 1, 3, 2]
+    assert a[-1].tolist() == [5, 6]
+    with pytest.raises(IndexError):
+        a[4]
+
+
+@given(keyword_lists(max_keywords=20, max_length=6))
+def test_text_round_trip(tmp_path_factory: pytest.TempPathFactory, kws: list[list[int]]) -> None:
+    path = tmp_path_factory.mktemp("kw") / "kw.txt"
+    KeywordSet.from_sequences(kws).to_text(path)
+    back = KeywordSet.from_text(path)
+    assert back.to_sequences() == kws
+
+
+def test_text_details(tmp_path: Path) -> None:
+    path = tmp_path / "kw.txt"
+    path.write_bytes(b"1  2\t3\r\n007\n\n\n")  # mixed spaces, CRLF, leading zeros, trailing blank lines
+    assert KeywordSet.from_text(path).to_sequences() == [[1, 2, 3], [7]]
+    KeywordSet.from_sequences([]).to_text(path)
+    assert len(KeywordSet.from_text(path)) == 0
+
+
+@pytest.mark.parametrize(("seqs", "words"), [
+    ([[1], []], ["keyword 1", "empty"]),
+    ([[1, -2]], ["keyword 0", "-2", "4294967294"]),
+    ([[4294967295]], ["keyword 0", "4294967295", "4294967294"]),
+    ([[2**40]], ["keyword 0", str(2**40), "4294967294"]),
+    ([[1.5]], ["keyword 0", "integer", "float"]),
+    ([["a"]], ["keyword 0", "integer"]),
+    ([[[1, 2]]], ["keyword 0", "1-D"]),
+])
+def test_keywordset_bad_sequences(seqs: list, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        KeywordSet.from_sequences(seqs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+@pytest.mark.parametrize(("tokens", "offsets", "words"), [
+    ([1, 2], [0, 1, 1, 2], ["keyword 1", "empty"]),
+    ([1, -1], [0, 2], ["keyword 0", "-1", "4294967294"]),
+    (np.array([1, 4294967295], np.uint32), [0, 1, 2], ["keyword 1", "4294967295"]),
+    ([1.0], [0, 1], ["tokens", "float64"]),
+    ([1], [1, 1], ["offsets[0]", "1"]),
+    ([1], [0, 2], ["offsets[-1]", "1", "2"]),
+    ([[1]], [0, 1], ["tokens", "1-D"]),
+])
+def test_keywordset_bad_arrays(tokens: list, offsets: list, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        KeywordSet.from_arrays(tokens, offsets)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (b"1 2\n\n3\n", ["line 2", "empty"]),
+    (b"1 x\n", ["line 1", "'x'"]),
+    (b"1\n-2\n", ["line 2", "'-'"]),
+    (b"4294967295\n", ["line 1", "4294967295", "4294967294"]),
+    (b"1\n99999999999\n", ["line 2", "99999999999", "4294967294"]),
+])
+def test_keywordset_bad_text(tmp_path: Path, data: bytes, words: list[str]) -> None:
+    path = tmp_path / "bad.txt"
+    path.write_bytes(data)
+    with pytest.raises(InputError) as e:
+        KeywordSet.from_text(path)
+    for w in words + [str(path)]:
+        assert w in str(e.value), (w, str(e.value))
+
+
+# ------------------------------------------------------------------------------------------ Proposals
+def test_proposals_accepts_both_paddings_and_nan_in_padding() -> None:
+    tok = np.array([[[3, -1, PAD, 4294967294]]], dtype=np.int64)
+    lp = np.array([[[-1.0, np.nan, np.inf, -np.inf]]], dtype=np.float32)
+    p = Proposals(tok, lp)
+    assert p.tokens.dtype == np.uint32 and p.logprobs.dtype == np.float32
+    assert p.tokens.tolist() == [[[3, PAD, PAD, 4294967294]]]
+    assert p.shape == (1, 1, 4) and p.num_queries == 1
+    assert p[0].shape == (1, 1, 4) and p[0:0].shape == (0, 1, 4)
+
+
+@pytest.mark.parametrize(("tok", "lp", "words"), [
+    ([[[1, 2]]], [[[-1.0, np.nan]]], ["logprobs[0, 0, 1]", "nan"]),
+    ([[[1, 2]], [[1, 2]]], [[[-1.0, 0.0]], [[np.inf, 0.0]]], ["logprobs[1, 0, 0]", "inf"]),
+    ([[[1, 5, 1]]], [[[0.0, 0.0, 0.0]]], ["tokens[0, 0, :]", "token 1", "more than once"]),
+    ([[[1, 2]]], [[[0.0, 0.0, 0.0]]], ["logprobs", "(1, 1, 3)", "(1, 1, 2)"]),
+    ([[1, 2]], [[0.0, 0.0]], ["tokens", "[Q, T, K]"]),
+    ([[[1, -2]]], [[[0.0, 0.0]]], ["tokens[0, 0, 1]", "-2"]),
+    ([[[2**32]]], [[[0.0]]], ["tokens[0, 0, 0]", str(2**32)]),
+    ([[[1.5]]], [[[0.0]]], ["tokens", "float64"]),
+    ([[[1]]], [[[0]]], ["logprobs", "int"]),
+])
+def test_proposals_bad(tok: list, lp: list, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        Proposals(np.array(tok), np.array(lp))
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_proposals_limits_without_memory() -> None:
+    with pytest.raises(InputError, match=r"T = 256.*255"):
+        Proposals(np.zeros((0, 256, 1), np.uint32), np.zeros((0, 256, 1), np.float32))
+    with pytest.raises(InputError, match=r"K = 65536.*65535"):
+        Proposals(np.zeros((0, 1, 65536), np.uint32), np.zeros((0, 1, 65536), np.float32))
+    Proposals(np.zeros((0, 255, 65535), np.uint32), np.zeros((0, 255, 65535), np.float32))  # at the limits
+
+
+def test_proposals_float64_overflow_is_an_error() -> None:
+    with pytest.raises(InputError, match="inf"):
+        Proposals(np.array([[[1]]]), np.array([[[1e300]]]))
+
+
+def test_tsv_round_trip_bit_exact(tmp_path: Path) -> None:
+    lp_values = [-0.0, 0.0, -1e-45, -np.float32(0.7), -3.4e38, -np.inf, 0.25, -1.1754944e-38]
+    tok = np.array([[[9, 4294967294, 0, 65536], [7, 8, PAD, PAD]],
+                    [[1, PAD, PAD, PAD], [PAD, PAD, PAD, PAD]]], dtype=np.uint32)
+    rng = np.random.default_rng(0)
+    lp = np.array(rng.choice(np.array(lp_values, dtype=np.float32), size=tok.shape), dtype=np.float32)
+    lp[tok == PAD] = -np.inf
+    p = Proposals(tok, lp)
+    path = tmp_path / "p.tsv"
+    p.to_tsv(path, queries=["first query", "zweite"])
+    back, names = Proposals.from_tsv(path)
+    assert names == ["first query", "zweite"]
+    assert back.tokens.tolist() == p.tokens.tolist()
+    assert back.logprobs.view(np.uint32).tolist() == p.logprobs.view(np.uint32).tolist()
+    p.to_tsv(path)
+    assert Proposals.from_tsv(path)[1] == ["q0", "q1"]
+
+
+@pytest.mark.parametrize("name", ["a\tb", "a\nb", "a\rb", "a\u2028b"])
+def test_tsv_rejects_names_that_break_lines(tmp_path: Path, name: str) -> None:
+    p = Proposals(np.array([[[1]]]), np.zeros((1, 1, 1), np.float32))
+    with pytest.raises(InputError, match=r"queries\[0\]"):
+        p.to_tsv(tmp_path / "p.tsv", queries=[name])
+
+
+def test_tsv_bad_files(tmp_path: Path) -> None:
+    path = tmp_path / "p.tsv"
+    path.write_text('q0\t{"indices": [[1]], "probs": [[0.0]]}\nq1\t{"indices": [], "probs": []}\n')
+    with pytest.raises(InputError, match="same number of steps"):
+        Proposals.from_tsv(path)
+    path.write_text("q0 no tab\n")
+    with pytest.raises(InputError, match="line 1"):
+        Proposals.from_tsv(path)
+    path.write_text('q0\t{"indices": [[1, 2]], "probs": [[0.0]]}\n')
+    with pytest.raises(InputError, match="differ in shape"):
+        Proposals.from_tsv(path)
+
+
+# --------------------------------------------------------------------------------------- SearchConfig
+def test_config_defaults() -> None:
+    c = SearchConfig(beam_width=5)
+    assert c.results == 5 and c.token_threshold == -math.inf and c.score_threshold == -math.inf
+    assert c.length_norm == 0.0
+    assert SearchConfig(beam_width=5, max_results=9).results == 9
+    SearchConfig(beam_width=np.int64(65535), max_results=65535, token_threshold=np.float32(-1.0), length_norm=2)
+
+
+@pytest.mark.parametrize(("kwargs", "words"), [
+    ({"beam_width": 0}, ["beam_width", "0", "65535"]),
+    ({"beam_width": 65536}, ["beam_width", "65536", "65535"]),
+    ({"beam_width": 1.5}, ["beam_width", "1.5"]),
+    ({"beam_width": True}, ["beam_width", "True"]),
+    ({"beam_width": "3"}, ["beam_width", "'3'"]),
+    ({"beam_width": 2, "max_results": 0}, ["max_results", "0", "65535"]),
+    ({"beam_width": 2, "max_results": 65536}, ["max_results", "65536"]),
+    ({"beam_width": 2, "token_threshold": math.nan}, ["token_threshold", "nan"]),
+    ({"beam_width": 2, "score_threshold": "x"}, ["score_threshold", "'x'"]),
+    ({"beam_width": 2, "length_norm": -0.5}, ["length_norm", "-0.5"]),
+    ({"beam_width": 2, "length_norm": math.inf}, ["length_norm", "inf"]),
+    ({"beam_width": 2, "length_norm": math.nan}, ["length_norm", "nan"]),
+])
+def test_config_bad(kwargs: dict, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        SearchConfig(**kwargs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_normalize_prefixes() -> None:
+    assert normalize_prefixes(None, 3) is None
+    out = normalize_prefixes([[], [1, 4294967294], np.array([7], np.int64)], 3)
+    assert [o.tolist() for o in out] == [[], [1, 4294967294], [7]]
+    assert all(o.dtype == np.uint32 for o in out)
+    with pytest.raises(InputError, match=r"prefixes.*3.*2"):
+        normalize_prefixes([[], []], 3)
+    with pytest.raises(InputError, match=r"prefixes\[0\]\[1\].*4294967295"):
+        normalize_prefixes([[1, 4294967295]], 1)
+    with pytest.raises(InputError, match=r"prefixes\[1\]"):
+        normalize_prefixes([[1], ["a"]], 2)
+
+
+@given(st.integers(0, 4), st.integers(1, 5))
+def test_search_result_empty_and_equality(q_n: int, r_n: int) -> None:
+    a = SearchResult.empty(q_n, r_n)
+    b = SearchResult.empty(q_n, r_n)
+    assert a.shape == (q_n, r_n) and a.equals(b)
+    assert a.num_results.tolist() == [0] * q_n
+    if q_n:
+        b.keyword_ids[0, 0], b.scores[0, 0], b.norm_scores[0, 0], b.lengths[0, 0] = 3, -0.0, -0.0, 1
+        b.num_results[0] = 1
+        assert a.first_difference(b) is not None
+        c = SearchResult(b.keyword_ids.copy(), b.scores.copy(), b.norm_scores.copy(), b.lengths.copy())
+        assert c.num_results.tolist() == b.num_results.tolist() and c.equals(b)
+        c.scores[0, 0] = 0.0  # +0.0 vs -0.0: not bit-identical
+        assert "scores" in c.first_difference(b)
