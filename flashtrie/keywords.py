@@ -69,8 +69,11 @@ class KeywordSet:
                 if arr.dtype == object:
                     try:
                         arr = np.array([int(x) for x in arr.tolist()], dtype=np.int64)
-                    except (TypeError, ValueError, OverflowError):
+                    except (TypeError, ValueError):
                         raise InputError(f"keyword {i}: tokens must be integers, got {seq!r}") from None
+                    except OverflowError:
+                        raise InputError(f"keyword {i}: a token of {seq!r} is out of range; tokens must be in "
+                                         f"[0, {MAX_TOKEN}]") from None
                 else:
                     raise InputError(f"keyword {i}: tokens must be integers, got dtype {arr.dtype}")
             parts.append(arr.astype(np.int64) if arr.dtype == np.uint64 and arr.max() <= MAX_TOKEN else arr)
@@ -122,19 +125,19 @@ class KeywordSet:
         empty = np.flatnonzero(counts == 0)
         if empty.size:
             raise InputError(f"{source}: line {int(empty[0]) + 1}: empty keyword; every line needs at least one token")
-        ndig = ends - starts
-        too_long = np.flatnonzero(ndig > 10)
-        if too_long.size:
-            j = int(too_long[0])
-            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token "
-                             f"{data[starts[j]:ends[j]].decode()} is larger than the limit {MAX_TOKEN}")
-        # value = sum(digit * 10**(position from the token's end))
+        # value = sum(digit * 10**(position from the token's end)); leading zeros beyond 10 digits are fine
         digit_pos = np.flatnonzero(is_digit)
         tok_index = np.cumsum(is_digit & ~prev_digit)[digit_pos] - 1
         power = ends[tok_index] - 1 - digit_pos
-        weights = (10 ** np.arange(10, dtype=np.int64))[power]
+        digits = buf[digit_pos].astype(np.int64) - ord("0")
+        huge = np.flatnonzero((power >= 10) & (digits != 0))
+        if huge.size:
+            j = int(tok_index[huge[0]])
+            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token "
+                             f"{data[starts[j]:ends[j]].decode()} is larger than the limit {MAX_TOKEN}")
+        weights = np.where(power < 10, 10 ** np.minimum(power, 9), 0)
         values = np.zeros(starts.size, dtype=np.int64)
-        np.add.at(values, tok_index, (buf[digit_pos].astype(np.int64) - ord("0")) * weights)
+        np.add.at(values, tok_index, digits * weights)
         over = np.flatnonzero(values > MAX_TOKEN)
         if over.size:
             j = int(over[0])

@@ -36,10 +36,11 @@ class SearchConfig:
             _check_int("max_results", self.max_results, 1, MAX_RESULTS)
         for name in ("token_threshold", "score_threshold"):
             v = getattr(self, name)
-            if not isinstance(v, (int, float, np.floating, np.integer)) or math.isnan(float(v)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or math.isnan(float(v)):
                 raise InputError(f"{name}: expected a number (may be -inf), got {v!r}")
         a = self.length_norm
-        if not isinstance(a, (int, float, np.floating, np.integer)) or not (0.0 <= float(a) < math.inf):
+        if isinstance(a, bool) or not isinstance(a, (int, float, np.floating, np.integer)) \
+                or not (0.0 <= float(a) < math.inf):
             raise InputError(f"length_norm: expected a finite number >= 0, got {a!r}")
 
     @property

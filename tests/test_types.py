@@ -237,3 +237,24 @@ def test_search_result_empty_and_equality(q_n: int, r_n: int) -> None:
         assert c.num_results.tolist() == b.num_results.tolist() and c.equals(b)
         c.scores[0, 0] = 0.0  # +0.0 vs -0.0: not bit-identical
         assert "scores" in c.first_difference(b)
+
+
+def test_text_leading_zeros_and_huge_tokens():
+    ks = KeywordSet.from_text_bytes(b"00000000001 2\n0000000000004294967294\n")
+    assert ks.to_sequences() == [[1, 2], [4294967294]]
+    with pytest.raises(InputError, match="larger than the limit"):
+        KeywordSet.from_text_bytes(b"10000000000001\n")
+
+
+@pytest.mark.parametrize("kwargs", [{"token_threshold": True}, {"score_threshold": False}, {"length_norm": True}])
+def test_config_refuses_bools(kwargs):
+    with pytest.raises(InputError):
+        SearchConfig(beam_width=3, **kwargs)
+
+
+def test_length_norm_underflow_refused():
+    from flashtrie.scoring import length_norm_table
+
+    assert length_norm_table(100.0, 8)[8] > 0
+    with pytest.raises(InputError, match="length_norm"):
+        length_norm_table(1e6, 8)
