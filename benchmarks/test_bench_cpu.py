@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from flashtrie import NarrowLoudsIndex, SearchConfig
 from flashtrie.datasets import generate_keywords, generate_queries
 from flashtrie.reference_cpu import MarisaSearcher, NumpySearcher
+
+from flashtrie import NarrowLoudsIndex, SearchConfig
 
 N_KEYWORDS = 200_000
 

@@ -7,7 +7,7 @@ returns for an identical keyword) and results ranked best first:
 * Recall@k    = |top-k ∩ G_q| / |G_q|  (queries with empty G_q are left out of the mean).
 
 Both are averaged over queries.  The unconstrained baseline is defined in
-`flashtrie.harness.hashsearch.unconstrained_search`: beam search over the raw proposals without the
+`flashtrie.harness.unconstrained.unconstrained_search`: beam search over the raw proposals without the
 trie, keeping the top-B sequences of each length by summed logprob, then keeping those that are whole
 keywords.
 """
@@ -24,8 +24,8 @@ from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.search_types import SearchConfig, SearchResult
 
-from .hashsearch import HashTrie, unconstrained_search
 from .records import Record
+from .unconstrained import KeywordTable, unconstrained_search
 from .workloads import relevant_sets, truncate_proposals, workload_params
 
 __all__ = ["precision_recall_at_k", "quality_sweep"]
@@ -60,8 +60,8 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
     rel = relevant_sets(workload)
     if rel is None:
         raise InputError("the workload has no ground truth (relevant ids); quality needs a .npz from gen-queries")
-    trie = HashTrie(keywords)
-    canon = [trie.canonical_ids(r[(r >= 0) & (r < len(keywords))]) if r.size else r for r in rel]
+    table = KeywordTable(keywords)
+    canon = [table.canonical_ids(r[(r >= 0) & (r < len(keywords))]) if r.size else r for r in rel]
     records: list[Record] = []
     base_params = {**workload_params(workload), "num_keywords": len(keywords)}
     for b in tqdm(list(beams), desc="quality vs beam width", disable=not progress, unit="beam"):
@@ -72,7 +72,7 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
         runs: list[tuple[str, str, Callable[[], SearchResult]]] = [
             (str(getattr(searcher, "name", "constrained")), "constrained",
              lambda p=props, c=cfg: searcher.search(p, c)),
-            ("unconstrained", "unconstrained+filter", lambda p=props, c=cfg: unconstrained_search(trie, p, c)),
+            ("unconstrained", "unconstrained+filter", lambda p=props, c=cfg: unconstrained_search(table, p, c)),
         ]
         for backend, mode, run in runs:
             try:

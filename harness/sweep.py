@@ -15,6 +15,7 @@ budget (extrapolated from the previous case as B·K) is recorded as ``skipped`` 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as _dt
 import os
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flashtrie.reference_cpu.numpy_search import NumpySearcher, SearchStats
 from tqdm.auto import tqdm
 
 from flashtrie.keywords import KeywordSet
@@ -32,14 +34,13 @@ from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult
 
 from .backends import BASELINE, close_searchers, make_searchers, reference_first
-from .hashsearch import HashTrie, constrained_search
 from .parity import compare_results
 from .records import Record, append_records, new_run_id
 from .timing import Timing, device_ms_of, summarize
 from .workloads import concat_results, tile_proposals, truncate_proposals, workload_params
 
-__all__ = ["RunContext", "measure_case", "sweep_beam_width", "sweep_batch_size", "sweep_library_size",
-           "sweep_build", "workload_statistics", "build_index_timed", "marisa_binary_trie"]
+__all__ = ["RunContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
+           "sweep_library_size", "sweep_build", "workload_statistics", "build_index_timed", "marisa_binary_trie"]
 
 
 @dataclasses.dataclass
@@ -71,24 +72,89 @@ class RunContext:
 
 
 # ------------------------------------------------------------------------------------------ statistics
-def workload_statistics(trie: HashTrie | None, searchers: dict[str, Any], proposals: Proposals,
+@dataclasses.dataclass
+class BeamStats:
+    """Workload statistics of a case, from a `NumpySearcher` run with ``early_stop=False``.
+
+    Definitions (``docs/semantics.md``; `SearchStats` has the per-step counts), over the first
+    ``queries`` queries of the case and every step run:
+
+    * ``considered``: pairs (hypothesis of F_t, proposal of row t that is not padding and above the
+      token threshold);
+    * ``valid``: those pairs whose extension is a trie prefix (step 2 of the semantics);
+    * ``valid_fraction`` = valid / considered;
+    * ``beam_fill[t]`` = mean over queries of ``|F_{t+1}| / B`` for t = 0 … T−1 (0 once a query's
+      frontier is empty; |F_T| counts the B best candidates with a child of the last step);
+    * ``mean_results``: mean number of results per query.
+    """
+
+    queries: int = 0
+    steps: int = 0
+    beam_width: int = 0
+    considered: int = 0
+    valid: int = 0
+    beam_fill: list[float] = dataclasses.field(default_factory=list)
+    mean_results: float = 0.0
+
+    @classmethod
+    def from_search(cls, stats: SearchStats, result: SearchResult) -> BeamStats:
+        """Summarise the `SearchStats` of one search and its result."""
+        return cls(queries=stats.queries, steps=stats.steps, beam_width=stats.beam_width,
+                   considered=int(stats.column("considered").sum()), valid=int(stats.column("valid").sum()),
+                   beam_fill=[float(v) for v in stats.beam_fill],
+                   mean_results=float(result.num_results.mean()) if result.shape[0] else 0.0)
+
+    @property
+    def valid_fraction(self) -> float | None:
+        return self.valid / self.considered if self.considered else None
+
+    @property
+    def mean_beam_fill(self) -> float | None:
+        return float(np.mean(self.beam_fill)) if self.beam_fill else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"stats_queries": self.queries, "valid_fraction": self.valid_fraction, "considered": self.considered,
+                "valid": self.valid, "beam_fill_per_step": list(self.beam_fill),
+                "mean_beam_fill": self.mean_beam_fill, "mean_results": self.mean_results,
+                "source": "numpy reference search (early_stop=False)"}
+
+
+def stats_searcher(index: Any, searchers: dict[str, Any] | None = None) -> NumpySearcher | None:
+    """A `NumpySearcher` over ``index`` with ``early_stop=False, collect_stats=True`` (None without an index).
+
+    Shares the decoded arrays of a `NumpySearcher` of the same index in ``searchers`` when there is one
+    (a shallow copy; the arrays are only read), else decodes the index.
+    """
+    if index is None:
+        return None
+    for s in (searchers or {}).values():
+        if isinstance(s, NumpySearcher) and s.index is index:
+            out = copy.copy(s)
+            out.early_stop, out.collect_stats, out.last_stats = False, True, None
+            return out
+    return NumpySearcher(index, early_stop=False, collect_stats=True)
+
+
+def workload_statistics(stats: NumpySearcher | None, searchers: dict[str, Any], proposals: Proposals,
                         config: SearchConfig, stats_queries: int) -> dict[str, Any]:
     """Fraction of valid proposals and mean beam fill per step for this case.
 
     Taken from a searcher's optional ``stats`` dict (keys ``valid_fraction`` and ``beam_fill_per_step``)
-    when one offers it after a search, else replayed by the harness on the first ``stats_queries`` queries
-    (`hashsearch.constrained_search`; see `BeamStats` for the definitions).
+    when one offers it after a search, else computed by ``stats`` (see `stats_searcher`) on the first
+    ``stats_queries`` queries; `BeamStats` has the definitions.
     """
     for name, s in searchers.items():
         st = getattr(s, "stats", None)
         if isinstance(st, dict) and "valid_fraction" in st:
             return {**{k: v for k, v in st.items() if isinstance(v, (int, float, list, str, type(None)))},
                     "source": f"{name}.stats"}
-    if trie is None or stats_queries <= 0:
+    if stats is None or stats_queries <= 0 or proposals.num_queries == 0:
         return {}
-    qs = list(range(min(stats_queries, proposals.num_queries)))
-    _, st = constrained_search(trie, proposals, config, queries=qs)
-    return st.to_dict()
+    if not (stats.collect_stats and not stats.early_stop):
+        raise ValueError("workload_statistics: needs a NumpySearcher with early_stop=False, collect_stats=True")
+    res = stats.search(proposals[: min(stats_queries, proposals.num_queries)], config)
+    assert stats.last_stats is not None
+    return BeamStats.from_search(stats.last_stats, res).to_dict()
 
 
 # --------------------------------------------------------------------------------------------- timing
@@ -207,7 +273,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
         searchers, failed = make_searchers(backends, keywords, index)
         ctx.emit(_construction_errors(ctx, failed, "beam_width",
                                       {**workload_params(workload), "num_keywords": len(keywords)}))
-    trie = HashTrie(keywords)
+    stats_search = stats_searcher(index, searchers)
     wl = {**workload_params(workload), "num_keywords": len(keywords)}
     history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
@@ -216,7 +282,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
             props = truncate_proposals(workload.proposals, int(b))
             k = props.shape[2]
             config = SearchConfig(beam_width=int(b), length_norm=length_norm)
-            stats = workload_statistics(trie, searchers, props, config, ctx.stats_queries)
+            stats = workload_statistics(stats_search, searchers, props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, batch_size, None), config, sweep="beam_width",
                                 workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
                                 history=history, work=float(b) * k)
@@ -236,7 +302,7 @@ def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     props = truncate_proposals(workload.proposals, beam_width)
     k = props.shape[2]
     config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-    stats = workload_statistics(HashTrie(keywords), searchers, props, config, ctx.stats_queries)
+    stats = workload_statistics(stats_searcher(index, searchers), searchers, props, config, ctx.stats_queries)
     history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
     try:
@@ -271,7 +337,8 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
             props = truncate_proposals(workload.proposals, beam_width)
             k = props.shape[2]
             config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-            stats = workload_statistics(HashTrie(keywords), searchers, props, config, ctx.stats_queries)
+            stats = workload_statistics(stats_searcher(index, searchers), searchers, props, config,
+                                        ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, 1, None), config, sweep="library_size",
                                 workload={**wl, "K_used": k}, extra_config={"K": k, "num_keywords": len(keywords)},
                                 workload_stats=stats, history=history, work=1.0)

@@ -23,12 +23,16 @@ Frontier and pool are kept with 64-bit integer sort keys built from ``desc_key32
 like the token; packed with q into one uint64 when the bits fit, else lexsorted), pool key
 ``(desc_key32(n), t, r, xrank)``, merged stably with older entries first.
 The contract's early stop is applied per query (``early_stop=True``, output identical either way).
+
+``collect_stats=True`` records per-step workload counts of the last call in ``last_stats`` (a
+`SearchStats`; definitions there).  Off by default: the step loop then only tests one ``None``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -38,7 +42,7 @@ from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, threshold32
 from flashtrie.search_types import SearchConfig, SearchResult, normalize_prefixes
 
-__all__ = ["NumpySearcher"]
+__all__ = ["NumpySearcher", "SearchStats"]
 
 _U64 = np.uint64
 _SH32 = np.uint64(32)
@@ -86,19 +90,77 @@ def _group_ranks(groups_sorted: np.ndarray) -> np.ndarray:
     return idx - start
 
 
+@dataclass(frozen=True)
+class SearchStats:
+    """Workload counts of one `NumpySearcher.search` call, per decoding step t (summed over queries).
+
+    ``per_step[t]`` = (considered, valid, kept, frontier), int64, shape (T, 4):
+
+    * ``considered``: pairs (h, x) of a hypothesis h carried into step t and a usable proposal x of its
+      query's row t (not padding, logprob > τ), i.e. ``sum_h nvalid(q(h), t)``;
+    * ``valid``: those pairs for which h + [x] is a trie prefix (step 2 of docs/semantics.md);
+    * ``kept``: valid candidates that also pass the score threshold (s(c) > σ, step 4);
+    * ``frontier``: hypotheses carried out of step t into step t + 1, i.e. ``sum_q |F_{t+1}|``
+      (the B best kept candidates with a child, per query).  At t = T − 1 it is still counted as that
+      size, although no step follows.
+
+    A query whose frontier emptied contributes 0 to every column from then on (its frontier counts as 0,
+    it is not left out), and steps after every frontier emptied are all-zero rows; queries whose forced
+    prefix is absent contribute 0 throughout.  With ``early_stop=False`` these are exactly the contract's
+    quantities.  With ``early_stop=True`` a query dropped by the early stop contributes 0 from that
+    step on (``frontier`` is counted after the drop), so the counts describe the work actually done,
+    not the contract's F_t: use ``early_stop=False`` for workload statistics.
+    """
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ("considered", "valid", "kept", "frontier")
+
+    queries: int
+    beam_width: int
+    early_stop: bool
+    #: (T, 4) int64 counts, columns as in `COLUMNS`
+    per_step: np.ndarray
+    #: steps whose expansion ran (the loop ends early once every frontier is empty)
+    steps_run: int
+
+    @property
+    def steps(self) -> int:
+        """T, the number of decoding steps of the call (rows of ``per_step``)."""
+        return int(self.per_step.shape[0])
+
+    def column(self, name: str) -> np.ndarray:
+        """One column of ``per_step`` by name."""
+        return self.per_step[:, self.COLUMNS.index(name)]
+
+    @property
+    def valid_fraction(self) -> float | None:
+        """sum(valid) / sum(considered) over all steps; None when nothing was considered."""
+        c = int(self.column("considered").sum())
+        return int(self.column("valid").sum()) / c if c else None
+
+    @property
+    def beam_fill(self) -> np.ndarray:
+        """Per step t: frontier[t] / (queries · B) = mean over queries of |F_{t+1}| / B (float64, shape (T,))."""
+        denom = max(self.queries, 1) * self.beam_width
+        return self.column("frontier").astype(np.float64) / denom
+
+
 class NumpySearcher:
     """Exact trie-constrained beam search over a `NarrowLoudsIndex`, in vectorised numpy."""
 
     name = "numpy"
 
-    def __init__(self, index: Any, *, early_stop: bool = True) -> None:
+    def __init__(self, index: Any, *, early_stop: bool = True, collect_stats: bool = False) -> None:
         """Decode the index once into flat helper arrays (per node: child range, label, edge, keyword).
 
         ``early_stop`` drops a query's frontier once no later candidate can enter its pool (the
-        contract's allowed shortcut; the output is identical either way).
+        contract's allowed shortcut; the output is identical either way).  ``collect_stats`` fills
+        ``last_stats`` (a `SearchStats`) on every search; it never changes results.
         """
         self.index = index
         self.early_stop = bool(early_stop)
+        self.collect_stats = bool(collect_stats)
+        #: counts of the last search when ``collect_stats`` is on, else None
+        self.last_stats: SearchStats | None = None
         n = int(index.num_nodes)
         nodes = np.arange(n, dtype=np.int64)
         first, end = index.child_range(nodes)
@@ -150,16 +212,20 @@ class NumpySearcher:
         pref = normalize_prefixes(prefixes, q_n)
         result = SearchResult.empty(q_n, config.results)
         self.path_counts = {"mid": 0, "enum": 0, "pair": 0}
-        if q_n == 0 or t_n == 0 or k_n == 0 or self.index.num_nodes == 0:
-            return result
-        # float32 overflow to -inf and subnormal results are part of the contract, not errors
-        with np.errstate(over="ignore", under="ignore"):
-            self._run(proposals, config, pref, result)
+        counts = np.zeros((t_n, len(SearchStats.COLUMNS)), dtype=np.int64) if self.collect_stats else None
+        steps_run = 0
+        if q_n and t_n and k_n and self.index.num_nodes:
+            # float32 overflow to -inf and subnormal results are part of the contract, not errors
+            with np.errstate(over="ignore", under="ignore"):
+                steps_run = self._run(proposals, config, pref, result, counts)
+        self.last_stats = (None if counts is None else
+                           SearchStats(queries=q_n, beam_width=config.beam_width, early_stop=self.early_stop,
+                                       per_step=counts, steps_run=steps_run))
         return result
 
     def _run(self, proposals: Proposals, config: SearchConfig, pref: list[np.ndarray] | None,
-             result: SearchResult) -> None:
-        """The step loop; fills ``result`` in place."""
+             result: SearchResult, counts: np.ndarray | None) -> int:
+        """The step loop; fills ``result`` (and ``counts``, see `SearchStats`) in place; returns steps run."""
         q_n, t_n, k_n = proposals.shape
         big_r, big_b = config.results, config.beam_width
         tau = threshold32(config.token_threshold)
@@ -196,9 +262,11 @@ class NumpySearcher:
         pn = np.zeros(0, dtype=np.float32)
         plen = np.zeros(0, dtype=np.int64)
 
+        steps_run = 0
         for t in range(t_n):
             if hq.size == 0:
                 break
+            steps_run += 1
             # valid proposals of row t of every query, as sorted keys q << 32 | token
             vq, vx = np.nonzero(svalid[:, t, :])
             rkeys = (vq.astype(_U64) << _SH32) | stok[vq, t, vx].astype(_U64)
@@ -207,6 +275,9 @@ class NumpySearcher:
             rstart = _excl_cumsum(nvalid)
 
             ch, cpos, cnode, coff = self._expand(hq, hnode, hoff, rkeys, nvalid, rstart)
+            if counts is not None:
+                counts[t, 0] = nvalid[hq].sum()
+                counts[t, 1] = ch.size
             if ch.size == 0:
                 hq = ch
                 break
@@ -214,6 +285,8 @@ class NumpySearcher:
             keep = s > sigma
             if not bool(keep.all()):
                 ch, cpos, cnode, coff, s = ch[keep], cpos[keep], cnode[keep], coff[keep], s[keep]
+            if counts is not None:
+                counts[t, 2] = ch.size
             cq = hq[ch]
             cr = hr[ch]
             cx = vx[cpos].astype(np.int64)
@@ -245,6 +318,8 @@ class NumpySearcher:
             # ---- next frontier: the B best candidates with a child, per query
             f = np.flatnonzero(has_child)
             if f.size == 0 or t == t_n - 1:
+                if counts is not None and f.size:  # |F_T|: B best with a child per query, not built
+                    counts[t, 3] = np.minimum(np.bincount(cq[f]), big_b).sum()
                 hq = f
                 break
             o = self._group_order(cq[f], desc_key32(s[f]), cr[f], cx[f], q_bits, r_bits, x_bits)
@@ -258,6 +333,8 @@ class NumpySearcher:
                 live = ~self._finished(hq, hs, hr, pq, pn, suffix_max[:, t + 1], ln_min, q_n, big_r)
                 if not bool(live.all()):
                     hq, hnode, hoff, hs, hlen, hr = hq[live], hnode[live], hoff[live], hs[live], hlen[live], hr[live]
+            if counts is not None:
+                counts[t, 3] = hq.size
 
         # ---- output
         if pq.size:
@@ -267,6 +344,7 @@ class NumpySearcher:
             result.norm_scores[pq, col] = pn
             result.lengths[pq, col] = plen
             result.num_results[:] = np.bincount(pq, minlength=q_n).astype(np.int32)
+        return steps_run
 
     # ------------------------------------------------------------------------------------- helpers
     def _start_states(self, pref: list[np.ndarray] | None,

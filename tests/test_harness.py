@@ -1,7 +1,7 @@
 """The benchmark harness: records, timing statistics, parity, workload statistics, quality, report.
 
-Behaviour only: no timed assertions.  Searchers here are small stand-ins built on the harness's own
-hash-trie replay, so these tests do not depend on any backend being finished.
+Behaviour only: no timed assertions.  Searchers here are stand-ins wrapping the numpy reference search
+(`NumpySearcher`), which also provides the workload statistics.
 """
 
 from __future__ import annotations
@@ -13,30 +13,32 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.harness import env as envmod
-from flashtrie.harness.hashsearch import HashTrie, constrained_search, unconstrained_search
 from flashtrie.harness.parity import check_parity, compare_results
 from flashtrie.harness.quality import precision_recall_at_k
 from flashtrie.harness.records import SCHEMA, Record, append_record, append_records, read_records
 from flashtrie.harness.report import build_report, command_text
+from flashtrie.harness.sweep import stats_searcher, workload_statistics
 from flashtrie.harness.timing import summarize, time_calls
+from flashtrie.harness.unconstrained import KeywordTable, unconstrained_search
 from flashtrie.harness.workloads import concat_results, truncate_proposals
+from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
-from flashtrie import KeywordSet, Proposals, SearchConfig, SearchResult
+from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
 from flashtrie.errors import InputError
 
 PAD = -1
 
 
-class HashSearcher:
-    """A stand-in backend: the harness's instrumented replay, optionally tampering with its output."""
+class RefSearcher:
+    """A stand-in backend: the numpy reference search, optionally tampering with its output."""
 
-    def __init__(self, keywords: KeywordSet, name: str = "hash", tamper=None) -> None:
-        self.trie = HashTrie(keywords)
+    def __init__(self, keywords: KeywordSet, name: str = "ref", tamper=None) -> None:
+        self.inner = NumpySearcher(NarrowLoudsIndex.build(keywords))
         self.name = name
         self.tamper = tamper
 
     def search(self, proposals, config, prefixes=None):
-        res, _ = constrained_search(self.trie, proposals, config, prefixes)
+        res = self.inner.search(proposals, config, prefixes)
         if self.tamper is not None:
             self.tamper(res)
         return res
@@ -150,12 +152,12 @@ def _flip_score_bit(q: int, r: int):
 def test_parity_detects_planted_mismatch() -> None:
     kws, props = _random_case(3, n=200, vocab=6, q=3, t=4, k=6)
     cfg = SearchConfig(beam_width=4)
-    ref = HashSearcher(kws, "ref")
+    ref = RefSearcher(kws, "ref")
     base = ref.search(props, cfg)
     q, r = 1, int(base.num_results[1]) - 1
     assert r >= 1, "the case needs a query with several results"
-    bad = HashSearcher(kws, "tampered", tamper=_flip_score_bit(q, r))
-    rep = check_parity([ref, HashSearcher(kws, "same"), bad, Broken()], props, cfg)
+    bad = RefSearcher(kws, "tampered", tamper=_flip_score_bit(q, r))
+    rep = check_parity([ref, RefSearcher(kws, "same"), bad, Broken()], props, cfg)
     assert not rep.ok
     assert rep.outcome("same").status == "ok"
     assert rep.outcome("broken").status == "error" and "kernel exploded" in rep.outcome("broken").error
@@ -170,7 +172,7 @@ def test_parity_detects_planted_mismatch() -> None:
 def test_parity_ok_and_precomputed_results() -> None:
     kws, props = _random_case(5)
     cfg = SearchConfig(beam_width=3, max_results=5)
-    a, b = HashSearcher(kws, "a"), HashSearcher(kws, "b")
+    a, b = RefSearcher(kws, "a"), RefSearcher(kws, "b")
     rep = check_parity({"a": a, "b": b}, props, cfg, results={"b": b.search(props, cfg)})
     assert rep.ok and rep.reference == "a"
     assert compare_results(rep.outcomes[0].result, rep.outcomes[1].result) is None
@@ -186,34 +188,112 @@ def test_parity_reports_count_difference() -> None:
         res.keyword_ids[q, n - 1] = -1
         res.num_results[q] = n - 1
 
-    ref = HashSearcher(kws)
+    ref = RefSearcher(kws)
     n = ref.search(props, cfg).num_results
-    rep = check_parity([ref, HashSearcher(kws, "short", tamper=drop_last)], props, cfg)
+    rep = check_parity([ref, RefSearcher(kws, "short", tamper=drop_last)], props, cfg)
     m = rep.outcome("short").mismatch
     assert m is not None and m.query == int(np.argmax(n)) and m.rank == int(n.max()) - 1
 
 
-# ----------------------------------------------------------------------------------- hash-trie replay
-def test_replay_matches_the_oracle() -> None:
-    oracle = pytest.importorskip("oracle")
-    for seed in range(12):
+# ------------------------------------------------------------------------------------ workload statistics
+def _stats_case() -> tuple[KeywordSet, Proposals]:
+    """Trie 1 → 2 → 5, 1 → 3, 4; two queries, three steps (hand-checked in `test_stats_hand_checked`)."""
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4], [1, 2, 5]])
+    tok = np.array([[[1, 4, 7], [2, 3, 9], [5, PAD, 6]],
+                    [[4, 1, PAD], [2, 3, 9], [5, 6, PAD]]])
+    lp = np.array([[[-1.0, -2.0, -0.5], [-0.5, -1.0, -0.1], [-1.0, 0.0, -1.0]],
+                   [[-0.1, -3.0, 0.0], [-0.5, -1.0, -0.1], [-1.0, -1.0, 0.0]]], np.float32)
+    return kws, Proposals(tok, lp)
+
+
+def test_stats_hand_checked() -> None:
+    kws, props = _stats_case()
+    searcher = NumpySearcher(NarrowLoudsIndex.build(kws), early_stop=False, collect_stats=True)
+    res = searcher.search(props, SearchConfig(2, score_threshold=-2.5))
+    st = searcher.last_stats
+    assert st is not None and (st.queries, st.steps, st.beam_width, st.steps_run) == (2, 3, 2, 3)
+    # q0: t0 root x {1, 4, 7}: [1], [4] valid, kept; only [1] grows.  t1 [1] x {2, 3, 9}: [1,2], [1,3];
+    #     only [1,2] grows.  t2 [1,2] x {5, 6} (padding skipped): [1,2,5] valid, but s = -2.5 <= σ.
+    # q1: t0 root x {4, 1}: both valid, [1] (s = -3) fails σ, [4] is a leaf: the query stops.
+    assert st.per_step.tolist() == [[5, 4, 3, 1], [3, 2, 2, 1], [2, 1, 0, 0]]
+    assert st.column("valid").tolist() == [4, 2, 1]
+    assert st.valid_fraction == pytest.approx(7 / 10)
+    assert st.beam_fill.tolist() == [0.25, 0.25, 0.0]
+    assert [e[0] for e in res.query(0)] == [0, 2] and [e[0] for e in res.query(1)] == [2]
+    searcher.collect_stats = False
+    searcher.search(props, SearchConfig(2))
+    assert searcher.last_stats is None
+
+
+def test_workload_statistics_from_numpy_run() -> None:
+    kws, props = _stats_case()
+    index = NarrowLoudsIndex.build(kws)
+    timed = NumpySearcher(index)
+    stats = stats_searcher(index, {"numpy": timed})
+    assert stats is not None and stats.index is index and stats._ckeys is timed._ckeys  # shares the arrays
+    assert (stats.early_stop, stats.collect_stats) == (False, True)
+    assert (timed.early_stop, timed.collect_stats) == (True, False)  # the timed searcher is untouched
+    cfg = SearchConfig(2, score_threshold=-2.5)
+    ws = workload_statistics(stats, {"numpy": timed}, props, cfg, stats_queries=8)
+    assert ws["stats_queries"] == 2 and (ws["considered"], ws["valid"]) == (10, 7)
+    assert ws["valid_fraction"] == pytest.approx(0.7)
+    assert ws["beam_fill_per_step"] == [0.25, 0.25, 0.0] and ws["mean_beam_fill"] == pytest.approx(1 / 6)
+    assert ws["mean_results"] == 1.5 and "numpy" in ws["source"]
+    one = workload_statistics(stats_searcher(index), {}, props, cfg, stats_queries=1)  # query 0 only
+    assert (one["considered"], one["valid"], one["beam_fill_per_step"]) == (8, 5, [0.5, 0.5, 0.0])
+    assert workload_statistics(stats, {}, props, cfg, stats_queries=0) == {}
+    with pytest.raises(ValueError, match="early_stop=False"):
+        workload_statistics(timed, {}, props, cfg, stats_queries=1)
+
+
+def _literal_counts(kws: KeywordSet, props: Proposals, cfg: SearchConfig) -> np.ndarray:
+    """Per step (considered, valid, kept, frontier) by following docs/semantics.md literally."""
+    trie = pytest.importorskip("oracle").OracleTrie(kws)
+    out = np.zeros((props.shape[1], 4), dtype=np.int64)
+    for q in range(props.num_queries):
+        frontier = [((), np.float32(0.0))]
+        for t in range(props.shape[1]):
+            if not frontier:
+                break
+            row = [(int(x), lp) for x, lp in zip(props.tokens[q, t], props.logprobs[q, t], strict=True)
+                   if x != 2**32 - 1 and float(lp) > cfg.token_threshold]
+            grow = []
+            for r, (h, s_h) in enumerate(frontier):
+                for x, lp in row:
+                    out[t, 0] += 1
+                    c = h + (x,)
+                    if c not in trie.prefixes:
+                        continue
+                    out[t, 1] += 1
+                    s = np.float32(s_h + lp)
+                    if float(s) > cfg.score_threshold:
+                        out[t, 2] += 1
+                        if trie.has_child(c):
+                            grow.append(((-float(s), r, x), c, s))
+            frontier = [(c, s) for _, c, s in sorted(grow)[:cfg.beam_width]]
+            out[t, 3] += len(frontier)
+    return out
+
+
+def test_stats_match_a_literal_count() -> None:
+    for seed in range(10):
         kws, props = _random_case(seed)
+        searcher = NumpySearcher(NarrowLoudsIndex.build(kws), early_stop=False, collect_stats=True)
         for cfg in (SearchConfig(1), SearchConfig(3, max_results=7, length_norm=0.6),
                     SearchConfig(5, token_threshold=-1.5, score_threshold=-3.0)):
-            got, _ = constrained_search(HashTrie(kws), props, cfg)
-            want = oracle.oracle_search(kws, props, cfg)
-            assert want.first_difference(got) is None, (seed, cfg)
+            searcher.search(props, cfg)
+            assert searcher.last_stats is not None
+            assert searcher.last_stats.per_step.tolist() == _literal_counts(kws, props, cfg).tolist(), (seed, cfg)
 
 
-def test_replay_statistics() -> None:
-    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
-    tok = np.array([[[1, 4, 7], [2, 3, 9]]])
-    lp = np.array([[[-1.0, -2.0, -0.5], [-0.5, -1.0, -0.1]]], np.float32)
-    res, st = constrained_search(HashTrie(kws), Proposals(tok, lp), SearchConfig(2))
-    # step 0: root x {1, 4, 7}: 1 and 4 valid; step 1: [1] x {2, 3, 9}: 2 and 3 valid
-    assert (st.considered, st.valid) == (6, 4) and st.valid_fraction == pytest.approx(4 / 6)
-    assert st.beam_fill == [0.5, 0.0]  # only [1] has a child; leaves leave the frontier
-    assert res.query(0)[0][0] == 0 and res.num_results[0] == 2  # [1,2] (-1.5) beats [4] (-2) and [1,3] (-2)
+# ------------------------------------------------------------------------------ unconstrained baseline
+def test_keyword_table() -> None:
+    table = KeywordTable(KeywordSet.from_sequences([[1, 2], [7], [1, 2], [2**32 - 2, 0], [7]]))
+    assert len(table) == 3
+    assert table.canonical_ids(np.array([0, 1, 2, 3, 4])).tolist() == [0, 1, 0, 3, 1]
+    seqs = np.array([[1, 2], [2, 1], [2**32 - 2, 0]], dtype=np.uint32)
+    assert table.ids_of(seqs).tolist() == [0, -1, 3]
+    assert table.ids_of(np.array([[7], [1]], dtype=np.uint32)).tolist() == [1, -1]
 
 
 def test_unconstrained_decoding_loses_beam_slots() -> None:
@@ -221,10 +301,31 @@ def test_unconstrained_decoding_loses_beam_slots() -> None:
     tok = np.array([[[9, 1, 5], [8, 2, 6]]])
     lp = np.array([[[-0.1, -1.0, -2.0], [-0.1, -1.0, -1.0]]], np.float32)
     cfg = SearchConfig(1)
-    unc = unconstrained_search(HashTrie(kws), Proposals(tok, lp), cfg)
-    con, _ = constrained_search(HashTrie(kws), Proposals(tok, lp), cfg)
+    unc = unconstrained_search(KeywordTable(kws), Proposals(tok, lp), cfg)
+    con = RefSearcher(kws).search(Proposals(tok, lp), cfg)
     assert unc.num_results[0] == 0  # the beam followed 9, 8: not keywords
     assert con.query(0)[0][0] == 0
+    wide = unconstrained_search(KeywordTable(kws), Proposals(tok, lp), SearchConfig(9))
+    assert [e[0] for e in wide.query(0)] == [0, 1]  # [1,2] (-2) beats [5,6] (-3)
+
+
+def test_unconstrained_equals_constrained_without_pruning() -> None:
+    # every sequence over {0, 1, 2} of length 1..3 is a keyword (plus a duplicate): with T = 3 the trie
+    # never prunes and every hypothesis before the last step grows, so both searches agree exactly.
+    seqs = [list(s) for n in (1, 2, 3) for s in np.ndindex(*(3,) * n)] + [[2, 1]]
+    kws = KeywordSet.from_sequences(seqs)
+    rng = np.random.default_rng(1)
+    tok = np.stack([[rng.permutation(5)[:4] for _ in range(3)] for _ in range(5)]).astype(np.int64)
+    tok[tok >= 3] = PAD
+    lp = rng.choice(np.array([-0.5, -1.0, -0.25, 0.0, -np.inf], np.float32), size=tok.shape)
+    props = Proposals(tok, lp)
+    for cfg in (SearchConfig(1), SearchConfig(4, max_results=6, length_norm=0.5),
+                SearchConfig(3, token_threshold=-0.75, score_threshold=-1.25)):
+        con = RefSearcher(kws).search(props, cfg)
+        unc = unconstrained_search(KeywordTable(kws), props, cfg)
+        assert con.first_difference(unc) is None, cfg
+        one = unconstrained_search(KeywordTable(kws), props, cfg, queries=[3])
+        assert one.query(0) == con.query(3)
 
 
 def test_precision_recall_at_k() -> None:

@@ -354,3 +354,31 @@ def test_early_stop_skips_steps_without_changing_results() -> None:
     searcher.early_stop = False
     assert_same(early, check(ks, searcher, Proposals(tok, lp), config))
     assert n_early < sum(searcher.path_counts.values())
+
+
+@given(search_cases(max_queries=4))
+def test_stats_do_not_change_results_and_add_up_over_queries(case) -> None:
+    keywords, proposals, config, prefixes = case
+    _, searcher = make(keywords)
+    assert searcher.last_stats is None
+    early = check(keywords, searcher, proposals, config, prefixes)
+    assert searcher.last_stats is None  # off by default
+    searcher.collect_stats = True
+    assert_same(early, check(keywords, searcher, proposals, config, prefixes))
+    st_early = searcher.last_stats
+    searcher.early_stop = False
+    assert_same(early, check(keywords, searcher, proposals, config, prefixes))
+    st = searcher.last_stats
+    assert st is not None and st_early is not None and st_early.early_stop and not st.early_stop
+    q_n, t_n, _ = proposals.shape
+    assert st.per_step.shape == (t_n, 4) and (st.queries, st.beam_width) == (q_n, config.beam_width)
+    c, v, k, f = st.per_step.T
+    assert (v <= c).all() and (k <= v).all() and (f <= k).all() and (f <= q_n * config.beam_width).all()
+    assert (st_early.per_step <= st.per_step).all()  # the early stop only skips work
+    assert (np.flatnonzero(c)[-1] + 1 if c.any() else 0) <= st.steps_run <= t_n
+    total = np.zeros_like(st.per_step)
+    for q in range(q_n):
+        searcher.search(proposals[q], config, None if prefixes is None else [prefixes[q]])
+        assert searcher.last_stats is not None
+        total += searcher.last_stats.per_step
+    np.testing.assert_array_equal(st.per_step, total)

@@ -12,7 +12,9 @@ Steps (all numpy, no per-keyword Python work):
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,13 +79,34 @@ def _clz64(x: np.ndarray) -> np.ndarray:
     return np.where(hi > 0, 32 - bl_hi, 64 - bl_lo).astype(np.int64)
 
 
+def _lexsort(rows: np.ndarray, ix: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Stable lexicographic order of the columns of ``rows`` (row 0 most significant), and the sorted rows."""
+    sub = rows if ix is None else rows[:, ix]
+    o = np.lexsort(sub[::-1]) if sub.shape[0] > 1 else np.argsort(sub[0], kind="stable")
+    return (o if ix is None else ix[o]), sub[:, o]
+
+
+def _parallel_lexsort(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_lexsort` split by quantiles of row 0 across threads (numpy sorts release the GIL)."""
+    n = rows.shape[1]
+    parts = min(os.cpu_count() or 1, 8, max(1, n // 1_000_000))
+    if parts == 1:
+        return _lexsort(rows)
+    cuts = np.unique(np.partition(rows[0], [n * i // parts for i in range(1, parts)])[
+        [n * i // parts for i in range(1, parts)]])
+    bucket = np.searchsorted(cuts, rows[0], side="right")  # equal row-0 values share a bucket
+    groups = [np.flatnonzero(bucket == b) for b in range(cuts.size + 1)]
+    with ThreadPoolExecutor(parts) as ex:
+        done = list(ex.map(lambda ix: _lexsort(rows, ix), groups))
+    return np.concatenate([o for o, _ in done]), np.concatenate([r for _, r in done], axis=1)
+
+
 def _sorted_unique(ks: KeywordSet, lengths: np.ndarray, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
     """Keywords sorted lexicographically with duplicates removed (the smallest id kept), and the common
     prefix length of each with its predecessor."""
     rows, width = _pack_keys(ks, lengths)
     progress("sort")
-    order = np.lexsort(rows[::-1]) if rows.shape[0] > 1 else np.argsort(rows[0], kind="stable")
-    sr = rows[:, order]
+    order, sr = _parallel_lexsort(rows)
     del rows
     progress("prefixes")
     n = order.size
