@@ -21,8 +21,8 @@ kw=/tmp/ftdata/kw.npz; q=/tmp/ftdata/q.npz; idx=/tmp/ftdata/kw.ftrie
 ( time flashtrie gen-keywords -n "$N" -o $kw --quiet ) 2>&1 | tail -4
 ( time flashtrie gen-queries $kw -n "$Q" -K 1000 --preset dense -o $q --quiet ) 2>&1 | tail -4
 ( time flashtrie build $kw -o $idx --quiet ) 2>&1 | tail -4
-timeout ${BEAM_TIMEOUT:-300} $cmd beam --keywords $kw --index $idx --queries $q --backends gpu,numpy,marisa \
+timeout ${BEAM_TIMEOUT:-270} $cmd beam --keywords $kw --index $idx --queries $q --backends gpu,numpy,marisa \
   --beams 1,10,100,200,500,1000 --repeats 10 --max-seconds 20 -o "$OUT/beam.jsonl" --quiet 2>&1 | tail -8
-timeout ${BATCH_TIMEOUT:-150} $cmd batch --keywords $kw --index $idx --queries $q --backends gpu,numpy --beam 1000 \
+timeout ${BATCH_TIMEOUT:-110} $cmd batch --keywords $kw --index $idx --queries $q --backends gpu,numpy --beam 1000 \
   --batch-sizes 1,2,4,8,16 --repeats 10 --max-seconds 15 -o "$OUT/batch.jsonl" --quiet 2>&1 | tail -8
 ls -la "$OUT"
