@@ -1,6 +1,7 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: the H200 report's runs, in one call.
-#   bash gpu_impl/device_report.sh            (N=10M keywords, Q=16 dense queries, K = beam width)
+#   FLASHTRIE_COMMIT=<commit> bash gpu_impl/device_report.sh   (N=10M keywords, Q=16 dense queries, K = beam width)
+# (the device gets a copy of the working tree without .git: FLASHTRIE_COMMIT names the commit in the records)
 # 1. installs the carried wheels (.whl/) and the project;  2. GPU tests + compute-sanitizer (device_check.sh);
 # 3. generates the library and the workload;  4. `flashtrie bench beam` (gpu, numpy, marisa: parity checked
 # before timing, speed-ups against marisa measured in the same run) and `flashtrie bench batch` (gpu, numpy).
@@ -12,6 +13,7 @@ N=${N:-10M}
 Q=${Q:-16}
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 mkdir -p "$OUT" /tmp/ftdata
+export FLASHTRIE_COMMIT=${FLASHTRIE_COMMIT:-}
 STAGES="tests sanitizer" TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/device_check.sh \
   > "$OUT/check.log" 2>&1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}

@@ -28,14 +28,27 @@ def _color(name: str) -> tuple[str | None, str]:
 
 
 def _latest(records: Sequence[Record]) -> list[Record]:
-    """Drop older records of the same (kind, backend, sweep, config, workload shape)."""
+    """Drop older records of the same (kind, backend, sweep, config, workload)."""
     keep: dict[tuple[Any, ...], Record] = {}
     for r in records:
         key = (r.kind, r.backend, r.sweep, repr(sorted(r.config.items())), repr(r.workload.get("shape_QTK")),
-               r.workload.get("num_keywords"))
+               r.workload.get("num_keywords"), workload_group(r))
         if key not in keep or r.timestamp >= keep[key].timestamp:
             keep[key] = r
     return list(keep.values())
+
+
+def workload_group(r: Record) -> str:
+    """What tells workloads of one sweep apart in tables and figures: the preset and the library size."""
+    w = r.workload
+    bits = [str(w["preset"])] if w.get("preset") else []
+    if w.get("num_keywords"):
+        bits.append(f"{w['num_keywords']:,} keywords")
+    return ", ".join(bits)
+
+
+def groups_of(records: Sequence[Record]) -> list[str]:
+    return sorted({workload_group(r) for r in records})
 
 
 def series(records: Sequence[Record], kind: str, sweep: str | None, x: Callable[[Record], Any],
@@ -94,30 +107,47 @@ def _new(title: str, xlabel: str, ylabel: str, logx: bool = True, logy: bool = T
     return fig, axes
 
 
+def _beam_records(records: Sequence[Record]) -> list[Record]:
+    return [r for r in records if r.kind == "latency" and r.sweep == "beam_width"]
+
+
 def latency_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    bw = lambda r: r.config["beam_width"]  # noqa: E731
-    mean = series(records, "latency", "beam_width", bw, lambda r: r.metrics["mean_ms"], _batch_label)
-    p99 = series(records, "latency", "beam_width", bw, lambda r: r.metrics["p99_ms"], _batch_label)
-    if not mean:
+    """One panel per workload (preset, library size): mean and p99 per backend."""
+    recs = _beam_records(records)
+    groups = groups_of(recs)
+    if not recs:
         return []
-    fig, (ax,) = _new("Latency per call vs beam width (K = beam width)", "beam width B", "ms per call")
-    _axes_lines(ax, mean, suffix=" mean")
-    _axes_lines(ax, p99, dashed=True, suffix=" p99")
-    ax.legend(fontsize=8)
+    bw = lambda r: r.config["beam_width"]  # noqa: E731
+    fig, axes = _new("Latency per call vs beam width (K = beam width)", "beam width B", "ms per call",
+                     ncols=len(groups))
+    for ax, g in zip(axes, groups, strict=True):
+        sub = [r for r in recs if workload_group(r) == g]
+        _axes_lines(ax, series(sub, "latency", "beam_width", bw, lambda r: r.metrics["mean_ms"], _batch_label),
+                    suffix=" mean")
+        _axes_lines(ax, series(sub, "latency", "beam_width", bw, lambda r: r.metrics["p99_ms"], _batch_label),
+                    dashed=True, suffix=" p99")
+        ax.set_title(g, fontsize=9)
+        ax.legend(fontsize=8)
     return _save(fig, out_dir, "latency_vs_beam")
 
 
 def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    data = series(records, "latency", "beam_width", lambda r: r.config["beam_width"],
-                  lambda r: r.metrics["speedup_vs_marisa"], _batch_label)
-    data = {k: v for k, v in data.items() if not k.startswith(BASELINE)}
-    if not data:
+    """One panel per workload: each backend's speed-up over marisa measured in the same run."""
+    recs = _beam_records(records)
+    groups = [g for g in groups_of(recs)
+              if any(r.metrics.get("speedup_vs_marisa") for r in recs if workload_group(r) == g)]
+    if not groups:
         return []
-    fig, (ax,) = _new("Speed-up over the marisa-trie baseline (same run)", "beam width B",
-                      "speed-up (marisa mean / backend mean)")
-    _axes_lines(ax, data)
-    ax.axhline(1.0, color="k", linewidth=0.8)
-    ax.legend(fontsize=8)
+    fig, axes = _new("Speed-up over the marisa-trie baseline (same run)", "beam width B",
+                     "speed-up (marisa mean / backend mean)", ncols=len(groups))
+    for ax, g in zip(axes, groups, strict=True):
+        sub = [r for r in recs if workload_group(r) == g]
+        data = series(sub, "latency", "beam_width", lambda r: r.config["beam_width"],
+                      lambda r: r.metrics["speedup_vs_marisa"], _batch_label)
+        _axes_lines(ax, {k: v for k, v in data.items() if not k.startswith(BASELINE)})
+        ax.axhline(1.0, color="k", linewidth=0.8)
+        ax.set_title(g, fontsize=9)
+        ax.legend(fontsize=8)
     return _save(fig, out_dir, "speedup_vs_beam")
 
 

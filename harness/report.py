@@ -17,7 +17,7 @@ from typing import Any
 from . import anchors
 from .backends import ORDER
 from .env import summary_line
-from .plots import FIGURES, _latest, plot_all
+from .plots import FIGURES, _latest, groups_of, plot_all, workload_group
 from .records import Record, read_records
 
 __all__ = ["build_report", "render_markdown", "command_text"]
@@ -93,15 +93,18 @@ def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> 
         return []
     lines = [f"## {title}", "", f"Workload: {_workload_line(recs[0])}.", ""]
     rows = []
+    by_batch = x_name == "batch"  # the x column is the batch size already; show the beam instead
     for r in sorted(recs, key=lambda r: (x_of(r) or 0, r.config.get("batch_size", 1), _backend_rank(r.backend))):
         m = r.metrics
         vf, bf = _wstats(r)
         ci = (f"{_fmt(m.get('ci95_low_ms'))}–{_fmt(m.get('ci95_high_ms'))}" if "ci95_low_ms" in m else None)
-        rows.append([x_of(r), r.config.get("K"), r.config.get("batch_size"), r.backend, m.get("mean_ms"),
+        third = r.config.get("beam_width") if by_batch else r.config.get("batch_size")
+        rows.append([x_of(r), r.config.get("K"), third, r.backend, m.get("mean_ms"),
                      m.get("median_ms"), m.get("p99_ms"), ci, m.get("device_mean_ms"), m.get("throughput_qps"),
                      m.get("speedup_vs_marisa"), vf, bf, _status_cell(r)])
-    lines += _table([x_name, "K", "batch", "backend", "mean ms", "median ms", "p99 ms", "95% CI of mean (ms)",
-                     "device ms", "q/s", "speed-up vs marisa", "valid proposals", "mean beam fill", "status"], rows)
+    lines += _table([x_name, "K", "beam" if by_batch else "batch", "backend", "mean ms", "median ms", "p99 ms",
+                     "95% CI of mean (ms)", "device ms", "q/s", "speed-up vs marisa", "valid proposals",
+                     "mean beam fill", "status"], rows)
     lines.append("")
     return lines
 
@@ -224,8 +227,10 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
 
     latest = _latest(records)
     beam = [r for r in latest if r.kind == "latency" and r.sweep == "beam_width"]
-    lines += _latency_section(beam, "Latency vs beam width (K = beam width)", "beam",
-                              lambda r: r.config.get("beam_width"))
+    for g in groups_of(beam):
+        lines += _latency_section([r for r in beam if workload_group(r) == g],
+                                  f"Latency vs beam width (K = beam width): {g}", "beam",
+                                  lambda r: r.config.get("beam_width"))
     lines += _figure_links(drawn, ["latency_vs_beam", "speedup_vs_beam"], out_dir)
     lib = [r for r in latest if r.kind == "latency" and r.sweep == "library_size"]
     lines += _latency_section(lib, "Latency vs library size", "keywords",
