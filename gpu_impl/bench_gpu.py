@@ -12,9 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,41 +23,12 @@ from flashtrie import NarrowLoudsIndex, Proposals, SearchConfig
 
 
 def environment(searcher: Any) -> dict[str, Any]:
-    """GPU name, driver, library versions, commit."""
-    import cuda.core
-    from cuda.bindings import driver
+    """The harness's environment snapshot (CPU, GPU, driver, versions, commit, command) plus the kernel's."""
+    from flashtrie.harness.env import snapshot
 
-    from .compile import nvrtc_version
-
-    env: dict[str, Any] = {"kind": "environment", "python": platform.python_version(), "numpy": np.__version__,
-                           "cuda_core": cuda.core.__version__, "nvrtc": ".".join(map(str, nvrtc_version()))}
-    try:
-        import cuda.bindings
-
-        env["cuda_bindings"] = cuda.bindings.__version__
-        env["driver_cuda"] = int(driver.cuDriverGetVersion()[1])
-    except Exception:
-        pass
-    env["gpu"] = searcher.device.name
+    env: dict[str, Any] = {"kind": "environment", **snapshot()}
     env["arch"] = searcher.arch
     env["sms"] = searcher._num_sms
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,memory.total",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
-        env["nvidia_smi"] = smi.stdout.strip()
-    except Exception:
-        pass
-    env["commit"] = os.environ.get("FLASHTRIE_COMMIT")
-    try:
-        root = Path(__file__).resolve().parent.parent
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True,
-                              timeout=10).stdout.strip()
-        if head:
-            env["commit"] = head
-            env["dirty"] = bool(subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True,
-                                               text=True, timeout=10).stdout.strip())
-    except Exception:
-        pass
     env["compile_seconds"] = round(searcher.compile_seconds, 3)
     env["compile_from_cache"] = searcher.compile_from_cache
     return env
