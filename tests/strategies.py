@@ -189,3 +189,24 @@ def search_cases(draw: st.DrawFn, max_queries: int = 3, max_steps: int = 5, max_
         if not math.isnan(sigma):
             config = dataclasses.replace(config, score_threshold=sigma)
     return keywords, proposals, config, forced
+
+
+def rows_from_keywords(rng: np.random.Generator, kws: list[list[int]], q_n: int, steps: int, k: int,
+                       prefix_len: int = 0, distractors: int = 2, quantised: bool = True) -> Proposals:
+    """Rows of tokens found in the keywords at the searched depth, plus distractors, shuffled, padded."""
+    tokens = np.full((q_n, steps, k), 2**32 - 1, dtype=np.int64)
+    logprobs = np.full((q_n, steps, k), -np.inf, dtype=np.float32)
+    for t in range(steps):
+        depth = prefix_len + t
+        pool = np.array(sorted({kw[depth] for kw in kws if len(kw) > depth}), dtype=np.int64)
+        for q in range(q_n):
+            row = rng.permutation(pool)[: max(k - distractors, 0)].tolist()
+            extra = rng.integers(0, 2**32 - 2, size=distractors).tolist()
+            row = list(dict.fromkeys(row + extra))[:k]
+            tokens[q, t, : len(row)] = row
+            tokens[q, t] = rng.permutation(tokens[q, t])
+            if quantised:
+                logprobs[q, t] = rng.integers(-8, 1, size=k) * 0.25
+            else:
+                logprobs[q, t] = np.log(rng.random(k))
+    return Proposals(tokens, logprobs)

@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from strategies import search_cases
+from strategies import rows_from_keywords, search_cases
 
 from flashtrie import DeviceError, InputError, KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
 
@@ -61,23 +61,6 @@ def check(ref, gpu, proposals: Proposals, config: SearchConfig, prefixes=None) -
     return got
 
 
-def rows_from_keywords(rng: np.random.Generator, kws: list[list[int]], q_n: int, steps: int, k: int,
-                       prefix_len: int = 0, distractors: int = 2, quantised: bool = True) -> Proposals:
-    """Rows of tokens found at the searched depth, plus random distractors, shuffled and padded."""
-    tokens = np.full((q_n, steps, k), PAD, dtype=np.int64)
-    logprobs = np.full((q_n, steps, k), -np.inf, dtype=np.float32)
-    for t in range(steps):
-        depth = prefix_len + t
-        pool = np.array(sorted({kw[depth] for kw in kws if len(kw) > depth}), dtype=np.int64)
-        for q in range(q_n):
-            row = rng.permutation(pool)[: max(k - distractors, 0)].tolist()
-            row += rng.integers(0, PAD - 1, size=distractors).tolist()
-            row = list(dict.fromkeys(row))[:k]
-            tokens[q, t, : len(row)] = row
-            tokens[q, t] = rng.permutation(tokens[q, t])
-            logprobs[q, t] = (rng.integers(-8, 1, size=k) * 0.25 if quantised
-                              else np.log(rng.random(k)).astype(np.float32))
-    return Proposals(tokens, logprobs)
 
 
 # ---------------------------------------------------------------------------------------- random parity

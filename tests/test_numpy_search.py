@@ -9,7 +9,7 @@ import pytest
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from hypothesis import given
 from oracle import OracleTrie, oracle_search
-from strategies import search_cases
+from strategies import rows_from_keywords, search_cases
 
 from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
 
@@ -36,25 +36,6 @@ def check(keywords: KeywordSet | list[list[int]] | OracleTrie, searcher: NumpySe
     return got
 
 
-def rows_from_keywords(rng: np.random.Generator, kws: list[list[int]], q_n: int, steps: int, k: int,
-                       prefix_len: int = 0, distractors: int = 2, quantised: bool = True) -> Proposals:
-    """Rows of tokens found in the keywords at the searched depth, plus distractors, shuffled, padded."""
-    tokens = np.full((q_n, steps, k), PAD, dtype=np.int64)
-    logprobs = np.full((q_n, steps, k), -np.inf, dtype=np.float32)
-    for t in range(steps):
-        depth = prefix_len + t
-        pool = np.array(sorted({kw[depth] for kw in kws if len(kw) > depth}), dtype=np.int64)
-        for q in range(q_n):
-            row = rng.permutation(pool)[: max(k - distractors, 0)].tolist()
-            extra = rng.integers(0, PAD - 1, size=distractors).tolist()
-            row = list(dict.fromkeys(row + extra))[:k]
-            tokens[q, t, : len(row)] = row
-            tokens[q, t] = rng.permutation(tokens[q, t])
-            if quantised:
-                logprobs[q, t] = rng.integers(-8, 1, size=k) * 0.25
-            else:
-                logprobs[q, t] = np.log(rng.random(k))
-    return Proposals(tokens, logprobs)
 
 
 # ---------------------------------------------------------------------------------------- random parity
