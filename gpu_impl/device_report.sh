@@ -14,7 +14,7 @@ Q=${Q:-16}
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 mkdir -p "$OUT" /tmp/ftdata
 export FLASHTRIE_COMMIT=${FLASHTRIE_COMMIT:-}
-STAGES="tests sanitizer" TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/device_check.sh \
+STAGES=${CHECK_STAGES:-"tests sanitizer"} TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/device_check.sh \
   > "$OUT/check.log" 2>&1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 tail -6 "$OUT/check.log"

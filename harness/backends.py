@@ -42,7 +42,8 @@ class BackendSpec:
 
 BACKENDS: dict[str, BackendSpec] = {
     "marisa": BackendSpec("marisa", "flashtrie.reference_cpu", "MarisaSearcher", "keywords",
-                          "CPU baseline: marisa-trie BinaryTrie of token prefixes (4-byte big-endian keys)"),
+                          "CPU baseline: marisa-trie BinaryTrie of token prefixes (4-byte big-endian keys) "
+                          "+ children table (adaptive intersection)"),
     "numpy": BackendSpec("numpy", "flashtrie.reference_cpu", "NumpySearcher", "index",
                          "CPU reference: vectorised numpy over the narrow-LOUDS index"),
     "gpu": BackendSpec("gpu", "flashtrie.gpu_impl", "GpuSearcher", "index",

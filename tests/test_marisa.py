@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 from flashtrie.reference_cpu import MarisaSearcher
+from flashtrie.reference_cpu.marisa import ENUM_RATIO
 from hypothesis import given, settings
 from oracle import oracle_search
 from strategies import search_cases
@@ -21,8 +22,10 @@ PAD = 2**32 - 1
 def test_matches_oracle(case) -> None:
     keywords, proposals, config, prefixes = case
     expected = oracle_search(keywords, proposals, config, prefixes)
-    got = MarisaSearcher(keywords).search(proposals, config, prefixes)
-    assert expected.first_difference(got) is None, expected.first_difference(got)
+    # Default crossover, marisa lookups only, children table only.
+    for ratio in (ENUM_RATIO, 0.0, np.inf):
+        got = MarisaSearcher(keywords, enum_ratio=ratio).search(proposals, config, prefixes)
+        assert expected.first_difference(got) is None, (ratio, expected.first_difference(got))
 
 
 @settings(max_examples=300)
@@ -62,6 +65,48 @@ def _random_case(seed: int, n_kw: int = 400, q_n: int = 23, t_n: int = 6, k: int
     return KeywordSet.from_sequences(kws), Proposals(tokens, logprobs), prefixes
 
 
+def _fan_out_case(seed: int, k: int, q_n: int = 6, t_n: int = 5) -> tuple[KeywordSet, Proposals]:
+    """A root with ~1,500 children over a deep, narrow tail; rows mix library tokens with others."""
+    rng = np.random.default_rng(seed)
+    heads = rng.choice(4_000, size=1_500, replace=False)
+    kws = [[int(rng.choice(heads))] + rng.integers(0, 6, size=int(rng.integers(0, 5))).tolist()
+           for _ in range(2_000)]
+    tokens = np.full((q_n, t_n, k), PAD, dtype=np.int64)
+    for q in range(q_n):
+        for t in range(t_n):
+            row = np.concatenate((rng.choice(heads, k // 4, replace=False),
+                                  rng.permutation(6), rng.integers(0, 5_000, 2 * k)))
+            row = row[np.sort(np.unique(row, return_index=True)[1])][: int(rng.integers(k // 2, k + 1))]
+            tokens[q, t, : row.size] = rng.permutation(row)
+    logprobs = (-rng.integers(0, 16, size=tokens.shape) / 8).astype(np.float32)
+    return KeywordSet.from_sequences(kws), Proposals(tokens, logprobs)
+
+
+@pytest.mark.parametrize(("k", "root_path"), [(8, "lookup"), (200, "enum")])
+def test_adaptive_paths_match_oracle(k: int, root_path: str) -> None:
+    """Small K: the root's fan-out (~1,500 > ENUM_RATIO * K) goes to marisa, deep nodes to the children
+    table; large K: everything is enumerated.  Both equal the oracle and the marisa-only run."""
+    keywords, proposals = _fan_out_case(k, k)
+    root_degree = len({int(keywords.tokens[o]) for o in keywords.offsets[:-1]})
+    assert (root_degree > ENUM_RATIO * k) == (root_path == "lookup")
+    searcher = MarisaSearcher(keywords)
+    plain = MarisaSearcher(keywords, enum_ratio=0.0)
+    for cfg in (SearchConfig(beam_width=16), SearchConfig(beam_width=k, max_results=40, length_norm=0.7),
+                SearchConfig(beam_width=3, score_threshold=-3.0)):
+        expected = oracle_search(keywords, proposals, cfg)
+        got = searcher.search(proposals, cfg)
+        assert expected.first_difference(got) is None, expected.first_difference(got)
+        assert plain.search(proposals, cfg).first_difference(got) is None
+        assert (got.num_results > 0).any()
+    counts = searcher.path_counts
+    assert counts["enum_hyps"] > 0 and counts["enum_children"] > 0  # the adaptive path is taken
+    if root_path == "lookup":
+        assert counts["lookup_hyps"] >= proposals.num_queries * 3 and counts["lookups"] > 0
+    else:
+        assert counts["lookup_hyps"] == 0 and counts["lookups"] == 0
+    assert plain.path_counts["enum_hyps"] == 0 and plain.path_counts["lookups"] > 0
+
+
 def test_multiprocess_equals_single_and_oracle() -> None:
     keywords, proposals, prefixes = _random_case(7)
     single = MarisaSearcher(keywords)
@@ -77,6 +122,7 @@ def test_multiprocess_equals_single_and_oracle() -> None:
             assert expected.first_difference(a) is None, expected.first_difference(a)
             assert a.first_difference(b) is None, a.first_difference(b)
             assert (a.num_results > 0).any()
+        assert multi.path_counts == single.path_counts  # workers report their counters
     assert not os.path.exists(tmpdir)
     with pytest.raises(RuntimeError):
         multi.search(proposals, SearchConfig(beam_width=2))
@@ -98,6 +144,7 @@ def test_attributes_and_protocol() -> None:
     assert s.name == "marisa"
     assert s.build_seconds >= 0
     assert s.trie_bytes > 0
+    assert s.table_bytes == 4 * (5 + 2 * 3)  # int32 indptr over 3 keys + root, 3 child tokens and ids
     assert s.duplicates == 1
     s.close()  # no pool: a no-op
 
@@ -121,5 +168,7 @@ def test_bad_arguments() -> None:
         s.search(np.zeros((1, 1, 1)), SearchConfig(beam_width=1))  # type: ignore[arg-type]
     with pytest.raises(InputError, match="processes"):
         MarisaSearcher(keywords, processes=0)
+    with pytest.raises(InputError, match="enum_ratio"):
+        MarisaSearcher(keywords, enum_ratio=-1.0)
     with pytest.raises(InputError, match="keywords"):
         MarisaSearcher([[1]])  # type: ignore[arg-type]
