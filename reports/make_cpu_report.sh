@@ -24,7 +24,7 @@ flashtrie bench batch "${common[@]}" --queries "$DATA/dense.npz" --beam 100 --ba
   --max-seconds 30 -o "$REC/batch.jsonl"
 flashtrie bench quality "${common[@]}" --queries "$DATA/dense.npz" --beams 10,100,200,500,1000 --ks 10,100 \
   --backends numpy -o "$REC/quality.jsonl"
-flashtrie bench size --backends numpy,marisa --sizes "${SIZES:-10000,100000,1000000}" --beam 100 --num-queries 16 \
+flashtrie bench size --backends numpy,marisa --sizes "${SIZES:-10000,100000,1000000,10000000}" --beam 100 --num-queries 16 \
   -o "$REC/size.jsonl"
 flashtrie gen-keywords -n "${BUILD_N:-10M}" -o "$DATA/kw10m.npz"
 flashtrie bench build --keywords "$DATA/kw10m.npz" --build-repeats 1 -o "$REC/build.jsonl"
