@@ -13,7 +13,7 @@ from .errors import InputError
 from .limits import MAX_BEAM_WIDTH, MAX_RESULTS, MAX_TOKEN
 from .proposals import Proposals
 
-__all__ = ["SearchConfig", "SearchResult", "Searcher", "normalize_prefixes"]
+__all__ = ["SearchConfig", "SearchResult", "Searcher", "normalize_prefixes", "check_request"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +151,13 @@ def normalize_prefixes(prefixes: Sequence[Sequence[int]] | None, num_queries: in
             raise InputError(f"prefixes[{q}][{int(bad[0])}]: token {int(a64[bad[0]])} is out of range [0, {MAX_TOKEN}]")
         out.append(a64.astype(np.uint32))
     return out
+
+
+def check_request(proposals: object, config: object, prefixes: Sequence[Sequence[int]] | None
+                  ) -> list[np.ndarray] | None:
+    """The checks every CPU backend's ``search`` starts with; returns the normalised prefixes."""
+    if not isinstance(proposals, Proposals):
+        raise InputError(f"proposals: expected a flashtrie.Proposals, got {type(proposals).__name__}")
+    if not isinstance(config, SearchConfig):
+        raise InputError(f"config: expected a flashtrie.SearchConfig, got {type(config).__name__}")
+    return normalize_prefixes(prefixes, proposals.num_queries)

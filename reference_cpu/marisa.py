@@ -35,7 +35,7 @@ from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, threshold32
-from flashtrie.search_types import SearchConfig, SearchResult, normalize_prefixes
+from flashtrie.search_types import SearchConfig, SearchResult, check_request
 
 __all__ = ["MarisaSearcher"]
 
@@ -344,12 +344,8 @@ class MarisaSearcher:
     def search(self, proposals: Proposals, config: SearchConfig,
                prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult:
         """Run the search of docs/semantics.md for every query of ``proposals``."""
-        if not isinstance(proposals, Proposals):
-            raise InputError(f"proposals: expected a flashtrie.Proposals, got {type(proposals).__name__}")
-        if not isinstance(config, SearchConfig):
-            raise InputError(f"config: expected a flashtrie.SearchConfig, got {type(config).__name__}")
+        norm = check_request(proposals, config, prefixes)
         q_n = proposals.num_queries
-        norm = normalize_prefixes(prefixes, q_n)
         pbytes = [p.astype(_BE32).tobytes() for p in norm] if norm is not None else None
         if self.processes > 1 and q_n > 1:
             if self._pool is None:

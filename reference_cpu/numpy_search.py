@@ -36,11 +36,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from flashtrie.errors import InputError
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, threshold32
-from flashtrie.search_types import SearchConfig, SearchResult, normalize_prefixes
+from flashtrie.search_types import SearchConfig, SearchResult, check_request
 
 __all__ = ["NumpySearcher", "SearchStats"]
 
@@ -204,12 +203,8 @@ class NumpySearcher:
     def search(self, proposals: Proposals, config: SearchConfig,
                prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult:
         """Run the search of docs/semantics.md for every query at once."""
-        if not isinstance(proposals, Proposals):
-            raise InputError(f"proposals: expected a flashtrie.Proposals, got {type(proposals).__name__}")
-        if not isinstance(config, SearchConfig):
-            raise InputError(f"config: expected a flashtrie.SearchConfig, got {type(config).__name__}")
+        pref = check_request(proposals, config, prefixes)
         q_n, t_n, k_n = proposals.shape
-        pref = normalize_prefixes(prefixes, q_n)
         result = SearchResult.empty(q_n, config.results)
         self.path_counts = {"mid": 0, "enum": 0, "pair": 0}
         counts = np.zeros((t_n, len(SearchStats.COLUMNS)), dtype=np.int64) if self.collect_stats else None
