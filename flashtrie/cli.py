@@ -47,7 +47,13 @@ or just `flashtrie demo` for all of it on a small generated library.
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
-    """Keep the hand-wrapped descriptions and show every option's default."""
+    """Keep the hand-wrapped descriptions and show every option's default (unless its help names it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default:" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
 
 
 def _ints(text: str) -> list[int]:
