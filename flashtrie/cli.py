@@ -56,18 +56,8 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        vals = [int(float(t)) for t in text.replace(" ", "").split(",") if t]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of integers, got {text!r}") from None
-    if not vals or any(v < 1 for v in vals):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return vals
-
-
-def _count(text: str) -> int:
-    """An integer >= 1; accepts 200000, 200k, 2M, 1e6."""
+def _parse_count(text: str) -> int | None:
+    """``text`` as a positive integer (200000, 200k, 2M, 1e6), or None when it is not one."""
     t = text.strip().lower().replace("_", "")
     mult = 1
     if t.endswith("k"):
@@ -75,12 +65,37 @@ def _count(text: str) -> int:
     elif t.endswith("m"):
         mult, t = 1_000_000, t[:-1]
     try:
-        v = float(t) * mult
+        v = int(t) * mult
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a count such as 200000, 200k or 2M, got {text!r}") from None
-    if v < 1 or v != int(v):
-        raise argparse.ArgumentTypeError(f"expected a positive integer count, got {text!r}")
-    return int(v)
+        try:
+            f = float(t) * mult
+        except ValueError:
+            return None
+        if not math.isfinite(f) or f != int(f):
+            return None
+        v = int(f)
+    return v if v >= 1 else None
+
+
+def _ints(text: str) -> list[int]:
+    """A comma-separated list of positive integers; each accepts what `_count` does (10, 10k, 1e3)."""
+    parts = [t for t in text.replace(" ", "").split(",") if t]
+    vals = [_parse_count(t) for t in parts]
+    if not parts or any(v is None for v in vals):
+        bad = next((t for t, v in zip(parts, vals, strict=True) if v is None), text)
+        where = "" if bad == text.strip() else f" in {text!r}"
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of positive integers (such as 1,10,100 "
+                                         f"or 10k,100k), got {bad!r}{where}")
+    return [int(v) for v in vals if v is not None]
+
+
+def _count(text: str) -> int:
+    """An integer >= 1; accepts 200000, 200k, 2M, 1e6."""
+    v = _parse_count(text)
+    if v is None:
+        raise argparse.ArgumentTypeError(f"expected a positive integer count such as 200000, 200k or 2M, "
+                                         f"got {text!r}")
+    return v
 
 
 def _float(text: str) -> float:
@@ -156,6 +171,9 @@ def _load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool
     """(keywords or None, index or None, workload)."""
     from flashtrie.harness.workloads import load_index, load_keywords, load_workload
 
+    if not getattr(args, "queries", None):
+        raise InputError("--queries: expected a query workload: --queries FILE (a .npz from 'flashtrie gen-queries', "
+                         "or a proposal TSV)")
     keywords = index = None
     if args.keywords:
         with _Stage(f"loading keywords {args.keywords}", args.quiet):
@@ -198,8 +216,13 @@ def _build_index(keywords: Any, quiet: bool) -> Any:
     return NarrowLoudsIndex.build(keywords, progress=True)
 
 
-def _backends(args: argparse.Namespace, needs_keywords_ok: bool = True) -> list[str]:
-    from flashtrie.harness.backends import available_backends, parse_backends
+def _backends(args: argparse.Namespace, have_keywords: bool = True) -> list[str]:
+    """The backends to run: those named by ``--backends``, or every one available here for 'all'.
+
+    A backend named explicitly that cannot run (not available here, or marisa without the keyword library)
+    is an error; with 'all' it is left out with a note on stderr.
+    """
+    from flashtrie.harness.backends import BACKENDS, available_backends, parse_backends
 
     wanted = parse_backends(args.backends)
     ok, missing = available_backends(wanted)
@@ -208,8 +231,13 @@ def _backends(args: argparse.Namespace, needs_keywords_ok: bool = True) -> list[
             raise InputError(f"--backends: {name} is not available here: {why}")
         if not args.quiet:
             _say(f"note: backend {name} skipped: {why}")
-    if not needs_keywords_ok:
-        ok = [b for b in ok if b != "marisa"]
+    for name in [b for b in ok if BACKENDS[b].needs == "keywords" and not have_keywords]:
+        if wanted is not None:
+            raise InputError(f"--backends: {name} needs the keyword library; pass --keywords FILE, or leave {name} "
+                             "out of --backends")
+        ok.remove(name)
+        if not args.quiet:
+            _say(f"note: backend {name} skipped: it needs the keyword library (--keywords FILE)")
     if not ok:
         raise InputError("--backends: no backend is available on this machine")
     return ok
@@ -303,7 +331,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from flashtrie.harness.backends import BACKENDS, availability, make_searchers
+    from flashtrie.harness.backends import BACKENDS, availability, close_searchers, make_searchers
     from flashtrie.harness.timing import summarize
 
     if args.backend not in BACKENDS:
@@ -322,9 +350,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         times, res = _time_per_query(s, workload.proposals, config, f"search ({args.backend})", args.quiet)
     finally:
-        close = getattr(s, "close", None)
-        if callable(close):
-            close()
+        close_searchers(made)
     st = summarize(times)
     for q in range(min(res.shape[0], args.show_queries)):
         print(f"query {q}: {int(res.num_results[q])} results")
@@ -404,7 +430,7 @@ def _parity_records(args: argparse.Namespace, report: Any, workload: Any, kind: 
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
-    backends = _backends(args, needs_keywords_ok=bool(args.keywords))
+    backends = _backends(args, have_keywords=bool(args.keywords))
     keywords, index, workload = _load_inputs(args, need_index=any(b != "marisa" for b in backends),
                                              need_keywords="marisa" in backends)
     report, _ = _parity_run(args, keywords, index, workload, backends, timed=False)
@@ -416,16 +442,21 @@ def cmd_parity(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from flashtrie.harness import sweep as sw
 
-    ctx = _context(args, args.output)
     what = args.sweep
-    backends = _backends(args)
+    if what in ("beam", "batch", "quality", "all") and not args.queries:
+        raise InputError(f"--queries: 'bench {what}' needs a query workload: --queries FILE (a .npz from "
+                         "'flashtrie gen-queries', or a proposal TSV)")
+    if what in ("build", "quality", "all") and not args.keywords:
+        raise InputError(f"--keywords: 'bench {what}' needs the keyword library: --keywords FILE (.txt or a .npz "
+                         "from 'flashtrie gen-keywords')")
+    # the size sweep generates its own libraries; the others have keywords only when --keywords is given
+    backends = _backends(args, have_keywords=bool(args.keywords) or what == "size")
+    ctx = _context(args, args.output)
     if what == "build":
-        if not args.keywords:
-            raise InputError("--keywords: 'bench build' needs a keyword library")
         from flashtrie.harness.workloads import load_keywords
 
         kw = load_keywords(args.keywords)
-        sw.sweep_build(ctx, [(kw, {"source": args.keywords})], repeats=args.build_repeats)
+        sw.sweep_build(ctx, [(kw, {"source": args.keywords})], repeats=args.build_repeats, sweep="build")
     elif what == "size":
         from flashtrie.datasets import generate_keywords
 
@@ -439,7 +470,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sw.sweep_library_size(ctx, args.sizes, backends, make_keywords=make_keywords, make_workload=make_workload,
                               beam_width=args.beam, length_norm=args.length_norm)
     else:
-        keywords, index, workload = _load_inputs(args, need_index=True, need_keywords=True)
+        keywords, index, workload = _load_inputs(args, need_index=True,
+                                                 need_keywords="marisa" in backends or what in ("quality", "all"))
         if what in ("beam", "all"):
             sw.sweep_beam_width(ctx, keywords, index, workload, backends, beams=args.beams,
                                 batch_size=args.batch_size, length_norm=args.length_norm)
@@ -461,7 +493,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 close_searchers(made)
             ctx.emit(recs)
         if what == "all":
-            sw.sweep_build(ctx, [(keywords, {"source": args.keywords})], repeats=args.build_repeats)
+            sw.sweep_build(ctx, [(keywords, {"source": args.keywords})], repeats=args.build_repeats, sweep="build")
     bad = [r for r in ctx.records if r.status in ("mismatch", "error")]
     _say(f"{len(ctx.records)} records -> {args.output}" + (f" ({len(bad)} not ok)" if bad else ""))
     for r in bad:
@@ -622,9 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
         """, cmd_bench)
     p.add_argument("sweep", choices=("beam", "batch", "size", "build", "quality", "all"), help="what to sweep")
     g = p.add_argument_group("inputs")
-    g.add_argument("--keywords", "-k", metavar="FILE", help="keyword library")
+    g.add_argument("--keywords", "-k", metavar="FILE",
+                   help="keyword library; needed by the marisa backend and by the build, quality and all sweeps")
     g.add_argument("--index", "-i", metavar="FILE", help="index (built from --keywords when not given)")
-    g.add_argument("--queries", "-q", metavar="FILE", help="query workload")
+    g.add_argument("--queries", "-q", metavar="FILE",
+                   help="query workload (.npz from gen-queries, or a proposal TSV); needed by every sweep but "
+                        "build and size")
     g.add_argument("--limit", type=int, default=None, metavar="Q", help="use only the first Q queries")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help="comma-separated backends, or 'all' available here")

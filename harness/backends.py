@@ -7,7 +7,6 @@ GPU; a missing backend is reported with the reason, never silently dropped.
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -52,25 +51,11 @@ BACKENDS: dict[str, BackendSpec] = {
 
 
 def find_class(package: str, name: str) -> Any:
-    """``package.name``, or the first submodule of ``package`` that defines ``name``; raises ImportError."""
-    pkg = importlib.import_module(package)
-    obj = getattr(pkg, name, None)
-    if obj is not None:
-        return obj
-    errors = []
-    for info in pkgutil.iter_modules(getattr(pkg, "__path__", [])):
-        if info.name.startswith("_") and info.name != "__init__":
-            continue
-        try:
-            mod = importlib.import_module(f"{package}.{info.name}")
-        except Exception as e:  # noqa: BLE001 - a broken sibling module must not hide a working one
-            errors.append(f"{info.name}: {type(e).__name__}: {e}")
-            continue
-        obj = getattr(mod, name, None)
-        if obj is not None:
-            return obj
-    extra = f" ({'; '.join(errors)})" if errors else ""
-    raise ImportError(f"{package} has no {name} yet{extra}")
+    """``package.name`` (the backend packages export their searcher classes); raises ImportError."""
+    obj = getattr(importlib.import_module(package), name, None)
+    if obj is None:
+        raise ImportError(f"{package} has no {name}")
+    return obj
 
 
 def availability(name: str) -> str | None:

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult
@@ -18,8 +17,8 @@ __all__ = ["Mismatch", "BackendOutcome", "ParityReport", "check_parity", "compar
 class Mismatch:
     """The first difference between two results: where, which field, and both sides' entries."""
 
-    query: int | None  # None when the shapes differ
-    rank: int | None  # None when only the result counts differ
+    query: int | None  # None when the shapes differ, or only the padding columns do
+    rank: int | None  # None likewise
     field: str
     left: Any
     right: Any
@@ -29,42 +28,49 @@ class Mismatch:
         return self.detail
 
 
-def _entry(res: SearchResult, q: int, r: int) -> tuple[int, float, float, int] | str:
-    if r >= int(res.num_results[q]):
-        return "pad"
-    return (int(res.keyword_ids[q, r]), float(res.scores[q, r]), float(res.norm_scores[q, r]), int(res.lengths[q, r]))
+_FIELDS = ("keyword_ids", "scores", "norm_scores", "lengths")
+
+
+def _f32_bits(v: float) -> int:
+    return int(struct.unpack("<I", struct.pack("<f", v))[0])
+
+
+def _bits(entry: tuple[int, float, float, int]) -> tuple[int, int, int, int]:
+    """An entry of `SearchResult.query` with its float32 scores as their bit patterns."""
+    kid, score, norm, length = entry
+    return kid, _f32_bits(score), _f32_bits(norm), length
+
+
+def _locate(left: SearchResult, right: SearchResult) -> tuple[int, int, str, Any, Any] | None:
+    """(query, rank, field, left entry, right entry) of the first entry that differs, comparing each query's
+    `SearchResult.query` entries field by field (scores as float32 bits); a missing entry is ``"pad"`` and
+    its field ``num_results``.  None when every entry agrees."""
+    for q in range(left.shape[0]):
+        a, b = left.query(q), right.query(q)
+        for r in range(max(len(a), len(b))):
+            if r >= len(a) or r >= len(b):
+                return q, r, "num_results", a[r] if r < len(a) else "pad", b[r] if r < len(b) else "pad"
+            for name, x, y in zip(_FIELDS, _bits(a[r]), _bits(b[r]), strict=True):
+                if x != y:
+                    return q, r, name, a[r], b[r]
+    return None
 
 
 def compare_results(left: SearchResult, right: SearchResult) -> Mismatch | None:
-    """None when bit-identical (ids, order, float32 score bits, lengths), else the first difference.
+    """None when bit-identical (`SearchResult.first_difference`), else the first difference.
 
-    Agrees with `SearchResult.first_difference` (whose text is kept in ``detail``) and adds the structured
-    query / rank / field of the difference.
+    The verdict and ``detail`` are `first_difference`'s; the query / rank / field and both entries are
+    located by `_locate`.
     """
     text = left.first_difference(right)
     if text is None:
         return None
     if left.shape != right.shape:
         return Mismatch(None, None, "shape", left.shape, right.shape, text)
-    fields = (("keyword_ids", None), ("scores", np.uint32), ("norm_scores", np.uint32), ("lengths", None))
-    for q in range(left.shape[0]):
-        if int(left.num_results[q]) != int(right.num_results[q]):
-            # report the first rank where the entries differ, if any, else the count itself
-            n = max(int(left.num_results[q]), int(right.num_results[q]))
-            for r in range(n):
-                if _entry(left, q, r) != _entry(right, q, r):
-                    return Mismatch(q, r, "num_results", _entry(left, q, r), _entry(right, q, r), text)
-            return Mismatch(q, None, "num_results", int(left.num_results[q]), int(right.num_results[q]), text)
-        for name, view in fields:
-            a = np.asarray(getattr(left, name)[q])
-            b = np.asarray(getattr(right, name)[q])
-            if view is not None:
-                a, b = a.astype(np.float32).view(view), b.astype(np.float32).view(view)
-            diff = np.flatnonzero(a != b)
-            if diff.size:
-                r = int(diff[0])
-                return Mismatch(q, r, name, _entry(left, q, r), _entry(right, q, r), text)
-    return Mismatch(None, None, "unknown", None, None, text)  # pragma: no cover - first_difference saw one
+    where = _locate(left, right)
+    if where is None:  # every entry agrees; only the padding columns differ
+        return Mismatch(None, None, "padding", None, None, text)
+    return Mismatch(*where, detail=text)
 
 
 @dataclass
@@ -121,8 +127,11 @@ class ParityReport:
             else:
                 m = o.mismatch
                 assert m is not None
-                lines.append(f"  {o.name:<10} MISMATCH at query {m.query}, rank {m.rank} ({m.field}): "
-                             f"{self.reference} = {m.left}, {o.name} = {m.right}")
+                if m.query is None or m.rank is None:
+                    lines.append(f"  {o.name:<10} MISMATCH ({m.field}): {m.detail}")
+                else:
+                    lines.append(f"  {o.name:<10} MISMATCH at query {m.query}, rank {m.rank} ({m.field}): "
+                                 f"{self.reference} = {m.left}, {o.name} = {m.right}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,38 +145,25 @@ class ParityReport:
         }
 
 
-def _named(searchers: Mapping[str, Any] | Sequence[Any]) -> list[tuple[str, Any]]:
-    if isinstance(searchers, Mapping):
-        return list(searchers.items())
-    out = []
-    for i, s in enumerate(searchers):
-        out.append((str(getattr(s, "name", f"backend{i}")), s))
-    return out
-
-
-def check_parity(searchers: Mapping[str, Any] | Sequence[Any], proposals: Proposals, config: SearchConfig,
+def check_parity(searchers: Mapping[str, Any], proposals: Proposals, config: SearchConfig,
                  prefixes: Sequence[Sequence[int]] | None = None, *,
                  results: Mapping[str, SearchResult] | None = None) -> ParityReport:
     """Run every searcher on the same input and compare each with the first, exactly.
 
-    ``searchers`` is a name → searcher mapping or a sequence of searchers (named by ``.name``).  Results
-    already computed (e.g. by a timing loop) can be passed in ``results`` and are not recomputed.  A backend
-    that raises is reported with status ``error``; the reference erroring makes every other one ``error``.
+    ``searchers`` maps names to searchers; the first is the reference.  Results already computed (e.g. by a
+    timing loop) can be passed in ``results`` and are not recomputed.  A backend that raises is reported with
+    status ``error``; the reference erroring makes every other one ``error``.
     """
-    named = _named(searchers)
-    if not named:
+    if not searchers:
         raise ValueError("check_parity: expected at least one searcher")
-    report = ParityReport(reference=named[0][0], num_queries=proposals.num_queries)
-    for name, s in named:
+    report = ParityReport(reference=next(iter(searchers)), num_queries=proposals.num_queries)
+    for name, s in searchers.items():
         out = BackendOutcome(name)
         if results is not None and name in results:
             out.result = results[name]
         else:
             try:
-                if prefixes is not None:
-                    out.result = s.search(proposals, config, prefixes)
-                else:
-                    out.result = s.search(proposals, config)
+                out.result = s.search(proposals, config, prefixes)
             except Exception as e:  # noqa: BLE001 - reported, not raised
                 out.error = f"{type(e).__name__}: {e}"
         report.outcomes.append(out)

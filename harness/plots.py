@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,7 +17,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from .backends import BASELINE  # noqa: E402
 from .records import Record  # noqa: E402
 
-__all__ = ["series", "plot_all", "FIGURES"]
+__all__ = ["series", "plot_all", "FIGURES", "bytes_per_unique_keyword"]
 
 _STYLE = {"marisa": ("tab:gray", "o"), "numpy": ("tab:blue", "s"), "gpu": ("tab:green", "^"),
           "narrow-louds": ("tab:blue", "s"), "marisa-trie": ("tab:gray", "o"),
@@ -63,7 +64,8 @@ def series(records: Sequence[Record], kind: str, sweep: str | None, x: Callable[
             xv, yv = x(r), y(r)
         except (KeyError, TypeError):
             continue
-        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)):
+        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)) and math.isfinite(xv) \
+                and math.isfinite(yv):
             out[label(r)].append((float(xv), float(yv)))
     return {k: sorted(v) for k, v in sorted(out.items())}
 
@@ -74,11 +76,16 @@ def _batch_label(r: Record) -> str:
 
 
 def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+    """Write ``name``.png and .svg, each to a temporary file in ``out_dir`` renamed over the target
+    (`flashtrie.io_util.atomic_write_with`), so a crash never leaves half a figure."""
+    from flashtrie.io_util import atomic_write_with
+
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
         p = out_dir / f"{name}.{ext}"
-        fig.savefig(p, dpi=130 if ext == "png" else None, bbox_inches="tight")
+        atomic_write_with(p, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=130 if ext == "png" else None,
+                                                            bbox_inches="tight"))
         paths.append(p)
     return paths
 
@@ -199,15 +206,33 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "quality_vs_beam")
 
 
+def bytes_per_unique_keyword(r: Record) -> Any:
+    """Serialized bytes per unique keyword of a build record (duplicates collapsed, as in
+    `NarrowLoudsIndex.stats`); the stored ``bytes_per_keyword`` when the record lacks the counts."""
+    m = r.metrics
+    if isinstance(m.get("bytes"), (int, float)) and isinstance(m.get("unique_keywords"), (int, float)) \
+            and m["unique_keywords"] > 0:
+        return m["bytes"] / m["unique_keywords"]
+    return m.get("bytes_per_keyword")
+
+
 def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    t = series(records, "build", None, _num_keywords, lambda r: r.metrics["build_s"])
-    b = series(records, "build", None, _num_keywords, lambda r: r.metrics["bytes_per_keyword"])
+    """One point per structure and library size: the latest run's (the report's table lists every run)."""
+    latest: dict[tuple[str, Any], Record] = {}
+    for r in records:
+        if r.kind == "build" and r.status == "ok":
+            key = (r.backend, _num_keywords(r))
+            if key not in latest or r.timestamp >= latest[key].timestamp:
+                latest[key] = r
+    recs = list(latest.values())
+    t = series(recs, "build", None, _num_keywords, lambda r: r.metrics["build_s"])
+    b = series(recs, "build", None, _num_keywords, bytes_per_unique_keyword)
     if not t:
         return []
     fig, (ax1, ax2) = _new("Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie", "keywords", "",
                            ncols=2)
     ax1.set_ylabel("build seconds")
-    ax2.set_ylabel("serialized bytes per keyword")
+    ax2.set_ylabel("serialized bytes per unique keyword")
     ax2.set_yscale("linear")
     _axes_lines(ax1, t)
     _axes_lines(ax2, b)
@@ -222,7 +247,7 @@ FIGURES: dict[str, tuple[str, Callable[[Sequence[Record], Path], list[Path]]]] =
     "latency_vs_library_size": ("Latency vs library size", latency_vs_library),
     "throughput_vs_batch": ("Throughput vs batch size", throughput_vs_batch),
     "quality_vs_beam": ("Quality vs beam width", quality_vs_beam),
-    "build_vs_marisa": ("Build time and bytes per keyword vs marisa-trie", build_vs_marisa),
+    "build_vs_marisa": ("Build time and bytes per unique keyword vs marisa-trie", build_vs_marisa),
 }
 
 

@@ -3,7 +3,9 @@
 A record carries its status (``ok`` / ``mismatch`` / ``error`` with a message), the measured numbers,
 the speed-up against the marisa-trie baseline measured in the same run, workload statistics (fraction of
 valid proposals, mean beam fill per step), the dataset parameters, the environment snapshot and the
-command line.  Reports are drawn from these files only.
+command line.  Reports are drawn from these files only.  JSON has no infinities, so a non-finite number
+(a ``-inf`` threshold) is stored as the string ``"-inf"`` (``"inf"``, ``"nan"``) and read back as the
+float in the workload, config, metrics and workload statistics.
 
 Writing appends one complete line with a single ``write`` on a file opened for appending (and under an
 advisory lock), so concurrent writers and crashes never leave half a record.  Reading validates every
@@ -62,7 +64,7 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> Record:
         validate_record(d)
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: v for k, v in d.items() if k in known})
+        return cls(**{k: _restore_non_finite(v) if k in _NUMERIC_FIELDS else v for k, v in d.items() if k in known})
 
 
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -92,8 +94,29 @@ def validate_record(d: object) -> None:
         raise InputError(f"status {d['status']!r} needs a message")
 
 
+#: Non-finite floats are stored as these strings (strict JSON has no -inf); `Record.from_dict` turns them back.
+_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+#: The record fields whose values are data (numbers) and may hold a stored non-finite float.
+_NUMERIC_FIELDS = ("workload", "config", "metrics", "workload_stats")
+
+
+def _non_finite_text(v: float) -> str:
+    return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+
+
+def _restore_non_finite(x: Any) -> Any:
+    """The inverse of the non-finite encoding of `_jsonable`: "inf" / "-inf" / "nan" back to floats."""
+    if isinstance(x, dict):
+        return {k: _restore_non_finite(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_restore_non_finite(v) for v in x]
+    if isinstance(x, str) and x in _NON_FINITE:
+        return _NON_FINITE[x]
+    return x
+
+
 def _jsonable(x: Any) -> Any:
-    """Make numpy scalars/arrays and non-finite floats JSON-safe (NaN/inf become None)."""
+    """Make numpy scalars/arrays and non-finite floats JSON-safe (NaN/inf become "nan" / "inf" / "-inf")."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -101,7 +124,7 @@ def _jsonable(x: Any) -> Any:
     if hasattr(x, "tolist") and not isinstance(x, (str, bytes)):
         return _jsonable(x.tolist())
     if isinstance(x, float):
-        return x if math.isfinite(x) else None
+        return x if math.isfinite(x) else _non_finite_text(x)
     if isinstance(x, (str, int, bool)) or x is None:
         return x
     if isinstance(x, Path):

@@ -17,7 +17,7 @@ from typing import Any
 from . import anchors
 from .backends import ORDER
 from .env import summary_line
-from .plots import FIGURES, _latest, groups_of, plot_all, workload_group
+from .plots import FIGURES, _latest, bytes_per_unique_keyword, groups_of, plot_all, workload_group
 from .records import Record, read_records
 
 __all__ = ["build_report", "render_markdown", "command_text"]
@@ -192,6 +192,58 @@ def _anchors_section() -> list[str]:
     return lines
 
 
+def build_sweep(r: Record) -> str | None:
+    """The sweep that produced a build record: "build" (``bench build`` / ``bench all``) or "library_size"
+    (``bench size``).  Build records written before they carried it say "library_size" whatever produced
+    them; for those the stored command tells."""
+    cmd = r.command
+    if r.sweep == "library_size" and len(cmd) >= 3 and cmd[1] == "bench" and cmd[2] in ("build", "all"):
+        return "build"
+    return r.sweep
+
+
+def _build_section(records: list[Record], drawn: dict[str, list[Path]], out_dir: Path) -> list[str]:
+    """Every run's build records, one row per (library size, run, structure): runs are never merged."""
+    rows_by_key: dict[tuple[Any, ...], Record] = {}
+    for r in records:
+        if r.kind == "build":  # the same record read twice (a file given twice) is listed once
+            rows_by_key[(r.run_id, r.timestamp, r.backend, r.sweep, _num_kw(r))] = r
+    build = list(rows_by_key.values())
+    if not build:
+        return []
+    lines = ["## Build time and size vs marisa-trie", "",
+             "narrow-louds = `NarrowLoudsIndex.build` and `save`; marisa-trie = `marisa_trie.BinaryTrie` of the "
+             "keywords as 4-byte big-endian token keys, default options, `save` (key preparation not timed). "
+             "Bytes / unique keyword divides the serialized bytes by the *unique* keywords (duplicates collapsed), as "
+             "`NarrowLoudsIndex.stats()` and `flashtrie build` do. Each run is listed on its own rows (sweep "
+             "`build` = `flashtrie bench build`, `library_size` = `flashtrie bench size`; run = the records' run "
+             "id); speed-up and size ratio compare with marisa-trie in the same run.", ""]
+    run_start: dict[str, str] = {}
+    for r in build:
+        run_start[r.run_id] = min(run_start.get(r.run_id, r.timestamp), r.timestamp)
+    rows = [[_num_kw(r), build_sweep(r), r.run_id, r.timestamp[:10], r.backend, r.metrics.get("build_s"),
+             r.metrics.get("bytes"), r.metrics.get("unique_keywords"), bytes_per_unique_keyword(r),
+             r.metrics.get("build_speedup_vs_marisa"), r.metrics.get("size_ratio_vs_marisa"), _status_cell(r)]
+            for r in sorted(build, key=lambda r: (_num_kw(r) or 0, run_start[r.run_id], r.run_id, r.backend))]
+    lines += _table(["keywords", "sweep", "run", "date", "structure", "build s", "bytes", "unique keywords",
+                     "bytes / unique keyword", "build speed-up vs marisa", "size / marisa size", "status"], rows)
+    lines.append("")
+    runs_per_size: dict[Any, set[str]] = {}
+    for r in build:
+        runs_per_size.setdefault(_num_kw(r), set()).add(r.run_id)
+    multi = sorted(n for n, runs in runs_per_size.items() if len(runs) > 1 and n is not None)
+    if multi:
+        lines += ["Measured by more than one run (compare their rows; the figure shows the latest run of each "
+                  "size): " + ", ".join(f"{_fmt(n)} keywords ({len(runs_per_size[n])} runs)" for n in multi)
+                  + ".", ""]
+    lines += _figure_links(drawn, ["build_vs_marisa"], out_dir)
+    return lines
+
+
+def _num_kw(r: Record) -> Any:
+    return r.config.get("num_keywords", r.workload.get("num_keywords"))
+
+
 def _figure_links(drawn: dict[str, list[Path]], names: Sequence[str], out_dir: Path) -> list[str]:
     lines = []
     for n in names:
@@ -255,19 +307,7 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
         lines.append("")
         lines += _figure_links(drawn, ["quality_vs_beam"], out_dir)
 
-    build = [r for r in latest if r.kind == "build"]
-    if build:
-        lines += ["## Build time and size vs marisa-trie", "",
-                  "narrow-louds = `NarrowLoudsIndex.build` and `save`; marisa-trie = `marisa_trie.BinaryTrie` of the "
-                  "keywords as 4-byte big-endian token keys, default options, `save` (key preparation not timed).", ""]
-        rows = [[r.config.get("num_keywords"), r.backend, r.metrics.get("build_s"), r.metrics.get("bytes"),
-                 r.metrics.get("bytes_per_keyword"), r.metrics.get("build_speedup_vs_marisa"),
-                 r.metrics.get("size_ratio_vs_marisa"), _status_cell(r)]
-                for r in sorted(build, key=lambda r: (r.config.get("num_keywords", 0), r.backend))]
-        lines += _table(["keywords", "structure", "build s", "bytes", "bytes / keyword", "build speed-up vs marisa",
-                         "size / marisa size", "status"], rows)
-        lines.append("")
-        lines += _figure_links(drawn, ["build_vs_marisa"], out_dir)
+    lines += _build_section(records, drawn, out_dir)
 
     par = [r for r in latest if r.kind in ("parity", "search")]
     if par:

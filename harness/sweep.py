@@ -40,7 +40,8 @@ from .timing import Timing, device_ms_of, summarize
 from .workloads import concat_results, tile_proposals, truncate_proposals, workload_params
 
 __all__ = ["RunContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
-           "sweep_library_size", "sweep_build", "workload_statistics", "build_index_timed", "marisa_binary_trie"]
+           "sweep_library_size", "sweep_build", "workload_statistics", "num_keywords_of", "build_index_timed",
+           "marisa_binary_trie"]
 
 
 @dataclasses.dataclass
@@ -135,19 +136,13 @@ def stats_searcher(index: Any, searchers: dict[str, Any] | None = None) -> Numpy
     return NumpySearcher(index, early_stop=False, collect_stats=True)
 
 
-def workload_statistics(stats: NumpySearcher | None, searchers: dict[str, Any], proposals: Proposals,
-                        config: SearchConfig, stats_queries: int) -> dict[str, Any]:
+def workload_statistics(stats: NumpySearcher | None, proposals: Proposals, config: SearchConfig,
+                        stats_queries: int) -> dict[str, Any]:
     """Fraction of valid proposals and mean beam fill per step for this case.
 
-    Taken from a searcher's optional ``stats`` dict (keys ``valid_fraction`` and ``beam_fill_per_step``)
-    when one offers it after a search, else computed by ``stats`` (see `stats_searcher`) on the first
-    ``stats_queries`` queries; `BeamStats` has the definitions.
+    Computed by ``stats`` (see `stats_searcher`) on the first ``stats_queries`` queries; `BeamStats` has the
+    definitions.  Empty without a stats searcher or queries.
     """
-    for name, s in searchers.items():
-        st = getattr(s, "stats", None)
-        if isinstance(st, dict) and "valid_fraction" in st:
-            return {**{k: v for k, v in st.items() if isinstance(v, (int, float, list, str, type(None)))},
-                    "source": f"{name}.stats"}
     if stats is None or stats_queries <= 0 or proposals.num_queries == 0:
         return {}
     if not (stats.collect_stats and not stats.early_stop):
@@ -155,6 +150,11 @@ def workload_statistics(stats: NumpySearcher | None, searchers: dict[str, Any], 
     res = stats.search(proposals[: min(stats_queries, proposals.num_queries)], config)
     assert stats.last_stats is not None
     return BeamStats.from_search(stats.last_stats, res).to_dict()
+
+
+def num_keywords_of(keywords: KeywordSet | None, index: Any) -> int:
+    """Number of keywords (duplicates included): from the keywords when loaded, else from the index."""
+    return len(keywords) if keywords is not None else int(index.num_keywords)
 
 
 # --------------------------------------------------------------------------------------------- timing
@@ -223,7 +223,9 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
         if name == ref:
             continue
         m = compare_results(results[ref], results[name])
-        if m is not None:
+        if m is not None and m.query is None:
+            status[name] = ("mismatch", f"differs from {ref}: {m.detail}")
+        elif m is not None:
             status[name] = ("mismatch", f"differs from {ref} at query {m.query}, rank {m.rank} ({m.field}): "
                                         f"{ref} = {m.left}, {name} = {m.right}")
     base = timings.get(BASELINE)
@@ -269,12 +271,11 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
                      length_norm: float = 0.0, searchers: dict[str, Any] | None = None) -> list[Record]:
     """Latency per call vs beam width B, with K = B proposals per row (at most the workload's K)."""
     own = searchers is None
+    wl = {**workload_params(workload), "num_keywords": num_keywords_of(keywords, index)}
     if searchers is None:
         searchers, failed = make_searchers(backends, keywords, index)
-        ctx.emit(_construction_errors(ctx, failed, "beam_width",
-                                      {**workload_params(workload), "num_keywords": len(keywords)}))
+        ctx.emit(_construction_errors(ctx, failed, "beam_width", wl))
     stats_search = stats_searcher(index, searchers)
-    wl = {**workload_params(workload), "num_keywords": len(keywords)}
     history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
     try:
@@ -282,7 +283,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
             props = truncate_proposals(workload.proposals, int(b))
             k = props.shape[2]
             config = SearchConfig(beam_width=int(b), length_norm=length_norm)
-            stats = workload_statistics(stats_search, searchers, props, config, ctx.stats_queries)
+            stats = workload_statistics(stats_search, props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, batch_size, None), config, sweep="beam_width",
                                 workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
                                 history=history, work=float(b) * k)
@@ -297,12 +298,12 @@ def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload
                      calls: int = 4, length_norm: float = 0.0) -> list[Record]:
     """Throughput (queries per second) vs batch size at one beam width (K = B); ``calls`` batches per size."""
     searchers, failed = make_searchers(backends, keywords, index)
-    wl = {**workload_params(workload), "num_keywords": len(keywords)}
+    wl = {**workload_params(workload), "num_keywords": num_keywords_of(keywords, index)}
     ctx.emit(_construction_errors(ctx, failed, "batch_size", wl))
     props = truncate_proposals(workload.proposals, beam_width)
     k = props.shape[2]
     config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-    stats = workload_statistics(stats_searcher(index, searchers), searchers, props, config, ctx.stats_queries)
+    stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
     history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
     try:
@@ -328,7 +329,7 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
         keywords, kw_params = make_keywords(int(n))
         workload = make_workload(keywords, int(n))
         if with_build:
-            out += sweep_build(ctx, [(keywords, kw_params)])
+            out += sweep_build(ctx, [(keywords, kw_params)], sweep="library_size")
         index = NarrowLoudsIndex.build(keywords)
         searchers, failed = make_searchers(backends, keywords, index)
         wl = {**workload_params(workload), "keywords": kw_params, "num_keywords": len(keywords)}
@@ -337,8 +338,7 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
             props = truncate_proposals(workload.proposals, beam_width)
             k = props.shape[2]
             config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-            stats = workload_statistics(stats_searcher(index, searchers), searchers, props, config,
-                                        ctx.stats_queries)
+            stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, 1, None), config, sweep="library_size",
                                 workload={**wl, "K_used": k}, extra_config={"K": k, "num_keywords": len(keywords)},
                                 workload_stats=stats, history=history, work=1.0)
@@ -386,9 +386,14 @@ def _file_bytes(save: Callable[[str], None]) -> int:
         return os.path.getsize(p)
 
 
-def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str, Any]]], repeats: int = 1
-                ) -> list[Record]:
-    """Build time (best of ``repeats``) and serialized size: narrow-LOUDS index vs marisa-trie BinaryTrie."""
+def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str, Any]]], repeats: int = 1,
+                sweep: str = "build") -> list[Record]:
+    """Build time (best of ``repeats``) and serialized size: narrow-LOUDS index vs marisa-trie BinaryTrie.
+
+    Records are labelled with ``sweep``, the sweep that produced them ("build" for ``bench build``,
+    "library_size" for ``bench size``), so runs of the same library stay apart.  ``bytes_per_keyword``
+    divides the serialized bytes by the unique keywords, as `NarrowLoudsIndex.stats` does.
+    """
     out: list[Record] = []
     for keywords, params in libraries:
         n = len(keywords)
@@ -416,12 +421,13 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
                 size = _file_bytes(lambda p, o=obj, sv=save: sv(o, p))
                 st = summarize(np.asarray(times) * 1000.0)
                 metrics = {"build_s": min(times), "build_mean_s": st.mean / 1000.0, "builds": len(times),
-                           "bytes": size, "bytes_per_keyword": size / max(n, 1), **extra}
-                recs.append(ctx.record(kind="build", backend=name, sweep="library_size", workload=wl,
+                           "bytes": size, "bytes_per_keyword": size / max(int(extra["unique_keywords"]), 1),
+                           **extra}
+                recs.append(ctx.record(kind="build", backend=name, sweep=sweep, workload=wl,
                                        config={"num_keywords": n}, metrics=metrics))
             except Exception as e:  # noqa: BLE001
                 recs.append(ctx.record(kind="build", backend=name, status="error", message=f"{type(e).__name__}: {e}",
-                                       sweep="library_size", workload=wl, config={"num_keywords": n}))
+                                       sweep=sweep, workload=wl, config={"num_keywords": n}))
         base = next((r for r in recs if r.backend == "marisa-trie" and r.status == "ok"), None)
         for r in recs:
             if base is not None and r.status == "ok":

@@ -144,20 +144,9 @@ def workload_params(workload: Any) -> dict[str, Any]:
 
 
 def relevant_sets(workload: Any) -> list[np.ndarray] | None:
-    """Ground truth as one int64 id array per query, whatever form the workload stores it in."""
-    rel = getattr(workload, "relevant", None)
-    if rel is None:
-        return None
-    q_n = workload.proposals.num_queries
-    if isinstance(rel, tuple) and len(rel) == 2:  # (ids, offsets)
-        ids, off = (np.asarray(a) for a in rel)
-        return [ids[off[i]:off[i + 1]].astype(np.int64) for i in range(q_n)]
-    if hasattr(rel, "offsets") and hasattr(rel, "ids"):
-        ids, off = np.asarray(rel.ids), np.asarray(rel.offsets)
-        return [ids[off[i]:off[i + 1]].astype(np.int64) for i in range(q_n)]
-    if isinstance(rel, np.ndarray) and rel.ndim == 2:  # padded with -1
-        return [row[row >= 0].astype(np.int64) for row in rel]
-    return [np.asarray(r, dtype=np.int64).ravel() for r in rel]
+    """Ground truth: one int64 id array per query (``workload.relevant``), or None for a proposal TSV."""
+    rel = workload.relevant
+    return None if rel is None else [np.asarray(r, dtype=np.int64) for r in rel]
 
 
 # ------------------------------------------------------------------------------------------- proposals

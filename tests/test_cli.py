@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,7 +12,7 @@ import numpy as np
 import pytest
 
 from flashtrie import KeywordSet, Proposals
-from flashtrie.cli import build_parser, main
+from flashtrie.cli import _ints, build_parser, main
 
 COMMANDS = ["gen-keywords", "gen-queries", "build", "search", "parity", "bench", "report", "demo"]
 
@@ -131,3 +133,88 @@ def test_bad_backend_name(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
 
 def test_parser_builds() -> None:
     assert build_parser().prog == "flashtrie"
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and err[-1].startswith("flashtrie: error: ") and "Traceback" not in "\n".join(err), err
+    return err[-1]
+
+
+def test_parity_refuses_a_named_backend_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    assert main(["build", str(kw), "-o", str(idx), "--quiet"]) == 0
+    capsys.readouterr()
+    rc = main(["parity", "--backends", "marisa,numpy", "--index", str(idx), "--queries", str(q), "--beam", "4"])
+    assert rc == 2
+    line = _one_line_error(capsys)
+    assert "marisa" in line and "--keywords" in line
+    # 'all' (the default) leaves marisa out with a note and checks the rest
+    rc = main(["parity", "--index", str(idx), "--queries", str(q), "--beam", "4"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap
+    assert "note: backend marisa skipped" in cap.err and "reference = numpy" in cap.out
+
+
+def test_bench_without_keywords_when_marisa_is_not_selected(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    assert main(["build", str(kw), "-o", str(idx), "--quiet"]) == 0
+    res = tmp_path / "b.jsonl"
+    rc = main(["bench", "beam", "--backends", "numpy", "--index", str(idx), "--queries", str(q), "--beams", "3",
+               "--repeats", "1", "--warmup", "0", "-o", str(res), "--quiet"])
+    assert rc == 0, capsys.readouterr().err
+    from flashtrie.harness.records import read_records
+
+    from flashtrie.index import NarrowLoudsIndex
+
+    recs = read_records(res)
+    assert [r.backend for r in recs] == ["numpy"] and recs[0].status == "ok"
+    assert recs[0].workload["num_keywords"] == NarrowLoudsIndex.load(idx).num_keywords
+    # a -inf threshold is stored as "-inf" (strict JSON) and read back as -inf
+    assert recs[0].config["token_threshold"] == -math.inf
+    assert '"token_threshold":"-inf"' in res.read_text()
+    # marisa named explicitly without the keywords: refused
+    capsys.readouterr()
+    rc = main(["bench", "beam", "--backends", "marisa,numpy", "--index", str(idx), "--queries", str(q),
+               "--beams", "3", "-o", str(res), "--quiet"])
+    assert rc == 2 and "marisa needs the keyword library" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("sweep", ["beam", "batch", "quality", "all"])
+def test_bench_without_queries_is_one_line_error(sweep: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    kw, _ = _files(tmp_path)
+    rc = main(["bench", sweep, "--keywords", str(kw), "-o", str(tmp_path / "b.jsonl"), "--quiet"])
+    assert rc == 2
+    line = _one_line_error(capsys)
+    assert line.startswith("flashtrie: error: --queries:") and "gen-queries" in line
+    assert not (tmp_path / "b.jsonl").exists()
+
+
+def test_bench_build_records_say_build(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("marisa_trie")
+    kw, _ = _files(tmp_path)
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "build", "--keywords", str(kw), "-o", str(res), "--quiet"]) == 0
+    from flashtrie.harness.records import read_records
+
+    recs = read_records(res)
+    assert {r.backend for r in recs} == {"narrow-louds", "marisa-trie"} and {r.sweep for r in recs} == {"build"}
+
+
+@pytest.mark.parametrize("text, expected", [("1,10,100", [1, 10, 100]), ("10k, 2M", [10_000, 2_000_000]),
+                                            ("1e3", [1000]), ("5,", [5])])
+def test_integer_lists_parse(text: str, expected: list[int]) -> None:
+    assert _ints(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2.7", "1,2.5", "0", "-3", "x", "", "1.5k1", "nan", "inf"])
+def test_integer_lists_refuse_non_integers(text: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="positive integers"):
+        _ints(text)
+    with pytest.raises(SystemExit) as e:
+        build_parser().parse_args(["bench", "beam", "-o", "x.jsonl", "--beams", text])
+    assert e.value.code == 2 and "--beams" in capsys.readouterr().err

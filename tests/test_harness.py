@@ -80,7 +80,7 @@ def test_records_round_trip(tmp_path: Path) -> None:
                           _record(backend="gpu", status="error", message="no GPU")])
     recs = read_records(path)
     assert [r.backend for r in recs] == ["numpy", "marisa", "gpu"]
-    assert recs[0].metrics["mean_ms"] == 1.5 and recs[0].metrics["bad"] is None  # inf stored as null
+    assert recs[0].metrics["mean_ms"] == 1.5 and recs[0].metrics["bad"] == math.inf  # stored as "inf"
     assert recs[0].workload_stats["beam_fill_per_step"] == [1.0, 0.5]
     assert recs[1].status == "mismatch" and recs[1].message == "query 0 rank 1"
     assert all(r.schema == SCHEMA for r in recs)
@@ -157,7 +157,8 @@ def test_parity_detects_planted_mismatch() -> None:
     q, r = 1, int(base.num_results[1]) - 1
     assert r >= 1, "the case needs a query with several results"
     bad = RefSearcher(kws, "tampered", tamper=_flip_score_bit(q, r))
-    rep = check_parity([ref, RefSearcher(kws, "same"), bad, Broken()], props, cfg)
+    rep = check_parity({"ref": ref, "same": RefSearcher(kws, "same"), "tampered": bad, "broken": Broken()},
+                       props, cfg)
     assert not rep.ok
     assert rep.outcome("same").status == "ok"
     assert rep.outcome("broken").status == "error" and "kernel exploded" in rep.outcome("broken").error
@@ -190,7 +191,7 @@ def test_parity_reports_count_difference() -> None:
 
     ref = RefSearcher(kws)
     n = ref.search(props, cfg).num_results
-    rep = check_parity([ref, RefSearcher(kws, "short", tamper=drop_last)], props, cfg)
+    rep = check_parity({"ref": ref, "short": RefSearcher(kws, "short", tamper=drop_last)}, props, cfg)
     m = rep.outcome("short").mismatch
     assert m is not None and m.query == int(np.argmax(n)) and m.rank == int(n.max()) - 1
 
@@ -234,16 +235,16 @@ def test_workload_statistics_from_numpy_run() -> None:
     assert (stats.early_stop, stats.collect_stats) == (False, True)
     assert (timed.early_stop, timed.collect_stats) == (True, False)  # the timed searcher is untouched
     cfg = SearchConfig(2, score_threshold=-2.5)
-    ws = workload_statistics(stats, {"numpy": timed}, props, cfg, stats_queries=8)
+    ws = workload_statistics(stats, props, cfg, stats_queries=8)
     assert ws["stats_queries"] == 2 and (ws["considered"], ws["valid"]) == (10, 7)
     assert ws["valid_fraction"] == pytest.approx(0.7)
     assert ws["beam_fill_per_step"] == [0.25, 0.25, 0.0] and ws["mean_beam_fill"] == pytest.approx(1 / 6)
     assert ws["mean_results"] == 1.5 and "numpy" in ws["source"]
-    one = workload_statistics(stats_searcher(index), {}, props, cfg, stats_queries=1)  # query 0 only
+    one = workload_statistics(stats_searcher(index), props, cfg, stats_queries=1)  # query 0 only
     assert (one["considered"], one["valid"], one["beam_fill_per_step"]) == (8, 5, [0.5, 0.5, 0.0])
-    assert workload_statistics(stats, {}, props, cfg, stats_queries=0) == {}
+    assert workload_statistics(stats, props, cfg, stats_queries=0) == {}
     with pytest.raises(ValueError, match="early_stop=False"):
-        workload_statistics(timed, {}, props, cfg, stats_queries=1)
+        workload_statistics(timed, props, cfg, stats_queries=1)
 
 
 def _literal_counts(kws: KeywordSet, props: Proposals, cfg: SearchConfig) -> np.ndarray:
@@ -386,3 +387,132 @@ def test_report_from_stored_records(tmp_path: Path) -> None:
     assert "flashtrie bench beam" in md and "## Reproduce" in md
     assert "precision@10" in md
     assert command_text(["/usr/bin/flashtrie", "demo", "--beam", "10"]) == "flashtrie demo --beam 10"
+
+
+# ------------------------------------------------------------------------------- simplified helpers
+def test_compare_results_locates_what_first_difference_reports() -> None:
+    from flashtrie.harness.parity import BackendOutcome, ParityReport
+
+    kws, props = _random_case(3, n=200, vocab=6, q=3, t=4, k=6)
+    base = RefSearcher(kws).search(props, SearchConfig(beam_width=4, max_results=100))
+    q = int(np.argmax(base.num_results))
+    n = int(base.num_results[q])
+    assert 0 < n < base.shape[1], "the case needs a query with results and padding"
+
+    def changed(**arrays: np.ndarray) -> SearchResult:
+        parts = {f: getattr(base, f).copy() for f in ("keyword_ids", "scores", "norm_scores", "lengths",
+                                                      "num_results")}
+        parts.update(arrays)
+        return SearchResult(**parts)
+
+    assert compare_results(base, changed()) is None
+    ids = base.keyword_ids.copy()
+    ids[q, 0] += 1000
+    m = compare_results(base, changed(keyword_ids=ids))
+    assert m is not None and (m.query, m.rank, m.field) == (q, 0, "keyword_ids")
+    assert m.detail == base.first_difference(changed(keyword_ids=ids))
+    assert m.left == base.query(q)[0] and m.right[0] == m.left[0] + 1000
+    norm = base.norm_scores.copy()
+    norm[q, n - 1] = np.float32(-0.0) if norm[q, n - 1] == 0 else -norm[q, n - 1]
+    m = compare_results(base, changed(norm_scores=norm))
+    assert m is not None and (m.query, m.rank, m.field) == (q, n - 1, "norm_scores")  # float32 bits, even ±0
+    m = compare_results(base, SearchResult.empty(base.shape[0], base.shape[1] + 1))
+    assert m is not None and m.field == "shape" and m.query is None and "shapes differ" in m.detail
+    lengths = base.lengths.copy()
+    lengths[q, -1] = 7  # a padding column only: every entry agrees
+    m = compare_results(base, changed(lengths=lengths))
+    assert m is not None and m.field == "padding" and m.query is None and m.detail.startswith(f"query {q}")
+    rep = ParityReport("a", [BackendOutcome("a", base), BackendOutcome("b", base, mismatch=m)], base.shape[0])
+    assert f"b          MISMATCH (padding): query {q}" in rep.summary()
+
+
+def test_find_class_and_relevant_sets() -> None:
+    from flashtrie.harness.backends import find_class
+    from flashtrie.harness.workloads import Loaded, relevant_sets
+
+    assert find_class("flashtrie.reference_cpu", "NumpySearcher") is NumpySearcher
+    with pytest.raises(ImportError, match="has no Nope"):
+        find_class("flashtrie.reference_cpu", "Nope")
+    _, props = _random_case(1)
+    rel = relevant_sets(Loaded(props, [np.array([3, 1], np.int32), np.array([], np.int64)], {}))
+    assert [r.tolist() for r in rel] == [[3, 1], []] and all(r.dtype == np.int64 for r in rel)
+    assert relevant_sets(Loaded(props, None, {})) is None
+
+
+def test_records_store_minus_inf_thresholds(tmp_path: Path) -> None:
+    path = tmp_path / "r.jsonl"
+    append_record(path, _record(config={"beam_width": 4, "token_threshold": -math.inf,
+                                        "score_threshold": np.float32(-np.inf)},
+                                metrics={"mean_ms": 1.0, "nan": float("nan")}, message=None))
+    line = path.read_text()
+    json.loads(line, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+    assert '"token_threshold":"-inf"' in line and '"score_threshold":"-inf"' in line
+    (rec,) = read_records(path)
+    assert rec.config["token_threshold"] == -math.inf and rec.config["score_threshold"] == -math.inf
+    assert math.isnan(rec.metrics["nan"]) and rec.command == ["flashtrie", "bench", "beam"]
+
+
+def test_figures_are_written_atomically(tmp_path: Path) -> None:
+    from flashtrie.harness import plots
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    fig.add_subplot(1, 1, 1).plot([1, 2], [3, 4])
+    paths = plots._save(fig, tmp_path, "ok")
+    assert [p.name for p in paths] == ["ok.png", "ok.svg"] and all(p.stat().st_size > 0 for p in paths)
+    assert paths[0].read_bytes().startswith(b"\x89PNG") and b"<svg" in paths[1].read_bytes()
+    (tmp_path / "crash.png").write_bytes(b"old figure")
+
+    def half_then_crash(f, **kw):
+        f.write(b"half a figure")
+        raise RuntimeError("disk full")
+
+    fig.savefig = half_then_crash
+    with pytest.raises(RuntimeError, match="disk full"):
+        plots._save(fig, tmp_path, "crash")
+    assert (tmp_path / "crash.png").read_bytes() == b"old figure"  # untouched, never half written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["crash.png", "ok.png", "ok.svg"]  # no temporaries
+
+
+def test_build_records_carry_their_sweep_and_bytes_per_unique_keyword() -> None:
+    pytest.importorskip("marisa_trie")
+    from flashtrie.harness.sweep import RunContext, sweep_build
+
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4], [1, 2], [4], [5, 6, 7]])  # 6 keywords, 4 unique
+    ctx = RunContext(progress=False)
+    recs = sweep_build(ctx, [(kws, {"source": "test"})])
+    assert {r.sweep for r in recs} == {"build"} and {r.backend for r in recs} == {"narrow-louds", "marisa-trie"}
+    for r in recs:
+        assert r.status == "ok" and r.metrics["unique_keywords"] == 4 and r.config["num_keywords"] == 6
+        assert r.metrics["bytes_per_keyword"] == r.metrics["bytes"] / 4
+    ours = next(r for r in recs if r.backend == "narrow-louds")
+    idx = NarrowLoudsIndex.build(kws)
+    assert idx.stats()["unique_keywords"] == 4  # the count stats() divides by
+    assert {r.sweep for r in sweep_build(ctx, [(kws, {})], sweep="library_size")} == {"library_size"}
+    assert ours.metrics["nodes"] == idx.num_nodes
+
+
+def test_report_lists_every_build_run(tmp_path: Path) -> None:
+    def build(run: str, ts: str, sweep: str, cmd: str, name: str, s: float, size: int) -> Record:
+        return _record(kind="build", backend=name, sweep=sweep, run_id=run, timestamp=ts,
+                       command=["flashtrie", "bench", cmd], config={"num_keywords": 1000},
+                       workload={"num_keywords": 1000},
+                       metrics={"build_s": s, "bytes": size, "bytes_per_keyword": size / 1000,
+                                "unique_keywords": 800})
+
+    recs = [  # one size measured by two runs that disagree; the older records are labelled the old way
+        build("oldbuildrun1", "2026-01-01T00:00:00+00:00", "library_size", "build", "narrow-louds", 1.0, 8000),
+        build("oldbuildrun1", "2026-01-01T00:00:00+00:00", "library_size", "build", "marisa-trie", 2.0, 4000),
+        build("sizerun00002", "2026-01-02T00:00:00+00:00", "library_size", "size", "narrow-louds", 5.0, 8000),
+        build("sizerun00002", "2026-01-02T00:00:00+00:00", "library_size", "size", "marisa-trie", 2.5, 4000),
+    ]
+    src = tmp_path / "build.jsonl"
+    append_records(src, recs)
+    md = build_report([src, src], tmp_path / "rep").read_text()  # a file given twice is listed once
+    table = md.split("## Build time and size vs marisa-trie")[1].split("\n\n")[2].splitlines()
+    assert len(table) == 2 + 4, table
+    assert sum("oldbuildrun1" in row and "| build |" in row for row in table) == 2
+    assert sum("sizerun00002" in row and "| library_size |" in row for row in table) == 2
+    assert [row.split(" | ")[5] for row in table[2:]] == ["2", "1", "2.5", "5"]  # both runs' build seconds
+    assert {row.split(" | ")[8] for row in table[2:]} == {"10", "5"}  # bytes / 800 unique keywords
+    assert "unique* keywords" in md and "1,000 keywords (2 runs)" in md
