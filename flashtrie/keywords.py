@@ -12,6 +12,7 @@ import numpy as np
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_TOKEN
+from .tokens import check_token_sequence, first_out_of_range
 
 __all__ = ["KeywordSet"]
 
@@ -52,7 +53,7 @@ class KeywordSet:
             i = int(bad[0])
             raise InputError(f"keyword {i}: empty keyword (offsets[{i}] = offsets[{i + 1}] = {int(off[i])}); "
                              "every keyword needs at least one token")
-        tok_u32 = _tokens_to_uint32(tok, "tokens", off)
+        tok_u32 = _tokens_to_uint32(tok, off)
         return cls(np.ascontiguousarray(tok_u32), np.ascontiguousarray(off))
 
     @classmethod
@@ -60,31 +61,14 @@ class KeywordSet:
         """Build from an iterable of token sequences (lists, tuples or arrays)."""
         parts: list[np.ndarray] = []
         for i, seq in enumerate(sequences):
-            arr = np.asarray(seq)
-            if arr.ndim != 1:
-                raise InputError(f"keyword {i}: expected a 1-D token sequence, got shape {arr.shape}")
+            arr = check_token_sequence(seq, f"keyword {i}", element=lambda j, i=i: f"keyword {i} (position {j})")
             if arr.size == 0:
                 raise InputError(f"keyword {i}: empty keyword; every keyword needs at least one token")
-            if not np.issubdtype(arr.dtype, np.integer):
-                if arr.dtype == object:
-                    try:
-                        arr = np.array([int(x) for x in arr.tolist()], dtype=np.int64)
-                    except (TypeError, ValueError):
-                        raise InputError(f"keyword {i}: tokens must be integers, got {seq!r}") from None
-                    except OverflowError:
-                        raise InputError(f"keyword {i}: a token of {seq!r} is out of range; tokens must be in "
-                                         f"[0, {MAX_TOKEN}]") from None
-                else:
-                    raise InputError(f"keyword {i}: tokens must be integers, got dtype {arr.dtype}")
-            parts.append(arr.astype(np.int64) if arr.dtype == np.uint64 and arr.max() <= MAX_TOKEN else arr)
+            parts.append(arr)
         lengths = np.fromiter((p.size for p in parts), dtype=np.int64, count=len(parts))
         offsets = np.zeros(len(parts) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        if parts:
-            checked = [_tokens_to_uint32(p, f"keyword {i}", None) for i, p in enumerate(parts)]
-            tokens = np.concatenate(checked)
-        else:
-            tokens = np.zeros(0, dtype=np.uint32)
+        tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
         return cls(tokens, offsets)
 
     @classmethod
@@ -184,23 +168,11 @@ class KeywordSet:
         return f"KeywordSet(n={len(self)}, tokens={self.tokens.size}, max_length={self.max_length})"
 
 
-def _tokens_to_uint32(tok: np.ndarray, what: str, offsets: np.ndarray | None) -> np.ndarray:
-    """Check every token is in ``[0, MAX_TOKEN]`` and return them as ``uint32``."""
-    if tok.size == 0:
-        return tok.astype(np.uint32)
-    if tok.dtype == np.uint32:
-        bad = np.flatnonzero(tok > MAX_TOKEN)
-    elif np.issubdtype(tok.dtype, np.unsignedinteger):
-        bad = np.flatnonzero(tok > MAX_TOKEN)
-    else:
-        t64 = tok.astype(np.int64)
-        bad = np.flatnonzero((t64 < 0) | (t64 > MAX_TOKEN))
-    if bad.size:
-        j = int(bad[0])
-        where = what
-        if offsets is not None:
-            k = int(np.searchsorted(offsets, j, side="right") - 1)
-            where = f"keyword {k}"
-        raise InputError(f"{where}: token {int(tok[j])} is out of range; tokens must be in [0, {MAX_TOKEN}] "
-                         "(2**32 - 1 is reserved for padding)")
+def _tokens_to_uint32(tok: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Check every token of an integer array is in ``[0, MAX_TOKEN]`` and return them as ``uint32``."""
+    j = first_out_of_range(tok)
+    if j >= 0:
+        k = int(np.searchsorted(offsets, j, side="right") - 1)
+        raise InputError(f"keyword {k} (tokens[{j}]): token {int(tok[j])} is out of range; tokens must be in "
+                         f"[0, {MAX_TOKEN}] (2**32 - 1 is reserved for padding)")
     return tok.astype(np.uint32)

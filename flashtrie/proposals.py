@@ -12,6 +12,7 @@ import numpy as np
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_PROPOSALS, MAX_STEPS, PAD_TOKEN
+from .tokens import check_token_sequence
 
 __all__ = ["Proposals"]
 
@@ -45,8 +46,12 @@ class Proposals:
 
     def __getitem__(self, sl: slice | int | np.ndarray) -> Proposals:
         """Select queries (a slice, an index or an index array) as a new `Proposals`."""
-        if isinstance(sl, (int, np.integer)):
-            sl = slice(int(sl), int(sl) + 1)
+        if isinstance(sl, (int, np.integer)) and not isinstance(sl, (bool, np.bool_)):
+            i, n = int(sl), self.num_queries
+            if not -n <= i < n:
+                raise IndexError(f"query index {i} out of range for {n} queries")
+            i %= n
+            sl = slice(i, i + 1)
         return Proposals(self.tokens[sl], self.logprobs[sl])
 
     # ------------------------------------------------------------------ public FlashTrie TSV format
@@ -80,42 +85,95 @@ class Proposals:
         Returns the proposals and the query names.  Every query must have the same number of steps.
         """
         names: list[str] = []
-        rows: list[tuple[list[list[int]], list[list[float]]]] = []
-        text = Path(path).read_text()
+        rows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
+        linenos: list[int] = []
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"{path}: not a UTF-8 text file ({e})") from None
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
+            where = f"{path}: line {lineno}"
             name, sep, payload = line.partition("\t")
             if not sep:
-                raise InputError(f"{path}: line {lineno}: expected 'query<TAB>{{\"indices\": ..., \"probs\": ...}}', "
-                                 "found no tab")
+                raise InputError(f"{where}: expected 'query<TAB>{{\"indices\": ..., \"probs\": ...}}', found no tab")
             try:
                 obj = json.loads(payload)
-                idx, probs = obj["indices"], obj["probs"]
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise InputError(f"{path}: line {lineno}: not a proposal record with 'indices' and 'probs' "
-                                 f"({e})") from None
-            if len(idx) != len(probs) or any(len(a) != len(b) for a, b in zip(idx, probs, strict=False)):
-                raise InputError(f"{path}: line {lineno}: 'indices' and 'probs' differ in shape")
+            except (ValueError, RecursionError) as e:
+                raise InputError(f"{where}: not a proposal record with 'indices' and 'probs' ({e})") from None
+            try:
+                rows.append(_parse_record(obj))
+            except InputError as e:
+                raise InputError(f"{where}: {e}") from None
             names.append(name)
-            rows.append((idx, probs))
+            linenos.append(lineno)
         if not rows:
             raise InputError(f"{path}: no proposal records found")
         t_n = len(rows[0][0])
         for i, (idx, _) in enumerate(rows):
             if len(idx) != t_n:
-                raise InputError(f"{path}: query {names[i]!r} has {len(idx)} steps, the first query has {t_n}; "
-                                 "every query needs the same number of steps")
-        k_n = max((len(r) for idx, _ in rows for r in idx), default=0)
+                raise InputError(f"{path}: line {linenos[i]}: query {names[i]!r} has {len(idx)} steps, the first "
+                                 f"query (line {linenos[0]}) has {t_n}; every query needs the same number of steps")
+        k_n = max((r.size for idx, _ in rows for r in idx), default=0)
         q_n = len(rows)
-        tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.int64)
+        tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.uint32)
         logprobs = np.full((q_n, t_n, k_n), -np.inf, dtype=np.float32)
         for q, (idx, probs) in enumerate(rows):
             for t in range(t_n):
-                n = len(idx[t])
+                n = idx[t].size
                 tokens[q, t, :n] = idx[t]
                 logprobs[q, t, :n] = probs[t]
-        return cls(tokens, logprobs), names
+        try:
+            return cls(tokens, logprobs), names
+        except InputError as e:  # only the T / K limits are left to check here
+            raise InputError(f"{path}: {e}") from None
+
+
+def _parse_record(obj: object) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Validate one TSV record ``{"indices": [[tok, ...], ...], "probs": [[lp, ...], ...]}``.
+
+    Returns the token rows (``uint32``, padding ``2**32 - 1``) and logprob rows (``float32``).  Tokens
+    must be JSON integers (``2.0`` and ``true`` are refused), logprobs JSON numbers; NaN and +inf
+    logprobs and a token twice in one row are refused as in `Proposals`.
+    """
+    if not isinstance(obj, dict) or "indices" not in obj or "probs" not in obj:
+        raise InputError("not a proposal record with 'indices' and 'probs'")
+    idx, probs = obj["indices"], obj["probs"]
+    for key, v in (("indices", idx), ("probs", probs)):
+        if not isinstance(v, list):
+            raise InputError(f"'{key}': expected a list of steps (one list per step), got {v!r}")
+    if len(idx) != len(probs):
+        raise InputError(f"'indices' and 'probs' differ in shape: {len(idx)} vs {len(probs)} steps")
+    tok_rows, lp_rows = [], []
+    for t, (row_i, row_p) in enumerate(zip(idx, probs, strict=True)):
+        for key, v in (("indices", row_i), ("probs", row_p)):
+            if not isinstance(v, list):
+                raise InputError(f"{key}[{t}]: expected a list (the proposals of step {t}), got {v!r}")
+        if len(row_i) != len(row_p):
+            raise InputError(f"'indices' and 'probs' differ in shape: step {t} has {len(row_i)} tokens and "
+                             f"{len(row_p)} logprobs")
+        tok = check_token_sequence(row_i, f"indices[{t}]", allow_padding=True)
+        for k, x in enumerate(row_p):
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise InputError(f"probs[{t}][{k}]: expected a number (a logprob), got {x!r}")
+            if isinstance(x, int) and not -1e308 < x < 1e308:
+                raise InputError(f"probs[{t}][{k}]: {x} is out of range; logprobs must be finite or -inf")
+        with np.errstate(over="ignore"):  # beyond float32's range: +inf is refused below
+            lp = np.array(row_p, dtype=np.float64).astype(np.float32)
+        bad = np.flatnonzero((tok != PAD_TOKEN) & (np.isnan(lp) | (lp == np.inf)))
+        if bad.size:
+            k = int(bad[0])
+            raise InputError(f"probs[{t}][{k}]: {row_p[k]!r} is not allowed; logprobs must be finite or -inf "
+                             "(NaN and +inf are errors)")
+        real = tok[tok != PAD_TOKEN]
+        uniq, counts = np.unique(real, return_counts=True)
+        if (counts > 1).any():
+            raise InputError(f"indices[{t}]: token {int(uniq[counts > 1][0])} appears more than once in one row; "
+                             "each proposed token may appear once per row")
+        tok_rows.append(tok)
+        lp_rows.append(lp)
+    return tok_rows, lp_rows
 
 
 def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]:
@@ -148,12 +206,10 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
         tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
     if lp.size and not np.issubdtype(lp.dtype, np.floating):
         raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
-    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes ±inf; +inf is refused below
+    # Rounding to float32 is the documented input precision; a float64 beyond float32's range becomes
+    # ±inf, and +inf is refused below.
+    with np.errstate(over="ignore"):
         lp32 = lp.astype(np.float32)
-    if lp.dtype != np.float32 and lp.size:
-        # a float64 value that does not survive the cast to float32 is not "silently" changed:
-        # rounding to float32 is the documented input precision; +inf from overflow is caught below.
-        pass
     valid = tok32 != PAD_TOKEN
     bad = np.argwhere(valid & (np.isnan(lp32) | (lp32 == np.inf)))
     if bad.size:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import InputError
+from .limits import PAD_TOKEN
 
-__all__ = ["threshold32", "length_norm_table", "desc_key32", "SCORE_KEY_BITS"]
+__all__ = ["threshold32", "length_norm_table", "desc_key32", "SCORE_KEY_BITS", "SortedRows", "sort_rows",
+           "pool_closed"]
 
 SCORE_KEY_BITS = 32
 
@@ -60,3 +63,48 @@ def desc_key32(values: np.ndarray) -> np.ndarray:
     neg = (bits >> np.uint32(31)).astype(bool)
     asc = np.where(neg, ~bits, bits | np.uint32(0x8000_0000))
     return (~asc).astype(np.uint32)
+
+
+@dataclass(frozen=True, eq=False)
+class SortedRows:
+    """Proposal rows sorted by token (padding last), as the CPU backends consume them.
+
+    ``tokens`` / ``logprobs`` ``[Q, T, K]``; ``valid`` marks the proposals a step uses (not padding and
+    ℓ > τ); ``later_max[q, t]`` (only when asked for) is the best valid logprob of rows ``t .. T-1`` of
+    query q (-inf where there is none), ``[Q, T]``.
+    """
+
+    tokens: np.ndarray
+    logprobs: np.ndarray
+    valid: np.ndarray
+    later_max: np.ndarray | None
+
+
+def sort_rows(tokens: np.ndarray, logprobs: np.ndarray, tau: np.float32, with_later_max: bool) -> SortedRows:
+    """Sort every row ``(q, t)`` by token and mark its valid proposals (``tau`` from `threshold32`).
+
+    Tokens are unique in a row (padding aside) and padding (2**32 - 1) sorts last, so the position of a
+    valid proposal in its sorted row orders like its token whatever the sort's tie order.
+    """
+    order = np.argsort(tokens, axis=2)  # ties are padding only: any order will do, and this is 5x faster
+    tok = np.take_along_axis(tokens, order, axis=2)
+    lp = np.take_along_axis(logprobs, order, axis=2)
+    valid = (tok != np.uint32(PAD_TOKEN)) & (lp > tau)  # skip padding and ℓ ≤ τ
+    later_max = None
+    if with_later_max:
+        row_max = np.where(valid, lp, np.float32(-np.inf)).max(axis=2, initial=np.float32(-np.inf))
+        later_max = np.maximum.accumulate(row_max[:, ::-1], axis=1)[:, ::-1]
+    return SortedRows(tok, lp, valid, later_max)
+
+
+def pool_closed(later_max: np.ndarray | np.float32, best: np.ndarray | np.float32, worst_n: np.ndarray | np.float32,
+                ln_min: np.float32) -> np.ndarray | np.bool_:
+    """The allowed early stop for a **full** pool (vectorised over queries, or scalars).
+
+    ``later_max``: best valid logprob of the steps still to run; ``best``: the best frontier score s0;
+    ``worst_n``: the worst pool n; ``ln_min``: the smallest LN[L], L ≥ 1.  True when every later valid
+    logprob is ≤ 0 and s0 ≤ 0: later scores are then ≤ s0 (adding a non-positive float32 never
+    increases), so later n = fl32(s · LN) ≤ fl32(s0 · ln_min) (LN ≥ ln_min ≥ 0, s ≤ s0 ≤ 0, rounding is
+    monotone); when that is ≤ the worst pool n, nothing can enter (an equal n loses on t).
+    """
+    return (later_max <= 0) & (best <= 0) & (best * ln_min <= worst_n)

@@ -10,8 +10,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from .errors import InputError
-from .limits import MAX_BEAM_WIDTH, MAX_RESULTS, MAX_TOKEN
+from .limits import MAX_BEAM_WIDTH, MAX_RESULTS
 from .proposals import Proposals
+from .tokens import check_token_sequence
 
 __all__ = ["SearchConfig", "SearchResult", "Searcher", "normalize_prefixes", "check_request"]
 
@@ -134,23 +135,7 @@ def normalize_prefixes(prefixes: Sequence[Sequence[int]] | None, num_queries: in
         return None
     if len(prefixes) != num_queries:
         raise InputError(f"prefixes: expected one prefix per query ({num_queries}), got {len(prefixes)}")
-    out = []
-    for q, p in enumerate(prefixes):
-        arr = np.asarray(p if p is not None else [], dtype=object if not hasattr(p, "dtype") else None)
-        if arr.ndim != 1:
-            raise InputError(f"prefixes[{q}]: expected a 1-D token sequence, got shape {arr.shape}")
-        try:
-            if arr.dtype == object:
-                a64 = np.array([int(x) for x in arr.tolist()], dtype=np.int64)
-            else:
-                a64 = arr.astype(np.int64)
-        except (TypeError, ValueError, OverflowError):
-            raise InputError(f"prefixes[{q}]: tokens must be integers, got {p!r}") from None
-        bad = np.flatnonzero((a64 < 0) | (a64 > MAX_TOKEN))
-        if bad.size:
-            raise InputError(f"prefixes[{q}][{int(bad[0])}]: token {int(a64[bad[0]])} is out of range [0, {MAX_TOKEN}]")
-        out.append(a64.astype(np.uint32))
-    return out
+    return [check_token_sequence(p if p is not None else [], f"prefixes[{q}]") for q, p in enumerate(prefixes)]
 
 
 def check_request(proposals: object, config: object, prefixes: Sequence[Sequence[int]] | None

@@ -32,9 +32,8 @@ import numpy as np
 
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
-from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import desc_key32, length_norm_table, threshold32
+from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
 from flashtrie.search_types import SearchConfig, SearchResult, check_request
 
 __all__ = ["MarisaSearcher"]
@@ -119,14 +118,8 @@ class _Engine:
         ln = length_norm_table(config.length_norm, self.max_length)
         ln_min = np.float32(ln[1:].min())
         # Rows sorted by token, so a candidate's position in its row's valid list orders like its token.
-        order = np.argsort(tokens, axis=2, kind="stable")
-        tok_sorted = np.take_along_axis(tokens, order, axis=2)
-        lp_sorted = np.take_along_axis(logprobs, order, axis=2)
-        valid = (tok_sorted != PAD_TOKEN) & (lp_sorted > tau)  # skip padding and ℓ ≤ τ
-        suffix_max = None
-        if early_stop:
-            row_max = np.where(valid, lp_sorted, np.float32(-np.inf)).max(axis=2)
-            suffix_max = np.maximum.accumulate(row_max[:, ::-1], axis=1)[:, ::-1]
+        rows = sort_rows(tokens, logprobs, tau, with_later_max=early_stop)
+        tok_sorted, lp_sorted, valid, suffix_max = rows.tokens, rows.logprobs, rows.valid, rows.later_max
         with np.errstate(over="ignore", under="ignore"):
             for q in range(q_n):
                 prefix = prefixes[q] if prefixes is not None else b""
@@ -195,11 +188,8 @@ class _Engine:
             hs = s[grow]
             hid = cid[grow]
             if (suffix_max is not None and t + 1 < t_n and p_kw.size == r_n
-                    and suffix_max[t + 1] <= 0 and hs[0] <= 0):
-                # Later scores never exceed hs[0] (every later ℓ ≤ 0), and n = fl32(s · LN) with s ≤ hs[0] ≤ 0
-                # and LN ≥ ln_min is ≤ fl32(hs[0] · ln_min); a later tie loses on t.  Nothing can enter.
-                if hs[0] * ln_min <= p_n[-1]:
-                    break
+                    and pool_closed(suffix_max[t + 1], hs[0], p_n[-1], ln_min)):
+                break  # nothing a later step offers can enter the full pool (see pool_closed)
         if p_kw.size == 0:
             return None
         return p_kw, p_s, p_n, p_len

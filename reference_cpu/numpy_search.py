@@ -36,9 +36,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import desc_key32, length_norm_table, threshold32
+from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
 from flashtrie.search_types import SearchConfig, SearchResult, check_request
 
 __all__ = ["NumpySearcher", "SearchStats"]
@@ -233,16 +232,9 @@ class NumpySearcher:
         hr = np.zeros(hq.size, dtype=np.int64)
 
         # ---- rows sorted by token: xrank = position in the sorted row (padding last)
-        order = np.argsort(proposals.tokens, axis=2)  # tokens are unique in a row (padding aside)
-        stok = np.take_along_axis(proposals.tokens, order, axis=2)
-        slp = np.take_along_axis(proposals.logprobs, order, axis=2)
-        svalid = (stok != np.uint32(PAD_TOKEN)) & (slp > tau)
-        suffix_max = None
+        rows = sort_rows(proposals.tokens, proposals.logprobs, tau, with_later_max=self.early_stop)
+        stok, slp, svalid, suffix_max = rows.tokens, rows.logprobs, rows.valid, rows.later_max
         ln_min = np.float32(ln_table[1:].min())
-        if self.early_stop:
-            # best valid logprob of rows t .. T-1 (-inf where none)
-            row_max = np.where(svalid, slp, np.float32(-np.inf)).max(axis=2)
-            suffix_max = np.maximum.accumulate(row_max[:, ::-1], axis=1)[:, ::-1]
 
         # bits for compact (q, key) sort keys
         r_bits = max(int(big_b - 1).bit_length(), 1)
@@ -371,10 +363,8 @@ class NumpySearcher:
                   later_max: np.ndarray, ln_min: np.float32, q_n: int, big_r: int) -> np.ndarray:
         """Per query: True when no candidate of a later step can enter its pool (the allowed early stop).
 
-        Holds when the pool is full, every later valid logprob is <= 0 and the best frontier score
-        s0 <= 0: later scores are then <= s0 (adding a non-positive float32 never increases), so later
-        n = fl32(s * LN) <= fl32(s0 * ln_min) (LN >= ln_min >= 0, s <= s0 <= 0, rounding is monotone); when
-        that is <= the worst pool n, nothing can enter (an equal n loses on t).
+        The pool must be full and `flashtrie.scoring.pool_closed` hold for the query's best frontier
+        score (rank 0) and worst pool n.
         """
         count = np.bincount(pq, minlength=q_n)
         worst = np.full(q_n, np.float32(-np.inf), dtype=np.float32)
@@ -383,8 +373,7 @@ class NumpySearcher:
         best = np.full(q_n, np.float32(np.inf), dtype=np.float32)
         top = hr == 0
         best[hq[top]] = hs[top]
-        bound = best * ln_min
-        done = (count == big_r) & (later_max <= 0) & (best <= 0) & (bound <= worst)
+        done = (count == big_r) & pool_closed(later_max, best, worst, ln_min)
         return done[hq]
 
     def _expand(self, hq: np.ndarray, hnode: np.ndarray, hoff: np.ndarray, rkeys: np.ndarray,

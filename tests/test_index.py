@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -152,6 +153,20 @@ def test_bitvector_rank_select(n, p, seed):
     zeros = np.flatnonzero(~b)
     assert np.array_equal(bv.select0(np.arange(zeros.size)), zeros)
     assert np.array_equal(bv.to_bools(), b)
+
+
+@pytest.mark.parametrize("nbits", [0, 1, 63, 64, 65, 191, 192, 193, 255, 256, 257, 1000])
+def test_bitvector_sizes_match_index_format_doc(nbits):
+    """docs/index-format.md: words is uint64[4 * ceil((ceil(nbits/64) + 1) / 4)], rank uint64[nwords/4 + 1]."""
+    bv = BitVector.from_bools(np.ones(nbits, dtype=bool), with_select0=True)
+    nwords = 4 * -(-(-(-nbits // 64) + 1) // 4)
+    assert bv.words.dtype == np.uint64 and bv.words.size == nwords
+    assert bv.words.size * 64 >= nbits + 64  # at least one whole zero word of padding
+    assert not bv.words[(nbits + 63) // 64:].any()
+    assert bv.rank.dtype == np.uint64 and bv.rank.size == nwords // 4 + 1
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "index-format.md").read_text()
+    assert "`uint64[nwords]` with `nwords = 4 * ceil((ceil(nbits/64) + 1) / 4)`" in doc
+    assert "ceil(nbits/64) + 1]" not in doc
 
 
 def test_select0_long_runs_of_ones():

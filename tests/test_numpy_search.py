@@ -363,3 +363,29 @@ def test_stats_do_not_change_results_and_add_up_over_queries(case) -> None:
         assert searcher.last_stats is not None
         total += searcher.last_stats.per_step
     np.testing.assert_array_equal(st.per_step, total)
+
+
+def test_shared_row_preparation_and_early_stop_bound() -> None:
+    """Both CPU backends prepare rows and test the early stop through flashtrie.scoring."""
+    import flashtrie.reference_cpu.marisa as marisa_mod
+    import flashtrie.reference_cpu.numpy_search as numpy_mod
+
+    from flashtrie import scoring
+
+    for mod in (marisa_mod, numpy_mod):
+        assert mod.sort_rows is scoring.sort_rows and mod.pool_closed is scoring.pool_closed
+    tok = np.array([[[7, PAD, 3, 5], [PAD, PAD, PAD, PAD], [9, 2, PAD, 1]]], dtype=np.uint32)
+    lp = np.array([[[-1.0, 5.0, -0.5, -3.0], [0.0, 0.0, 0.0, 0.0], [0.25, -2.0, 9.0, -9.0]]], dtype=np.float32)
+    rows = scoring.sort_rows(tok, lp, np.float32(-2.5), with_later_max=True)
+    assert rows.tokens.tolist() == [[[3, 5, 7, PAD], [PAD] * 4, [1, 2, 9, PAD]]]
+    assert rows.logprobs[0, 0, :3].tolist() == [-0.5, -3.0, -1.0]
+    assert rows.valid.tolist() == [[[True, False, True, False], [False] * 4, [False, True, True, False]]]
+    assert rows.later_max.tolist() == [[0.25, 0.25, 0.25]]
+    assert scoring.sort_rows(tok, lp, np.float32(-2.5), with_later_max=False).later_max is None
+    f = np.float32
+    assert scoring.pool_closed(f(0.0), f(-1.0), f(-1.0), f(1.0))
+    assert not scoring.pool_closed(f(0.25), f(-1.0), f(-0.5), f(1.0))  # a later logprob > 0
+    assert not scoring.pool_closed(f(-1.0), f(0.5), f(1.0), f(1.0))  # best frontier score > 0
+    assert not scoring.pool_closed(f(-1.0), f(-1.0), f(-1.5), f(0.5))  # -0.5 could still beat -1.5
+    assert scoring.pool_closed(np.array([-1.0, -1.0], f), np.array([-4.0, np.inf], f),
+                               np.array([-1.5, -1.5], f), f(0.5)).tolist() == [True, False]

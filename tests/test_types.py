@@ -258,3 +258,134 @@ def test_length_norm_underflow_refused():
     assert length_norm_table(100.0, 8)[8] > 0
     with pytest.raises(InputError, match="length_norm"):
         length_norm_table(1e6, 8)
+
+
+# ------------------------------------------------------------------------ one shared token check
+@pytest.mark.parametrize(("prefix", "words"), [
+    ([12.9, "7", True], ["prefixes[0][0]", "12.9", "4294967294"]),
+    ([1, True], ["prefixes[0][1]", "True", "4294967294"]),
+    ([1, np.True_], ["prefixes[0][1]", "True"]),
+    ([1, 2.0], ["prefixes[0][1]", "2.0"]),
+    ([1, "7"], ["prefixes[0][1]", "'7'"]),
+    ([1, np.float32(3)], ["prefixes[0][1]", "3.0"]),
+    (np.array([1.0, 2.0]), ["prefixes[0][0]", "float64", "4294967294"]),
+    (np.array([True]), ["prefixes[0][0]", "bool"]),
+    (np.array(["1"]), ["prefixes[0][0]", "'1'"]),
+    (np.array([1, 2.7], dtype=object), ["prefixes[0][1]", "2.7"]),
+    ([1, 2**64], ["prefixes[0][1]", str(2**64), "4294967294"]),
+    ([-1], ["prefixes[0][0]", "-1", "4294967294"]),
+    (np.array([5, 2**32], np.uint64), ["prefixes[0][1]", str(2**32), "4294967294"]),
+    ([1, [2]], ["prefixes[0][1]", "[2]"]),
+    ("12", ["prefixes[0]", "'12'"]),
+    (5, ["prefixes[0]", "5"]),
+])
+def test_normalize_prefixes_refuses_non_integer_tokens(prefix: object, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        normalize_prefixes([prefix], 1)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_normalize_prefixes_accepts_integer_kinds() -> None:
+    out = normalize_prefixes([(np.uint64(3), np.int8(2)), range(2), np.array([], np.float64), None,
+                              np.array([4294967294], np.uint64), np.array([7], dtype=object)], 6)
+    assert [o.tolist() for o in out] == [[3, 2], [0, 1], [], [], [4294967294], [7]]
+    assert all(o.dtype == np.uint32 for o in out)
+
+
+@pytest.mark.parametrize(("seqs", "words"), [
+    ([np.array([1, 2.7], dtype=object)], ["keyword 0", "2.7", "4294967294"]),
+    ([[1], [2, True]], ["keyword 1", "True"]),
+    ([[1], np.array([True, False])], ["keyword 1", "bool"]),
+    ([[1], [2], [3], [4, 5.0]], ["keyword 3", "5.0"]),
+    ([np.array([1, 2**40], dtype=object)], ["keyword 0", str(2**40), "4294967294"]),
+    ([np.array([1, "2"], dtype=object)], ["keyword 0", "'2'"]),
+])
+def test_keywordset_from_sequences_refuses_non_integer_tokens(seqs: list, words: list[str]) -> None:
+    with pytest.raises(InputError) as e:
+        KeywordSet.from_sequences(seqs)
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_keywordset_from_sequences_integer_kinds() -> None:
+    seqs = [np.array([1, 2], dtype=object), [np.uint64(4294967294), np.int16(3)], np.array([9], np.uint64), range(2)]
+    assert KeywordSet.from_sequences(seqs).to_sequences() == [[1, 2], [4294967294, 3], [9], [0, 1]]
+
+
+def test_one_shared_token_check() -> None:
+    import flashtrie.keywords
+    import flashtrie.search_types
+    from flashtrie import tokens
+
+    assert flashtrie.keywords.check_token_sequence is tokens.check_token_sequence
+    assert flashtrie.search_types.check_token_sequence is tokens.check_token_sequence
+
+
+# ----------------------------------------------------------------------------- Proposals indexing
+def test_proposals_negative_index() -> None:
+    tok = np.arange(3, dtype=np.uint32).reshape(3, 1, 1)
+    p = Proposals(tok, np.zeros((3, 1, 1), np.float32))
+    assert p[-1].tokens.tolist() == [[[2]]]
+    assert p[-3].tokens.tolist() == [[[0]]]
+    assert p[np.int64(-2)].tokens.tolist() == [[[1]]]
+    assert p[2].tokens.tolist() == [[[2]]]
+    for i in (3, -4, np.int64(7)):
+        with pytest.raises(IndexError, match="out of range"):
+            p[i]
+    with pytest.raises(IndexError):
+        Proposals(np.zeros((0, 1, 1), np.uint32), np.zeros((0, 1, 1), np.float32))[-1]
+
+
+# ----------------------------------------------------------------------------------- TSV records
+@pytest.mark.parametrize(("record", "words"), [
+    ('{"indices": [[1, 2.5]], "probs": [[0.0, -1.0]]}', ["indices[0][1]", "2.5", "4294967294"]),
+    ('{"indices": [[2.0]], "probs": [[0.0]]}', ["indices[0][0]", "2.0"]),
+    ('{"indices": [["x"]], "probs": [[0.0]]}', ["indices[0][0]", "'x'"]),
+    ('{"indices": [[true]], "probs": [[0.0]]}', ["indices[0][0]", "True"]),
+    ('{"indices": [[-2]], "probs": [[0.0]]}', ["indices[0][0]", "-2", "4294967294"]),
+    ('{"indices": [[4294967296]], "probs": [[0.0]]}', ["indices[0][0]", "4294967296"]),
+    ('{"indices": [[[1]]], "probs": [[0.0]]}', ["indices[0]", "1-D"]),
+    ('{"indices": [1], "probs": [0.0]}', ["indices[0]", "expected a list"]),
+    ('{"indices": [[1]], "probs": [0.0]}', ["probs[0]", "expected a list"]),
+    ('{"indices": 3, "probs": [[0.0]]}', ["'indices'", "3"]),
+    ('{"indices": [[1]], "probs": [["a"]]}', ["probs[0][0]", "'a'"]),
+    ('{"indices": [[1]], "probs": [[true]]}', ["probs[0][0]", "True"]),
+    ('{"indices": [[1]], "probs": [[NaN]]}', ["probs[0][0]", "nan"]),
+    ('{"indices": [[1]], "probs": [[Infinity]]}', ["probs[0][0]", "inf"]),
+    ('{"indices": [[1]], "probs": [[1e300]]}', ["probs[0][0]", "1e+300"]),
+    ('{"indices": [[1]], "probs": [[1' + "0" * 400 + ']]}', ["probs[0][0]", "out of range"]),
+    ('{"indices": [[1, 1]], "probs": [[0.0, 0.0]]}', ["indices[0]", "token 1", "more than once"]),
+    ('{"indices": [[1, 2]], "probs": [[0.0]]}', ["differ in shape"]),
+    ('{"indices": [[1]], "probs": [[0.0], [0.0]]}', ["differ in shape"]),
+    ('[1, 2]', ["'indices'", "'probs'"]),
+    ('"text"', ["'indices'", "'probs'"]),
+    ('{"indices": [[1]]}', ["'indices'", "'probs'"]),
+    ('{"indices": [[1]', ["'indices'", "'probs'"]),
+    ('{"indices": [[1]], "probs": [[0.0]], "x": 1}\nq2\t{"indices": [], "probs": []}',
+     ["line 4", "0 steps", "line 1", "same number"]),
+])
+def test_tsv_bad_records_name_file_and_line(tmp_path: Path, record: str, words: list[str]) -> None:
+    path = tmp_path / "p.tsv"
+    path.write_text('q0\t{"indices": [[5]], "probs": [[0.0]]}\n\nq1\t' + record + "\n")
+    with pytest.raises(InputError) as e:
+        Proposals.from_tsv(path)
+    msg = str(e.value)
+    assert str(path) in msg, msg
+    if not any(w.startswith("line") for w in words):
+        assert "line 3" in msg, msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def test_tsv_padding_and_limits(tmp_path: Path) -> None:
+    path = tmp_path / "p.tsv"
+    path.write_text('q0\t{"indices": [[-1, 4294967295, 3]], "probs": [[NaN, 0.0, -Infinity]]}\n')
+    p, _ = Proposals.from_tsv(path)
+    assert p.tokens.tolist() == [[[PAD, PAD, 3]]] and p.logprobs[0, 0, 2] == -np.inf
+    path.write_text("q0\t" + '{"indices": ' + str([[1]] * 256) + ', "probs": ' + str([[0.0]] * 256) + "}\n")
+    with pytest.raises(InputError, match=r"p\.tsv.*T = 256.*255"):
+        Proposals.from_tsv(path)
+    path.write_bytes(b'q0\xff\t{"indices": [[1]], "probs": [[0.0]]}\n')
+    with pytest.raises(InputError, match="UTF-8"):
+        Proposals.from_tsv(path)

@@ -96,7 +96,7 @@ def read_index_file(path: str | os.PathLike[str], verify: bool = True) -> tuple[
     total = sum(-(-e["nbytes"] // _ALIGN) * _ALIGN for e in table)
     if data_start + total > size:
         raise IndexFormatError(f"{p}: truncated: arrays need {data_start + total} bytes, the file has {size}")
-    mm = np.memmap(p, dtype=np.uint8, mode="r") if size > 0 else np.zeros(0, np.uint8)
+    mm = np.memmap(p, dtype=np.uint8, mode="r")  # size >= _PREFIX.size > 0, checked above
     arrays: dict[str, np.ndarray] = {}
     for e in table:
         if e["dtype"] not in _DTYPES:
