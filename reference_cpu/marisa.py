@@ -303,14 +303,18 @@ class MarisaSearcher:
     def _start_pool(self, mp_context: str | None) -> None:
         self._tmpdir = tempfile.mkdtemp(prefix="flashtrie-marisa-")
         engine = self._engine
-        engine.trie.save(os.path.join(self._tmpdir, "prefixes.marisa"))
-        for a in _ARRAYS:
-            np.save(os.path.join(self._tmpdir, f"{a}.npy"), getattr(engine, a))
-        if mp_context is None:
-            mp_context = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-        ctx = multiprocessing.get_context(mp_context)
-        self._pool = ctx.Pool(self.processes, initializer=_worker_init,
-                              initargs=(self._tmpdir, engine.max_length, engine.enum_ratio))
+        try:
+            engine.trie.save(os.path.join(self._tmpdir, "prefixes.marisa"))
+            for a in _ARRAYS:
+                np.save(os.path.join(self._tmpdir, f"{a}.npy"), getattr(engine, a))
+            if mp_context is None:
+                mp_context = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            ctx = multiprocessing.get_context(mp_context)
+            self._pool = ctx.Pool(self.processes, initializer=_worker_init,
+                                  initargs=(self._tmpdir, engine.max_length, engine.enum_ratio))
+        except BaseException:
+            _shutdown(None, self._tmpdir)  # no half-made temporary folder left behind
+            raise
         self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._tmpdir)
 
     @property
