@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import BitVector, PackedInts
+from flashtrie.index import BitVector, PackedInts, builder
 from flashtrie.limits import MAX_TOKEN
 
 
@@ -73,6 +73,47 @@ keyword_lists = st.lists(st.lists(tokens, min_size=1, max_size=10), min_size=1, 
 @given(keyword_lists)
 def test_every_keyword_reachable_hypothesis(kws):
     check_index(kws)
+
+
+def _arrays(idx: NarrowLoudsIndex) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v) for k, v in idx.arrays.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(keyword_lists, st.integers(2, 6))
+def test_build_split_across_threads_equals_one_part(kws, cores):
+    # the builder splits keywords by first token into parts built on threads; force the split on small
+    # inputs and check it gives the very same arrays as one part
+    ks = KeywordSet.from_sequences(kws)
+    one = _arrays(NarrowLoudsIndex.build(ks))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builder, "MIN_PART", 1)
+        mp.setattr(builder, "_cores", lambda: cores)
+        split = NarrowLoudsIndex.build(ks)
+        assert decode_all(split) == expected(kws)
+    got = _arrays(split)
+    assert got.keys() == one.keys()
+    for name in one:
+        np.testing.assert_array_equal(got[name], one[name], err_msg=name)
+
+
+@settings(max_examples=200, deadline=None)
+@given(keyword_lists)
+def test_sort_and_common_prefixes_match_python(kws):
+    ks = KeywordSet.from_sequences(kws)
+    starts, lens = ks.offsets[:-1], ks.lengths
+    ids = np.arange(len(kws), dtype=np.int64)
+    order = builder._sort_keywords(ks.tokens, starts, lens, ids, int(lens.max()))
+    assert order.tolist() == sorted(range(len(kws)), key=lambda i: (kws[i], i))
+    lcp = builder._neighbour_lcp(ks.tokens, starts[order], lens[order])
+    exp = [0]
+    for a, b in zip(order[:-1].tolist(), order[1:].tolist(), strict=True):
+        x, y = kws[a], kws[b]
+        n = 0
+        while n < min(len(x), len(y)) and x[n] == y[n]:
+            n += 1
+        exp.append(n)
+    assert lcp.tolist() == exp
 
 
 def test_public_flashtrie_defect_chain_past_internal_node():

@@ -1,13 +1,23 @@
 """Vectorised construction of the narrow-LOUDS arrays from a `KeywordSet`.
 
-Steps (all numpy, no per-keyword Python work):
-1. sort the keywords lexicographically (tokens packed several to a uint64, `np.lexsort`) and drop
-   duplicates, keeping the smallest id;
-2. longest common prefix of neighbours -> the nodes of the plain trie, level by level: keyword i creates
-   the nodes at depths lcp_i + 1 .. len_i, and within a level, creation order is level order;
-3. path compression: a node with one child that is not the end of a keyword joins its child's edge;
-4. level order of the compressed trie = sort by (compressed depth, creator keyword, depth);
-5. the arrays of `docs/index-format.md`.
+Steps (all numpy, no per-keyword Python work; ``u`` unique keywords, ``L`` the longest):
+1. sort: one least-significant-column-first pass per token column, each a single ``np.sort`` of
+   (token + 1, position) packed into uint64 (numpy's vectorised sort, far faster than an argsort).
+   A keyword joins the passes at its last column, so the work is one sort slot per token.  Equal
+   keywords keep ascending ids; duplicates are dropped, keeping the smallest id.
+2. common prefix of each keyword with its predecessor (``lcp``), comparing one column at a time and
+   only the pairs still equal.
+3. the compressed trie straight from ``lcp``: its nodes are the root, the keyword ends, and the branch
+   points; keyword ``i`` with ``lcp_i = d >= 1`` branches off the node at depth ``d`` created by the last
+   earlier keyword whose ``lcp`` is below ``d`` (found level by level).  Nodes keyed by (creator,
+   depth) sorted are the trie in preorder; a node's parent is the node before it, or for a creator's
+   first node, the branch point it hangs from.
+4. level order = a stable sort of preorder by compressed depth; then the arrays of
+   `docs/index-format.md`.
+
+Steps 1-3 run per part on threads: keywords with different first tokens share only the root, so
+ranges of first token are independent subtries, joined under one root afterwards.  The arrays of step 4
+are built on threads too.  numpy releases the GIL in sorts, gathers and arithmetic.
 """
 
 from __future__ import annotations
@@ -16,6 +26,8 @@ import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
 import numpy as np
 
@@ -46,80 +58,257 @@ class BuiltArrays:
     max_token: int
 
 
-def _pack_keys(ks: KeywordSet, lengths: np.ndarray) -> tuple[np.ndarray, int]:
-    """Every keyword as one big-endian bit string of (token + 1) fields, ``width`` bits each, zero-filled.
+def _small_uint(values: np.ndarray, limit: int) -> np.ndarray:
+    """``values`` (all in [0, limit]) as uint8 / uint16 where they fit, so numpy's stable sort is a radix sort."""
+    for dt in (np.uint8, np.uint16):
+        if limit <= np.iinfo(dt).max:
+            return values.astype(dt)
+    return values
 
-    Row g of the result holds bits [64 g, 64 g + 64) of every keyword's string, so comparing the rows in
-    order compares keywords lexicographically, a keyword before its extensions.
+
+def _packed_order(key: np.ndarray, key_bits: int) -> np.ndarray:
+    """Stable argsort of non-negative ``key`` (< 2**key_bits): ``np.sort`` of key and position in one uint64.
+
+    Falls back to a stable argsort when both do not fit in 64 bits.
     """
-    n = len(ks)
-    max_len = int(lengths.max())
-    width = max(1, (int(ks.tokens.max()) + 1).bit_length())
-    groups = (max_len * width + 63) // 64
-    rows = np.zeros((groups, n), dtype=np.uint64)
-    starts = ks.offsets[:-1]
-    for j in range(max_len):
-        has = np.flatnonzero(lengths > j)
-        v = ks.tokens[starts[has] + j].astype(np.uint64) + np.uint64(1)
-        g, s = divmod(j * width, 64)
-        if s + width <= 64:
-            rows[g, has] |= v << np.uint64(64 - s - width)
-        else:
-            rows[g, has] |= v >> np.uint64(s + width - 64)
-            rows[g + 1, has] |= v << np.uint64(128 - s - width)
-    return rows, width
+    n = key.size
+    pos_bits = max(1, (n - 1).bit_length())
+    if key_bits + pos_bits > 64:
+        return np.argsort(key, kind="stable")
+    packed = key.astype(np.uint64)
+    packed <<= np.uint64(pos_bits)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64((1 << pos_bits) - 1)
+    return packed.view(np.int64)
 
 
-def _clz64(x: np.ndarray) -> np.ndarray:
-    """Leading zero bits of each nonzero uint64 (exact: halves of 32 bits convert to float64 exactly)."""
-    hi = (x >> np.uint64(32)).astype(np.float64)
-    lo = (x & np.uint64(0xFFFF_FFFF)).astype(np.float64)
-    bl_hi = np.frexp(hi)[1]
-    bl_lo = np.frexp(lo)[1]
-    return np.where(hi > 0, 32 - bl_hi, 64 - bl_lo).astype(np.int64)
+def _sort_keywords(tokens: np.ndarray, starts: np.ndarray, lens: np.ndarray, ids: np.ndarray,
+                   max_len: int) -> np.ndarray:
+    """``ids`` (ascending) in lexicographic order of their keywords (a keyword before its extensions),
+    equal keywords by ascending id."""
+    by_len = ids[np.argsort(_small_uint(lens[ids], max_len), kind="stable")]
+    first = np.zeros(max_len + 2, dtype=np.int64)
+    np.cumsum(np.bincount(lens[ids], minlength=max_len + 1), out=first[1:])
+    # positions and ids travel with the order; 32-bit where they fit, as each pass gathers them at random
+    idt = np.int32 if max(tokens.size, lens.size) < 2**31 else np.int64
+    cur_pos = np.zeros(0, dtype=idt)  # first-token positions of the keywords sorted so far
+    cur_id = np.zeros(0, dtype=idt)
+    for j in range(max_len - 1, -1, -1):
+        # keywords of length j + 1 have no column after j: they come first, in id order, then the
+        # keywords sorted so far; a stable sort by column j keeps that order among equal tokens
+        enter = by_len[first[j + 1]:first[j + 2]]
+        pos = np.concatenate((starts[enter].astype(idt), cur_pos))
+        sid = np.concatenate((enter.astype(idt), cur_id))
+        col = tokens[pos + j].astype(np.uint64)
+        col += np.uint64(1)
+        o = _packed_order(col, 33)
+        cur_pos, cur_id = pos[o], sid[o]
+    return cur_id.astype(np.int64)
 
 
-def _lexsort(rows: np.ndarray, ix: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Stable lexicographic order of the columns of ``rows`` (row 0 most significant), and the sorted rows."""
-    sub = rows if ix is None else rows[:, ix]
-    o = np.lexsort(sub[::-1]) if sub.shape[0] > 1 else np.argsort(sub[0], kind="stable")
-    return (o if ix is None else ix[o]), sub[:, o]
+def _neighbour_lcp(tokens: np.ndarray, s_start: np.ndarray, s_len: np.ndarray) -> np.ndarray:
+    """Common prefix length of each sorted keyword with its predecessor (0 for the first).
+
+    Column by column over the pairs still equal: a whole column at once while many pairs are, then
+    only those pairs.
+    """
+    n = s_len.size
+    lcp = np.zeros(n, dtype=np.int64)
+    still = np.ones(max(n - 1, 0), dtype=bool)  # pair (i - 1, i) equal on columns < j
+    j = 0
+    col = np.zeros(n, dtype=np.uint64)
+    while n > 1 and j < int(s_len.max()):
+        has = s_len > j
+        col[:] = 0
+        col[has] = tokens[s_start[has] + j].astype(np.uint64) + np.uint64(1)
+        still &= col[1:] == col[:-1]
+        still &= has[1:]
+        j += 1
+        act = np.flatnonzero(still) + 1
+        lcp[act] = j
+        if act.size * 4 < n:
+            break
+    else:
+        return lcp
+    a, b = s_start[act], s_start[act - 1]
+    la, lb = s_len[act], s_len[act - 1]
+    while act.size:
+        ok = (la > j) & (lb > j)
+        ok[ok] = tokens[a[ok] + j] == tokens[b[ok] + j]
+        act, a, b, la, lb = act[ok], a[ok], b[ok], la[ok], lb[ok]
+        j += 1
+        lcp[act] = j
+    return lcp
 
 
-def _parallel_lexsort(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`_lexsort` split by quantiles of row 0 across threads (numpy sorts release the GIL)."""
-    n = rows.shape[1]
-    parts = min(os.cpu_count() or 1, 8, max(1, n // 1_000_000))
-    if parts == 1:
-        return _lexsort(rows)
-    cuts = np.unique(np.partition(rows[0], [n * i // parts for i in range(1, parts)])[
-        [n * i // parts for i in range(1, parts)]])
-    bucket = np.searchsorted(cuts, rows[0], side="right")  # equal row-0 values share a bucket
-    groups = [np.flatnonzero(bucket == b) for b in range(cuts.size + 1)]
-    with ThreadPoolExecutor(parts) as ex:
-        done = list(ex.map(lambda ix: _lexsort(rows, ix), groups))
-    return np.concatenate([o for o, _ in done]), np.concatenate([r for _, r in done], axis=1)
+def _branch_creators(lcp: np.ndarray, lens: np.ndarray, by_lcp: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """For each keyword i with ``lcp_i = d >= 1``: the keyword that created the depth-d node it branches
+    off (the last k < i with ``lcp_k < d``); -1 where ``lcp_i = 0``.
+
+    ``by_lcp[bounds[d]:bounds[d + 1]]`` are the keywords with ``lcp = d``, ascending.  Level by level over
+    the keywords at least d long, so the work is one step per token.
+    """
+    u = lcp.size
+    p = np.full(u, -1, dtype=np.int64)
+    alive = np.arange(u, dtype=np.int64)
+    for d in range(1, bounds.size - 1):
+        alive = alive[lens[alive] >= d]
+        creators = alive[lcp[alive] < d]  # the keywords that create a node at depth d
+        q = by_lcp[bounds[d]:bounds[d + 1]]
+        if q.size:
+            p[q] = creators[np.searchsorted(creators, q, side="right") - 1]
+    return p
 
 
-def _sorted_unique(ks: KeywordSet, lengths: np.ndarray, progress: Progress) -> tuple[np.ndarray, np.ndarray]:
-    """Keywords sorted lexicographically with duplicates removed (the smallest id kept), and the common
-    prefix length of each with its predecessor."""
-    rows, width = _pack_keys(ks, lengths)
-    progress("sort")
-    order, sr = _parallel_lexsort(rows)
-    del rows
-    progress("prefixes")
-    n = order.size
-    first_diff = np.full(max(n - 1, 0), -1, dtype=np.int64)  # first differing bit, from the top
-    for g in range(sr.shape[0] - 1, -1, -1):
-        x = sr[g, 1:] ^ sr[g, :-1]
-        nz = x != 0
-        first_diff[nz] = 64 * g + _clz64(x[nz])
-    keep = np.concatenate(([True], first_diff >= 0))
-    lcp_pairs = np.where(first_diff >= 0, first_diff // width, 0)
-    # lcp with the previous *kept* keyword: a dropped duplicate equals its kept predecessor
-    lcp = np.concatenate(([0], lcp_pairs))[keep]
-    return order[keep], lcp
+@dataclass
+class _Preorder:
+    """The compressed trie in preorder; position 0 is the root (creator -1, depth 0)."""
+
+    creator: np.ndarray  # sorted-keyword index whose path the node lies on (the first such keyword)
+    depth: np.ndarray  # depth of the node in the plain trie (tokens from the root)
+    parent: np.ndarray  # preorder position of the parent (-1 for the root)
+    edge_start: np.ndarray  # plain depth of the edge's first token (parent depth + 1)
+    cdepth: np.ndarray  # depth in the compressed trie
+
+
+def _preorder(lcp: np.ndarray, lens: np.ndarray, max_len: int) -> _Preorder:
+    u = lcp.size
+    m = max_len + 1
+    max_lcp = int(lcp.max()) if u else 0
+    by_lcp = np.argsort(_small_uint(lcp, max_lcp), kind="stable")  # keywords grouped by lcp, ids ascending
+    bounds = np.zeros(max_lcp + 2, dtype=np.int64)
+    np.cumsum(np.bincount(lcp, minlength=max_lcp + 1), out=bounds[1:])
+    p = _branch_creators(lcp, lens, by_lcp, bounds)
+    term_key = np.arange(u, dtype=np.int64) * m + lens  # (creator, depth) of each keyword's end: increasing
+    br = np.flatnonzero(lcp > 0)
+    bkey = p[br] * m + lcp[br]  # the node each such keyword branches off
+    o = _packed_order(bkey, int(u * m).bit_length())
+    sk = bkey[o]
+    new = np.ones(sk.size, dtype=bool)
+    new[1:] = sk[1:] != sk[:-1]
+    grp = np.cumsum(new) - 1
+    ub = sk[new]
+    ub_c = ub // m
+    ub_t = ub - ub_c * m == lens[ub_c]  # branch nodes that are also keyword ends
+    nb = ub[~ub_t]
+    pos_t = 1 + np.arange(u, dtype=np.int64) + np.searchsorted(nb, term_key)
+    pos_nb = 1 + np.arange(nb.size, dtype=np.int64) + np.searchsorted(term_key, nb)
+    pos_ub = np.empty(ub.size, dtype=np.int64)
+    pos_ub[ub_t] = pos_t[ub_c[ub_t]]
+    pos_ub[~ub_t] = pos_nb
+    hang = np.zeros(u, dtype=np.int64)  # parent of each keyword's first node (the root when lcp = 0)
+    hang[br[o]] = pos_ub[grp]
+    del p, term_key, bkey, o, sk, new, grp, ub, ub_c, ub_t, pos_ub
+
+    n = 1 + u + nb.size
+    creator = np.empty(n, dtype=np.int64)
+    depth = np.empty(n, dtype=np.int64)
+    creator[0], depth[0] = -1, 0
+    creator[pos_t] = np.arange(u, dtype=np.int64)
+    depth[pos_t] = lens
+    creator[pos_nb] = nb // m
+    depth[pos_nb] = nb % m
+    first = np.flatnonzero(creator[1:] != creator[:-1]) + 1  # first node of each creator, by creator
+    parent = np.arange(-1, n - 1, dtype=np.int64)
+    parent[first] = hang
+    edge_start = np.empty(n, dtype=np.int64)
+    edge_start[0] = 0
+    edge_start[1:] = depth[:-1] + 1
+    edge_start[first] = lcp + 1
+
+    # compressed depth of each creator's first node, in increasing lcp: the node it hangs from lies on an
+    # earlier creator's run, whose lcp is smaller
+    cd_first = np.ones(u, dtype=np.int64)
+    for d in range(1, max_lcp + 1):
+        q = by_lcp[bounds[d]:bounds[d + 1]]
+        if q.size:
+            par = hang[q]
+            c = creator[par]
+            cd_first[q] = cd_first[c] + (par - first[c]) + 1
+    cdepth = np.zeros(n, dtype=np.int64)
+    c = creator[1:]
+    cdepth[1:] = cd_first[c] + np.arange(1, n, dtype=np.int64) - first[c]
+    return _Preorder(creator, depth, parent, edge_start, cdepth)
+
+
+def _cores() -> int:
+    return os.cpu_count() or 1
+
+
+def _in_parallel(*fns: Callable[[], Any]) -> list[Any]:
+    """Results of independent numpy-heavy calls, run on up to one thread per core."""
+    workers = min(_cores(), len(fns))
+    if workers <= 1:
+        return [f() for f in fns]
+    with ThreadPoolExecutor(workers) as ex:
+        return [f.result() for f in [ex.submit(fn) for fn in fns]]
+
+
+def _dedup(order: np.ndarray, lcp: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Drop sorted keywords equal to their predecessor (keeping the smallest id, which sorts first)."""
+    s_len = lens[order]
+    dup = lcp == s_len
+    dup[1:] &= s_len[:-1] == s_len[1:]
+    dup[0] = False
+    if not dup.any():
+        return order, lcp
+    keep = ~dup  # a dropped keyword equals its kept predecessor, so the next lcp is unchanged
+    return order[keep], lcp[keep]
+
+
+#: Keywords per part at least, when the build is split across threads.
+MIN_PART = 500_000
+
+
+def _split_by_first_token(tokens: np.ndarray, starts: np.ndarray, parts: int) -> list[np.ndarray]:
+    """Keyword ids split into up to ``parts`` parts by ranges of first token (ascending ids in each).
+
+    Keywords with different first tokens share no trie node but the root, so the parts are sorted and
+    turned into subtries independently, on threads (numpy's sorts and gathers release the GIL).
+    """
+    n = starts.size
+    if parts <= 1:
+        return [np.arange(n, dtype=np.int64)]
+    first_tok = tokens[starts]
+    q = [n * i // parts for i in range(1, parts)]
+    cuts = np.unique(np.partition(first_tok, q)[q])
+    part_of = np.searchsorted(cuts, first_tok, side="right")  # equal first tokens share a part
+    return [g for g in (np.flatnonzero(part_of == b) for b in range(cuts.size + 1)) if g.size]
+
+
+def _sorted_preorder(ks: KeywordSet, max_len: int) -> tuple[np.ndarray, _Preorder]:
+    """Sorted unique keyword ids and the compressed trie in preorder (creators index the sorted ids)."""
+    tokens, lens, starts = ks.tokens, ks.lengths, ks.offsets[:-1]
+
+    def one(ids: np.ndarray) -> tuple[np.ndarray, _Preorder]:
+        order = _sort_keywords(tokens, starts, lens, ids, max_len)
+        order, lcp = _dedup(order, _neighbour_lcp(tokens, starts[order], lens[order]), lens)
+        return order, _preorder(lcp, lens[order], max_len)
+
+    parts = min(_cores(), 8, max(1, lens.size // MIN_PART))
+    groups = _split_by_first_token(tokens, starts, parts)
+    if len(groups) == 1:
+        return one(groups[0])
+    with ThreadPoolExecutor(min(len(groups), _cores())) as ex:
+        done = list(ex.map(one, groups))
+    # concatenate the subtries under one root: part k's node x > 0 moves to x + node_off[k]
+    orders = [o for o, _ in done]
+    sizes = np.array([p.creator.size - 1 for _, p in done], dtype=np.int64)
+    node_off = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    kw_off = np.concatenate(([0], np.cumsum([o.size for o in orders])[:-1]))
+
+    def cat(f: Callable[[int, _Preorder], np.ndarray], root: int) -> np.ndarray:
+        return np.concatenate([np.array([root], dtype=np.int64)] + [f(k, p) for k, (_, p) in enumerate(done)])
+
+    pre = _Preorder(
+        creator=cat(lambda k, p: p.creator[1:] + kw_off[k], -1),
+        depth=cat(lambda k, p: p.depth[1:], 0),
+        parent=cat(lambda k, p: np.where(p.parent[1:] == 0, 0, p.parent[1:] + node_off[k]), -1),
+        edge_start=cat(lambda k, p: p.edge_start[1:], 0),
+        cdepth=cat(lambda k, p: p.cdepth[1:], 0),
+    )
+    return np.concatenate(orders), pre
 
 
 def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArrays:
@@ -128,108 +317,69 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArray
     n_in = len(ks)
     if n_in == 0:
         raise ValueError("cannot build an index of an empty keyword set")
+    tokens = ks.tokens
     lengths_all = ks.lengths
-    say("pack")
-    uniq, lcp = _sorted_unique(ks, lengths_all, say)
-    u = uniq.size
-    lens = lengths_all[uniq]
-    starts = ks.offsets[:-1][uniq]
-    max_len = int(lens.max())
+    starts_all = ks.offsets[:-1]
+    max_len = int(lengths_all.max())
 
-    say("levels")
-    # Plain trie, level by level.  Per level d (depth d >= 1): creator keyword (sorted index), token,
-    # terminal flag, parent index within level d - 1.  Level 0 is the root.
-    creators: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
-    parents: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
-    for d in range(1, max_len + 1):
-        cr = np.flatnonzero((lcp < d) & (lens >= d))
-        if d == 1:
-            par = np.zeros(cr.size, dtype=np.int64)
-        else:
-            par = np.searchsorted(creators[d - 1], cr, side="right") - 1
-        creators.append(cr)
-        parents.append(par)
-    degrees = [np.bincount(parents[d + 1], minlength=creators[d].size) if d < max_len
-               else np.zeros(creators[d].size, dtype=np.int64) for d in range(max_len + 1)]
-    terminals = [np.zeros(1, dtype=bool)] + [lens[creators[d]] == d for d in range(1, max_len + 1)]
-
-    say("compress")
-    # kept: root, ends of keywords, nodes whose degree is not 1.  For every plain node: the depth where
-    # its edge starts, the nearest kept proper ancestor (level, index) and its compressed depth.
-    kept = [np.ones(1, dtype=bool)] + [terminals[d] | (degrees[d] != 1) for d in range(1, max_len + 1)]
-    edge_start = [np.zeros(1, dtype=np.int64)]
-    anc_level = [np.zeros(1, dtype=np.int64)]
-    anc_index = [np.zeros(1, dtype=np.int64)]
-    cdepth = [np.zeros(1, dtype=np.int64)]
-    for d in range(1, max_len + 1):
-        p = parents[d]
-        pk = kept[d - 1][p]
-        edge_start.append(np.where(pk, d, edge_start[d - 1][p]))
-        anc_level.append(np.where(pk, d - 1, anc_level[d - 1][p]))
-        anc_index.append(np.where(pk, p, anc_index[d - 1][p]))
-        cdepth.append(np.where(pk, cdepth[d - 1][p] + 1, cdepth[d - 1][p]))
-
-    # gather kept nodes; global plain id = level offset + index
-    level_off = np.zeros(max_len + 2, dtype=np.int64)
-    np.cumsum([c.size for c in creators], out=level_off[1:])
-    sel = [np.flatnonzero(k) for k in kept]
-    k_depth = np.concatenate([np.full(s.size, d, dtype=np.int64) for d, s in enumerate(sel)])
-    k_creator = np.concatenate([creators[d][s] for d, s in enumerate(sel)])
-    k_cdepth = np.concatenate([cdepth[d][s] for d, s in enumerate(sel)])
-    k_start = np.concatenate([edge_start[d][s] for d, s in enumerate(sel)])
-    k_anc = np.concatenate([level_off[anc_level[d][s]] + anc_index[d][s] for d, s in enumerate(sel)])
-    k_plain = np.concatenate([level_off[d] + s for d, s in enumerate(sel)])
-    k_term = np.concatenate([terminals[d][s] for d, s in enumerate(sel)])
-    del creators, parents, degrees, terminals, kept, edge_start, anc_level, anc_index, cdepth
+    say("sort")
+    order, pre = _sorted_preorder(ks, max_len)
+    starts = starts_all[order]
+    lens = lengths_all[order]
+    u = order.size
 
     say("order")
-    # (compressed depth, creator) is unique per kept node: the kept nodes a keyword creates lie on one
-    # path, at increasing compressed depths.  Within a compressed depth, creator order is level order.
-    bfs = np.argsort(k_cdepth * np.int64(u) + k_creator)  # root first: cdepth 0
+    bfs = np.argsort(_small_uint(pre.cdepth, max_len), kind="stable")  # level order: (cdepth, preorder)
     n = bfs.size
-    plain_to_bfs = np.full(int(level_off[-1]), -1, dtype=np.int64)
-    plain_to_bfs[k_plain[bfs]] = np.arange(n, dtype=np.int64)
-    depth = k_depth[bfs]
-    creator = k_creator[bfs]
-    start = k_start[bfs]
-    term = k_term[bfs]
-    parent_bfs = plain_to_bfs[k_anc[bfs][1:]]
+    inv = np.empty(n, dtype=np.int64)
+    inv[bfs] = np.arange(n, dtype=np.int64)
+    par, creator, depth, start = _in_parallel(
+        *[partial(np.take, a, bfs) for a in (pre.parent, pre.creator, pre.depth, pre.edge_start)])
+    parent_bfs = inv[par[1:]]
+    del pre, inv, bfs, par
     if parent_bfs.size and (np.any(np.diff(parent_bfs) < 0) or parent_bfs.min() < 0):
         raise AssertionError("internal error: children are not contiguous in level order")
-    deg = np.bincount(parent_bfs, minlength=n)
 
     say("arrays")
-    louds_bits = np.ones(int(deg.sum()) + n, dtype=bool)
-    louds_bits[np.cumsum(deg + 1) - 1] = False
-    louds = BitVector.from_bools(louds_bits, with_select0=True)
-
+    creator[0] = 0  # the root reads nothing below; any valid index keeps the gathers in range
     kw_start = starts[creator]  # flat position of the creator's first token
-    labels = np.zeros(n, dtype=np.int64)
-    labels[1:] = ks.tokens[kw_start[1:] + start[1:] - 1]
-    labels_lo = (labels & 0xFFFF).astype(np.uint16)
-    hi = labels >> 16
-    hi_mask = hi > 0
-    hi_flag = BitVector.from_bools(hi_mask)
-    labels_hi = PackedInts.from_values(hi[hi_mask])
+    max_tok = int(tokens.max())
 
-    edge_len = np.zeros(n, dtype=np.int64)
-    edge_len[1:] = depth[1:] - start[1:] + 1
-    link_mask = edge_len >= 2
-    linked = BitVector.from_bools(link_mask)
-    tail_len = edge_len[link_mask] - 1
-    link_off = np.zeros(tail_len.size + 1, dtype=np.int64)
-    np.cumsum(tail_len, out=link_off[1:])
-    link_starts = PackedInts.from_values(link_off)
-    # flat token positions of every tail token: creator start + edge start depth + 0..m-2
-    first_tail = (kw_start + start)[link_mask]  # position of e_1 = start index (depth start) in 0-based
-    pos = np.repeat(first_tail - link_off[:-1], tail_len) + np.arange(int(link_off[-1]), dtype=np.int64)
-    max_tok = int(ks.tokens.max())
-    suffix = PackedInts.from_values(ks.tokens[pos], width=max(1, max_tok.bit_length()))
+    def louds() -> BitVector:
+        deg = np.bincount(parent_bfs, minlength=n)
+        bits = np.ones(int(deg.sum()) + n, dtype=bool)
+        bits[np.cumsum(deg + 1) - 1] = False
+        return BitVector.from_bools(bits, with_select0=True)
 
-    terminal = BitVector.from_bools(term)
-    keyword_ids = PackedInts.from_values(uniq[creator[term]])
+    def labels() -> tuple[np.ndarray, BitVector, PackedInts]:
+        lab = np.zeros(n, dtype=np.int64)
+        lab[1:] = tokens[kw_start[1:] + start[1:] - 1]
+        hi = lab >> 16
+        hi_mask = hi > 0
+        return (lab & 0xFFFF).astype(np.uint16), BitVector.from_bools(hi_mask), PackedInts.from_values(hi[hi_mask])
+
+    def links() -> tuple[BitVector, PackedInts, PackedInts]:
+        edge_len = depth - start + 1
+        edge_len[0] = 0
+        link_mask = edge_len >= 2
+        tail_len = edge_len[link_mask] - 1
+        link_off = np.zeros(tail_len.size + 1, dtype=np.int64)
+        np.cumsum(tail_len, out=link_off[1:])
+        # flat positions of every tail token: the token after the edge's first, then on along the creator
+        first_tail = (kw_start + start)[link_mask]
+        pos = np.repeat(first_tail - link_off[:-1], tail_len) + np.arange(int(link_off[-1]), dtype=np.int64)
+        return (BitVector.from_bools(link_mask), PackedInts.from_values(link_off),
+                PackedInts.from_values(tokens[pos], width=max(1, max_tok.bit_length())))
+
+    def terminals() -> tuple[BitVector, PackedInts]:
+        term = depth == lens[creator]
+        term[0] = False
+        return BitVector.from_bools(term), PackedInts.from_values(order[creator[term]])
+
+    (louds_bv, (labels_lo, hi_flag, labels_hi), (linked, link_starts, suffix),
+     (terminal, keyword_ids)) = _in_parallel(louds, labels, links, terminals)
     return BuiltArrays(
-        louds=louds, labels_lo=labels_lo, hi_flag=hi_flag, labels_hi=labels_hi, linked=linked,
+        louds=louds_bv, labels_lo=labels_lo, hi_flag=hi_flag, labels_hi=labels_hi, linked=linked,
         link_starts=link_starts, suffix=suffix, terminal=terminal, keyword_ids=keyword_ids,
         num_nodes=n, num_keywords=n_in, num_unique=u, max_keyword_length=max_len, max_token=max_tok,
     )
