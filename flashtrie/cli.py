@@ -216,6 +216,16 @@ def _build_index(keywords: Any, quiet: bool) -> Any:
     return NarrowLoudsIndex.build(keywords, progress=True)
 
 
+_BACKENDS_HELP = ("comma-separated backends: marisa, numpy, gpu, and marisa-lookup (marisa with lookups only; "
+                  "run only when named); or 'all' available here")
+
+
+def _needs_keywords(name: str) -> bool:
+    from flashtrie.harness.backends import BACKENDS
+
+    return BACKENDS[name].needs == "keywords"
+
+
 def _backends(args: argparse.Namespace, have_keywords: bool = True) -> list[str]:
     """The backends to run: those named by ``--backends``, or every one available here for 'all'.
 
@@ -431,8 +441,8 @@ def _parity_records(args: argparse.Namespace, report: Any, workload: Any, kind: 
 
 def cmd_parity(args: argparse.Namespace) -> int:
     backends = _backends(args, have_keywords=bool(args.keywords))
-    keywords, index, workload = _load_inputs(args, need_index=any(b != "marisa" for b in backends),
-                                             need_keywords="marisa" in backends)
+    keywords, index, workload = _load_inputs(args, need_index=any(not _needs_keywords(b) for b in backends),
+                                             need_keywords=any(_needs_keywords(b) for b in backends))
     report, _ = _parity_run(args, keywords, index, workload, backends, timed=False)
     print(report.summary())
     _parity_records(args, report, workload, "parity", {})
@@ -471,7 +481,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                               beam_width=args.beam, length_norm=args.length_norm)
     else:
         keywords, index, workload = _load_inputs(args, need_index=True,
-                                                 need_keywords="marisa" in backends or what in ("quality", "all"))
+                                                 need_keywords=any(_needs_keywords(b) for b in backends)
+                                                 or what in ("quality", "all"))
         if what in ("beam", "all"):
             sw.sweep_beam_width(ctx, keywords, index, workload, backends, beams=args.beams,
                                 batch_size=args.batch_size, length_norm=args.length_norm)
@@ -632,7 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
         """, cmd_parity)
     _add_input_options(p)
     _add_search_options(p)
-    p.add_argument("--backends", default="all", help="comma-separated backends, or 'all' available here")
+    p.add_argument("--backends", default="all", help=_BACKENDS_HELP)
     p.add_argument("--records", metavar="FILE", help="also append parity records to this .jsonl")
 
     p = _sub(subs, "bench", "run a benchmark sweep and append records to a JSON Lines file", """
@@ -662,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "build and size")
     g.add_argument("--limit", type=int, default=None, metavar="Q", help="use only the first Q queries")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
-    p.add_argument("--backends", default="all", help="comma-separated backends, or 'all' available here")
+    p.add_argument("--backends", default="all", help=_BACKENDS_HELP)
     p.add_argument("--beams", type=_ints, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
     p.add_argument("--beam", "-B", type=int, default=100, help="beam width for the batch and size sweeps")
     p.add_argument("--batch-size", type=int, default=1, help="queries per call in the beam sweep")
@@ -711,7 +722,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=None, help="decoding steps (default: the generator's)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
     p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--backends", default="all", help="comma-separated backends, or 'all' available here")
+    p.add_argument("--backends", default="all", help=_BACKENDS_HELP)
     p.add_argument("--records", metavar="FILE", help="also append the demo's records to this .jsonl")
     _add_search_options(p)
     return parser

@@ -13,8 +13,8 @@ Proposals may be a `Proposals` (validated on the host when it was built), a ``(t
 numpy arrays (validated here, through `Proposals`), or a pair of device arrays (CuPy, PyTorch, anything
 with DLPack or ``__cuda_array_interface__``: C-contiguous ``[Q, T, K]`` int32/uint32 and float32), read in
 place with no host copy.  Device input is validated on the device: NaN / +inf logprobs and duplicate
-tokens in a row raise `InputError` after the launch and no results are returned; int32 tokens are read as
-their uint32 bits (-1 is padding; other negative values are not checked).
+tokens in a row raise `InputError` after the launch and no results are returned; int32 tokens must be in
+[0, 2**31 - 1] or -1 (padding), and other negative values raise `InputError` the same way.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from flashtrie.errors import DeviceError, InputError
+from flashtrie.errors import DeviceError, IndexFormatError, InputError
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import length_norm_table, threshold32
@@ -47,14 +47,14 @@ THREADS = 512
 _NO_NODE = 0xFFFF_FFFF
 _KIND_LINKED_OFF = 2
 _ALIGN = 256
-_ERR_BAD_LOGPROB, _ERR_DUPLICATE, _ERR_OVERFLOW = 1, 2, 4
+_ERR_BAD_LOGPROB, _ERR_DUPLICATE, _ERR_OVERFLOW, _ERR_BAD_TOKEN = 1, 2, 4, 8
 _PARAM_PTRS = (
     "tok_in", "lp_in", "starts", "ln", "row_tok", "row_lp", "row_nv", "row_max", "fr0", "fr1", "nf", "tasks", "chunks",
     "fkey", "fpay", "pkey", "ppay", "fcount", "pcount", "pool0", "pool1", "pool_n", "pool_sel", "pool_worst",
     "step_chunks", "step_alive", "err", "out_err", "out_ids", "out_scores", "out_norms", "out_lens", "out_nres",
     "out_stats",
 )
-_PARAMS_FMT = f"<{len(_PARAM_PTRS)}Q2Q8I4f"
+_PARAMS_FMT = f"<{len(_PARAM_PTRS)}Q2Q8I4f2I"
 _INDEX_FMT = "<15Q8I"
 
 
@@ -211,11 +211,15 @@ class GpuSearcher:
     def _upload_index(self) -> None:
         ix = self.index
         n = int(ix.num_nodes)
+        meta = ix.meta
+        if int(meta["suffix.size"]) >= 1 << 30:
+            raise InputError(f"index: suffix store of {meta['suffix.size']} tokens is over the GPU limit 2**30")
         arrays = ix.arrays
         louds_bits = ix.louds.to_bools()
         zpos = np.flatnonzero(~louds_bits)
         if zpos.size != n:
-            raise InputError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n})")
+            raise IndexFormatError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n}); the index is "
+                                   "damaged: rebuild it with `flashtrie build`")
         deg = np.diff(np.concatenate(([-1], zpos))) - 1
         del louds_bits, zpos
         self.max_degree = int(deg.max()) if n else 0
@@ -240,15 +244,12 @@ class GpuSearcher:
         for i, a in enumerate(host):
             if a.nbytes:
                 _check(driver.cuMemcpyHtoD(base + layout.offsets[str(i)], a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
-        meta = ix.meta
         ptrs = [base + layout.offsets[str(i)] for i in range(len(host))]
         view = struct.pack(_INDEX_FMT, *ptrs, int(meta["labels_hi.width"]), int(meta["link_starts.width"]),
                            int(meta["suffix.width"]), int(meta["keyword_ids.width"]), n, 0, 0, 0)
         self._index_view = self._alloc(len(view), "index view")
         vb = np.frombuffer(view, dtype=np.uint8).copy()
         _check(driver.cuMemcpyHtoD(int(self._index_view.handle), vb.ctypes.data, vb.nbytes), "cuMemcpyHtoD")
-        if int(meta["suffix.size"]) >= 1 << 30:
-            raise InputError(f"index: suffix store of {meta['suffix.size']} tokens is over the GPU limit 2**30")
         self.index_bytes = layout.total
 
     def _alloc(self, nbytes: int, what: str) -> Any:
@@ -305,12 +306,22 @@ class GpuSearcher:
             lo.add(name, nbytes)
         return lw, lu, lo
 
+    def _shared_bytes(self, k: int, b: int, r: int) -> tuple[int, int]:
+        """(sort_cap, dynamic shared bytes) of a search; `InputError` when over the device's limit."""
+        sort_cap = _pow2(max(b, r, 32))
+        smem = 8 * max(sort_cap, _pow2(k)) + 8 * sort_cap  # keys (8 B); indices and old pool keys (4 B each)
+        if smem + self._static_smem > self._smem_optin:
+            raise InputError(f"beam_width/max_results/K: shared sort buffer of {smem} bytes is over the device "
+                             f"limit {self._smem_optin - self._static_smem}")
+        return sort_cap, smem
+
     def _workspace(self, q: int, t: int, k: int, b: int, r: int) -> _Workspace:
         key = (q, t, k, b, r)
         if self._ws is not None and self._ws.key == key:
             return self._ws
         from cuda.core import LegacyPinnedMemoryResource
 
+        sort_cap, smem = self._shared_bytes(k, b, r)
         self._ws = None  # free the old one first
         lw, lu, lo = self._layouts(q, t, k, b, r)
         need = lw.total + lu.total + lo.total
@@ -327,11 +338,6 @@ class GpuSearcher:
         up_view = np.ctypeslib.as_array((ctypes.c_uint8 * lu.total).from_address(int(up_host.handle)))
         out_view = np.ctypeslib.as_array((ctypes.c_uint8 * lo.total).from_address(int(out_host.handle)))
         cand_cap, chunk_cap = self._caps(k, b)
-        sort_cap = _pow2(max(b, r, 32))
-        smem = 8 * max(sort_cap, _pow2(k)) + 8 * sort_cap  # keys (8 B); indices and old pool keys (4 B each)
-        if smem + self._static_smem > self._smem_optin:
-            raise InputError(f"beam_width/max_results/K: shared sort buffer of {smem} bytes is over the device "
-                             f"limit {self._smem_optin - self._static_smem}")
         self._set_smem(smem)
         occ = int(self.kernel.occupancy.max_active_blocks_per_multiprocessor(THREADS, smem))
         if occ < 1:
@@ -380,7 +386,10 @@ class GpuSearcher:
         pref = normalize_prefixes(prefixes, q_n)
         if q_n == 0 or t_n == 0 or k_n == 0:
             self.last_device_ms = 0.0
-            return SearchResult.empty(q_n, r)
+            self.last_stats = np.zeros((t_n, 4), dtype=np.uint32)
+            empty = SearchResult.empty(q_n, r)
+            return self._to_device(empty) if device_out else empty
+        self._shared_bytes(k_n, b, r)
         starts = self._start_states(pref, q_n)
         ws = self._workspace(q_n, t_n, k_n, b, r)
         lw, lu, lo = ws.lw, ws.lu, ws.lo
@@ -395,7 +404,8 @@ class GpuSearcher:
         params = struct.pack(
             _PARAMS_FMT, *(ptr[name] for name in _PARAM_PTRS), ws.cand_cap, q_n * ws.chunk_cap, q_n, t_n, k_n, b, r,
             _pow2(k_n), ws.sort_cap, ln.size, float(threshold32(config.token_threshold)),
-            float(threshold32(config.score_threshold)), float(ln[1:].min()), float(ln[1:].max()))
+            float(threshold32(config.score_threshold)), float(ln[1:].min()), float(ln[1:].max()),
+            int(dev_in is not None and dev_in[3]), 0)
         uv = ws.up_view
         uv[lu.offsets["params"]: lu.offsets["params"] + len(params)] = np.frombuffer(params, dtype=np.uint8)
         uv[lu.offsets["err"]: lu.offsets["err"] + 4] = 0
@@ -432,8 +442,9 @@ class GpuSearcher:
         if device_out:
             out_buf = self._alloc(lo.total, "device results")
             _check(driver.cuMemcpyDtoDAsync(int(out_buf.handle), obase, lo.total, sh), "cuMemcpyDtoDAsync")
-            _check(driver.cuMemcpyDtoHAsync(int(ws.out_host.handle) + lo.offsets["out_err"],
-                                            obase + lo.offsets["out_err"], 4, sh), "cuMemcpyDtoHAsync")
+            for name in ("out_err", "out_stats"):  # the error word and the step statistics come to the host
+                _check(driver.cuMemcpyDtoHAsync(int(ws.out_host.handle) + lo.offsets[name], obase + lo.offsets[name],
+                                                lo.sizes[name], sh), "cuMemcpyDtoHAsync")
         else:
             _check(driver.cuMemcpyDtoHAsync(int(ws.out_host.handle), obase, lo.total, sh), "cuMemcpyDtoHAsync")
         t_enq = time.perf_counter()
@@ -464,14 +475,30 @@ class GpuSearcher:
                                take("out_norms", np.float32, qr).reshape(q_n, r),
                                take("out_lens", np.int32, qr).reshape(q_n, r),
                                take("out_nres", np.int32, q_n))
-        if not device_out:
-            off = lo.offsets["out_stats"]
-            self.last_stats = ov[off: off + 16 * t_n].view(np.uint32).reshape(t_n, 4).copy()
+        off = lo.offsets["out_stats"]
+        self.last_stats = ov[off: off + 16 * t_n].view(np.uint32).reshape(t_n, 4).copy()
         t_end = time.perf_counter()
         self.last_host_ms = (t_end - t_start) * 1e3
         self.last_breakdown = {"prep_ms": (t_prep - t_start) * 1e3, "enqueue_ms": (t_enq - t_prep) * 1e3,
                                "wait_ms": (t_wait - t_enq) * 1e3, "post_ms": (t_end - t_wait) * 1e3}
         return res
+
+    def _to_device(self, res: SearchResult) -> SearchResult:
+        """A host `SearchResult` copied into one device buffer, as `DeviceArray`s (for ``device_out=True``)."""
+        from cuda.bindings import driver
+
+        fields = (res.keyword_ids, res.scores, res.norm_scores, res.lengths, res.num_results)
+        layout = _Layout()
+        for i, a in enumerate(fields):
+            layout.add(str(i), a.nbytes)
+        buf = self._alloc(layout.total, "device results")
+        for i, a in enumerate(fields):
+            if a.nbytes:
+                a = np.ascontiguousarray(a)
+                _check(driver.cuMemcpyHtoD(int(buf.handle) + layout.offsets[str(i)], a.ctypes.data, a.nbytes),
+                       "cuMemcpyHtoD")
+        return SearchResult(*(DeviceArray(buf, layout.offsets[str(i)], a.shape, a.dtype, self)
+                              for i, a in enumerate(fields)))
 
     @staticmethod
     def _raise_for(err: int) -> None:
@@ -481,6 +508,9 @@ class GpuSearcher:
         if err & _ERR_DUPLICATE:
             raise InputError("tokens: a token appears more than once in one row (checked on the device); each "
                              "proposed token may appear once per row")
+        if err & _ERR_BAD_TOKEN:
+            raise InputError("tokens: a negative int32 token other than -1 (checked on the device); int32 tokens "
+                             "must be in [0, 2**31 - 1], or -1 for padding")
         if err & _ERR_OVERFLOW:
             raise DeviceError("internal error: a candidate buffer overflowed (please report)")
 
@@ -514,7 +544,8 @@ class GpuSearcher:
                 st[q, 3] = (_KIND_LINKED_OFF << 30) | off
         return st
 
-    def _device_inputs(self, tokens: Any, logprobs: Any) -> tuple[int, int, tuple[int, int, int]]:
+    def _device_inputs(self, tokens: Any, logprobs: Any) -> tuple[int, int, tuple[int, int, int], bool]:
+        """(tokens pointer, logprobs pointer, (Q, T, K), tokens are int32) of two device arrays."""
         from cuda.core.utils import StridedMemoryView
 
         views = []
@@ -546,7 +577,8 @@ class GpuSearcher:
                              f"{tuple(views[0].shape)}")
         q_n, t_n, k_n = (int(s) for s in views[0].shape)
         self._dev_views = views  # keep alive until the launch is done
-        return int(views[0].ptr), int(views[1].ptr), (q_n, t_n, k_n)
+        signed = np.dtype(views[0].dtype) == np.dtype(np.int32)
+        return int(views[0].ptr), int(views[1].ptr), (q_n, t_n, k_n), signed
 
     def __repr__(self) -> str:
         return (f"GpuSearcher(device={self.device.device_id} {self.device.name!r}, arch={self.arch}, "

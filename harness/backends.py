@@ -37,12 +37,17 @@ class BackendSpec:
     cls: str
     needs: str  # "keywords" or "index"
     description: str
+    options: tuple[tuple[str, Any], ...] = ()  # keyword arguments of the constructor
 
 
 BACKENDS: dict[str, BackendSpec] = {
     "marisa": BackendSpec("marisa", "flashtrie.reference_cpu", "MarisaSearcher", "keywords",
                           "CPU baseline: marisa-trie BinaryTrie of token prefixes (4-byte big-endian keys) "
                           "+ children table (adaptive intersection)"),
+    "marisa-lookup": BackendSpec("marisa-lookup", "flashtrie.reference_cpu", "MarisaSearcher", "keywords",
+                                 "CPU baseline, lookups only: one marisa-trie get per (hypothesis, valid proposal), "
+                                 "as a trie library without child iteration allows (not run unless named)",
+                                 options=(("enum_ratio", 0.0),)),
     "numpy": BackendSpec("numpy", "flashtrie.reference_cpu", "NumpySearcher", "index",
                          "CPU reference: vectorised numpy over the narrow-LOUDS index"),
     "gpu": BackendSpec("gpu", "flashtrie.gpu_impl", "GpuSearcher", "index",
@@ -121,9 +126,9 @@ def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any
             if spec.needs == "keywords":
                 if keywords is None:
                     raise ValueError(f"backend {n} needs the keywords (pass --keywords)")
-                made[n] = cls(keywords)
+                made[n] = cls(keywords, **dict(spec.options))
             else:
-                made[n] = cls(index)
+                made[n] = cls(index, **dict(spec.options))
         except Exception as e:  # noqa: BLE001 - reported by the caller
             failed[n] = f"{type(e).__name__}: {e}"
     return made, failed

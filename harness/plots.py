@@ -19,7 +19,8 @@ from .records import Record  # noqa: E402
 
 __all__ = ["series", "plot_all", "FIGURES", "bytes_per_unique_keyword"]
 
-_STYLE = {"marisa": ("tab:gray", "o"), "numpy": ("tab:blue", "s"), "gpu": ("tab:green", "^"),
+_STYLE = {"marisa": ("tab:gray", "o"), "marisa-lookup": ("tab:brown", "D"), "numpy": ("tab:blue", "s"),
+          "gpu": ("tab:green", "^"),
           "narrow-louds": ("tab:blue", "s"), "marisa-trie": ("tab:gray", "o"),
           "unconstrained": ("tab:red", "v")}
 

@@ -259,6 +259,64 @@ def test_device_out_and_repeat_calls() -> None:
     assert_same(host, want)
 
 
+def _to_host(res: SearchResult) -> SearchResult:
+    return SearchResult(*(getattr(res, n).get() for n in ("keyword_ids", "scores", "norm_scores", "lengths",
+                                                          "num_results")))
+
+
+def test_device_out_stats_and_empty_batches() -> None:
+    from flashtrie.gpu_impl import DeviceArray
+
+    rng = np.random.default_rng(4)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(500)]
+    ref, gpu = make(kws)
+    cfg = SearchConfig(beam_width=8, max_results=16)
+    p1 = rows_from_keywords(rng, kws, q_n=2, steps=4, k=20)
+    p2 = rows_from_keywords(rng, kws, q_n=3, steps=5, k=20)
+    gpu.search(p1, cfg)
+    gpu.search(p2, cfg)
+    host_stats = gpu.last_stats.copy()
+    gpu.search(p1, cfg)
+    dev = gpu.search(p2, cfg, device_out=True)  # the statistics are this call's, not the previous one's
+    np.testing.assert_array_equal(gpu.last_stats, host_stats)
+    assert_same(_to_host(dev), ref.search(p2, cfg))
+    for shape in ((0, 3, 5), (2, 0, 5), (2, 3, 0)):
+        empty = Proposals(np.full(shape, PAD, np.uint32), np.zeros(shape, np.float32))
+        want = ref.search(empty, cfg)
+        res = gpu.search(empty, cfg, device_out=True)
+        assert isinstance(res.keyword_ids, DeviceArray) and isinstance(res.num_results, DeviceArray)
+        assert res.keyword_ids.shape == (shape[0], cfg.results)
+        assert_same(_to_host(res), want)
+        assert gpu.last_stats.shape == (shape[1], 4)
+
+
+def test_shared_memory_limit_refused_before_any_allocation() -> None:
+    rng = np.random.default_rng(5)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(200)]
+    _, gpu = make(kws)
+    p = rows_from_keywords(rng, kws, q_n=2, steps=3, k=20)
+    gpu.search(p, SearchConfig(beam_width=8))
+    ws = gpu._ws
+    gpu._smem_optin = gpu._static_smem + 1024  # pretend a device with little shared memory
+    with pytest.raises(InputError, match="shared sort buffer"):
+        gpu.search(p, SearchConfig(beam_width=512))
+    assert gpu._ws is ws  # the old workspace was neither freed nor replaced
+
+
+def test_damaged_index_refused_as_format_error() -> None:
+    from flashtrie.gpu_impl import GpuSearcher
+
+    from flashtrie import IndexFormatError
+    from flashtrie.index import BitVector
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]))
+    bits = index.louds.to_bools()
+    bits[np.flatnonzero(~bits)[1]] = True  # one node loses its terminating zero
+    index.louds = BitVector.from_bools(bits, with_select0=True)
+    with pytest.raises(IndexFormatError, match="LOUDS"):
+        GpuSearcher(index)
+
+
 def _device_cases():
     rng = np.random.default_rng(9)
     kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]
@@ -284,6 +342,13 @@ def test_dlpack_cupy() -> None:
     dup[1, 2, valid[1]] = dup[1, 2, valid[0]]
     with pytest.raises(InputError, match="more than once"):
         gpu.search((cp.asarray(dup), cp.asarray(p.logprobs)), cfg)
+    neg = p.tokens.view(np.int32).copy()
+    neg[2, 4, int(np.flatnonzero(p.tokens[2, 4] != PAD)[0])] = -2
+    with pytest.raises(InputError, match="negative int32 token"):
+        gpu.search((cp.asarray(neg), cp.asarray(p.logprobs)), cfg)
+    big = p.tokens.copy()  # as uint32, 2**32 - 2 is a valid token, not an error
+    big[2, 4, int(np.flatnonzero(p.tokens[2, 4] != PAD)[0])] = 2**32 - 2
+    gpu.search((cp.asarray(big), cp.asarray(p.logprobs)), cfg)
     assert_same(gpu.search(p, cfg), want)  # the searcher still works after a refused call
 
 

@@ -47,6 +47,7 @@ typedef long long i64;
 #define ERR_BAD_LOGPROB 1u
 #define ERR_DUPLICATE 2u
 #define ERR_OVERFLOW 4u
+#define ERR_BAD_TOKEN 8u  // a negative int32 token other than -1
 
 // select digit widths: 6 passes of 11 bits (last one 9)
 #define RADIX_BITS 11
@@ -116,6 +117,8 @@ struct Params {
     u32 R, kpad, sort_cap, ln_len;
     float thr_tau, thr_sigma;
     float ln_min, ln_max;  // extremes of ln[1 ..] (the early-stop bound)
+    u32 signed_tokens;     // 1: tok_in holds int32 (valid: 0 .. 2^31-1, and -1 for padding)
+    u32 pad0;
 };
 
 // ---------------------------------------------------------------------------------- bit helpers
@@ -531,6 +534,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
             u64 key = KEY_NONE;
             if (k < K) {
                 const u32 tok = P.tok_in[rb + k];
+                if (P.signed_tokens && tok >= 0x80000000u && tok != PAD_TOKEN) bad |= ERR_BAD_TOKEN;
                 if (tok != PAD_TOKEN) {
                     const float l = P.lp_in[rb + k];
                     if (isnan(l) || (isinf(l) && l > 0.0f)) bad |= ERR_BAD_LOGPROB;
@@ -564,7 +568,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
         __syncthreads();
     }
     grid.sync();
-    if (__ldcg(P.err) & (ERR_BAD_LOGPROB | ERR_DUPLICATE)) {  // uniform across the grid
+    if (__ldcg(P.err) & (ERR_BAD_LOGPROB | ERR_DUPLICATE | ERR_BAD_TOKEN)) {  // uniform across the grid
         if (gtid == 0) *P.out_err = __ldcg(P.err);
         return;
     }
