@@ -324,6 +324,11 @@ def _device_cases():
     return kws, p, SearchConfig(beam_width=8, max_results=16, length_norm=0.5)
 
 
+def _below_2_31(p: Proposals) -> Proposals:
+    """``p`` with tokens of 2**31 and over replaced by padding, so that it fits an int32 array."""
+    return Proposals(np.where(p.tokens >= 2**31, PAD, p.tokens).astype(np.uint32), p.logprobs)
+
+
 def test_dlpack_cupy() -> None:
     cp = pytest.importorskip("cupy")
     kws, p, cfg = _device_cases()
@@ -331,8 +336,12 @@ def test_dlpack_cupy() -> None:
     want = ref.search(p, cfg)
     got = gpu.search((cp.asarray(p.tokens), cp.asarray(p.logprobs)), cfg)
     assert_same(got, want)
-    got = gpu.search((cp.asarray(p.tokens.view(np.int32)), cp.asarray(p.logprobs)), cfg)
-    assert_same(got, want)
+    small = _below_2_31(p)  # int32 holds tokens below 2**31, and -1 for padding
+    got = gpu.search((cp.asarray(small.tokens.view(np.int32)), cp.asarray(small.logprobs)), cfg)
+    assert_same(got, ref.search(small, cfg))
+    if np.any((p.tokens >= 2**31) & (p.tokens != PAD)):
+        with pytest.raises(InputError, match="negative int32 token"):  # uint32 bits in an int32 array
+            gpu.search((cp.asarray(p.tokens.view(np.int32)), cp.asarray(p.logprobs)), cfg)
     bad = p.logprobs.copy()
     bad[0, 0, int(np.flatnonzero(p.tokens[0, 0] != PAD)[0])] = np.nan
     with pytest.raises(InputError, match="NaN"):
@@ -358,6 +367,7 @@ def test_dlpack_torch() -> None:
         pytest.skip("torch without CUDA")
     kws, p, cfg = _device_cases()
     ref, gpu = make(kws)
+    p = _below_2_31(p)
     tok = torch.from_numpy(p.tokens.view(np.int32).copy()).cuda()
     lp = torch.from_numpy(p.logprobs.copy()).cuda()
     assert_same(gpu.search((tok, lp), cfg), ref.search(p, cfg))
