@@ -113,9 +113,13 @@ def _driver_release() -> str | None:
 def git_state(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Commit hash and dirty flag of the source tree flashtrie runs from.
 
-    Outside a checkout (a copied working tree, as on the device machine) ``FLASHTRIE_COMMIT`` names the
-    commit the tree was copied from; otherwise both are None.
+    ``FLASHTRIE_COMMIT``, when set, names the commit the tree was copied from (a copied working tree, as on
+    the device machine, whose own git metadata may be missing or stale) and wins; otherwise git is asked,
+    and outside a checkout both are None.
     """
+    given = os.environ.get("FLASHTRIE_COMMIT")
+    if given:
+        return {"commit": given, "dirty": None, "source": "FLASHTRIE_COMMIT"}
     where = Path(root) if root is not None else Path(__file__).resolve().parent.parent
 
     def git(*args: str) -> str | None:
@@ -127,9 +131,7 @@ def git_state(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
     commit = git("rev-parse", "HEAD")
     if commit is None:
-        given = os.environ.get("FLASHTRIE_COMMIT")
-        return {"commit": given, "dirty": None, "source": "FLASHTRIE_COMMIT"} if given else \
-            {"commit": None, "dirty": None}
+        return {"commit": None, "dirty": None}
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 

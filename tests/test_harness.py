@@ -516,3 +516,12 @@ def test_report_lists_every_build_run(tmp_path: Path) -> None:
     assert [row.split(" | ")[5] for row in table[2:]] == ["2", "1", "2.5", "5"]  # both runs' build seconds
     assert {row.split(" | ")[8] for row in table[2:]} == {"10", "5"}  # bytes / 800 unique keywords
     assert "unique* keywords" in md and "1,000 keywords (2 runs)" in md
+
+
+def test_git_state_prefers_the_named_commit(monkeypatch, tmp_path):
+    from flashtrie.harness.env import git_state
+
+    monkeypatch.setenv("FLASHTRIE_COMMIT", "abc1234")
+    assert git_state() == {"commit": "abc1234", "dirty": None, "source": "FLASHTRIE_COMMIT"}
+    monkeypatch.delenv("FLASHTRIE_COMMIT")
+    assert git_state(tmp_path) == {"commit": None, "dirty": None}  # not a checkout
