@@ -66,16 +66,17 @@ def _small_uint(values: np.ndarray, limit: int) -> np.ndarray:
     return values
 
 
-def _packed_order(key: np.ndarray, key_bits: int) -> np.ndarray:
+def _packed_order(key: np.ndarray, key_bits: int, *, consume: bool = False) -> np.ndarray:
     """Stable argsort of non-negative ``key`` (< 2**key_bits): ``np.sort`` of key and position in one uint64.
 
-    Falls back to a stable argsort when both do not fit in 64 bits.
+    Falls back to a stable argsort when both do not fit in 64 bits.  ``consume``: ``key`` is a uint64
+    temporary that may be overwritten (saves a copy).
     """
     n = key.size
     pos_bits = max(1, (n - 1).bit_length())
     if key_bits + pos_bits > 64:
         return np.argsort(key, kind="stable")
-    packed = key.astype(np.uint64)
+    packed = key if consume and key.dtype == np.uint64 else key.astype(np.uint64)
     packed <<= np.uint64(pos_bits)
     packed |= np.arange(n, dtype=np.uint64)
     packed.sort()
@@ -102,7 +103,7 @@ def _sort_keywords(tokens: np.ndarray, starts: np.ndarray, lens: np.ndarray, ids
         sid = np.concatenate((enter.astype(idt), cur_id))
         col = tokens[pos + j].astype(np.uint64)
         col += np.uint64(1)
-        o = _packed_order(col, 33)
+        o = _packed_order(col, 33, consume=True)
         cur_pos, cur_id = pos[o], sid[o]
     return cur_id.astype(np.int64)
 
@@ -117,11 +118,11 @@ def _neighbour_lcp(tokens: np.ndarray, s_start: np.ndarray, s_len: np.ndarray) -
     lcp = np.zeros(n, dtype=np.int64)
     still = np.ones(max(n - 1, 0), dtype=bool)  # pair (i - 1, i) equal on columns < j
     j = 0
-    col = np.zeros(n, dtype=np.uint64)
+    col = np.zeros(n, dtype=np.uint32)  # token + 1 at column j (fits: tokens are at most 2**32 - 2); 0 if none
     while n > 1 and j < int(s_len.max()):
         has = s_len > j
-        col[:] = 0
-        col[has] = tokens[s_start[has] + j].astype(np.uint64) + np.uint64(1)
+        col.fill(0)
+        col[has] = tokens[s_start[has] + j] + np.uint32(1)
         still &= col[1:] == col[:-1]
         still &= has[1:]
         j += 1
@@ -142,25 +143,6 @@ def _neighbour_lcp(tokens: np.ndarray, s_start: np.ndarray, s_len: np.ndarray) -
     return lcp
 
 
-def _branch_creators(lcp: np.ndarray, lens: np.ndarray, by_lcp: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """For each keyword i with ``lcp_i = d >= 1``: the keyword that created the depth-d node it branches
-    off (the last k < i with ``lcp_k < d``); -1 where ``lcp_i = 0``.
-
-    ``by_lcp[bounds[d]:bounds[d + 1]]`` are the keywords with ``lcp = d``, ascending.  Level by level over
-    the keywords at least d long, so the work is one step per token.
-    """
-    u = lcp.size
-    p = np.full(u, -1, dtype=np.int64)
-    alive = np.arange(u, dtype=np.int64)
-    for d in range(1, bounds.size - 1):
-        alive = alive[lens[alive] >= d]
-        creators = alive[lcp[alive] < d]  # the keywords that create a node at depth d
-        q = by_lcp[bounds[d]:bounds[d + 1]]
-        if q.size:
-            p[q] = creators[np.searchsorted(creators, q, side="right") - 1]
-    return p
-
-
 @dataclass
 class _Preorder:
     """The compressed trie in preorder; position 0 is the root (creator -1, depth 0)."""
@@ -173,59 +155,71 @@ class _Preorder:
 
 
 def _preorder(lcp: np.ndarray, lens: np.ndarray, max_len: int) -> _Preorder:
+    """The compressed trie of sorted unique keywords (``lcp``, ``lens`` in sorted order), in preorder.
+
+    Keyword i with ``lcp_i = d >= 1`` hangs off the depth-d node on its path, created by ``p(i)``, the last
+    k < i with ``lcp_k < d`` (the keywords at least d long with ``lcp < d`` create the depth-d nodes).  Its
+    own nodes follow in preorder: the branch points it creates, by depth, then its end.  Level by level
+    (d ascending, over the depth-d nodes), this gives each branch point's creator, its place in
+    its creator's run, every keyword's parent node and compressed depth; no sort beyond grouping by lcp.
+    """
     u = lcp.size
-    m = max_len + 1
     max_lcp = int(lcp.max()) if u else 0
     by_lcp = np.argsort(_small_uint(lcp, max_lcp), kind="stable")  # keywords grouped by lcp, ids ascending
     bounds = np.zeros(max_lcp + 2, dtype=np.int64)
     np.cumsum(np.bincount(lcp, minlength=max_lcp + 1), out=bounds[1:])
-    p = _branch_creators(lcp, lens, by_lcp, bounds)
-    term_key = np.arange(u, dtype=np.int64) * m + lens  # (creator, depth) of each keyword's end: increasing
-    br = np.flatnonzero(lcp > 0)
-    bkey = p[br] * m + lcp[br]  # the node each such keyword branches off
-    o = _packed_order(bkey, int(u * m).bit_length())
-    sk = bkey[o]
-    new = np.ones(sk.size, dtype=bool)
-    new[1:] = sk[1:] != sk[:-1]
-    grp = np.cumsum(new) - 1
-    ub = sk[new]
-    ub_c = ub // m
-    ub_t = ub - ub_c * m == lens[ub_c]  # branch nodes that are also keyword ends
-    nb = ub[~ub_t]
-    pos_t = 1 + np.arange(u, dtype=np.int64) + np.searchsorted(nb, term_key)
-    pos_nb = 1 + np.arange(nb.size, dtype=np.int64) + np.searchsorted(term_key, nb)
-    pos_ub = np.empty(ub.size, dtype=np.int64)
-    pos_ub[ub_t] = pos_t[ub_c[ub_t]]
-    pos_ub[~ub_t] = pos_nb
-    hang = np.zeros(u, dtype=np.int64)  # parent of each keyword's first node (the root when lcp = 0)
-    hang[br[o]] = pos_ub[grp]
-    del p, term_key, bkey, o, sk, new, grp, ub, ub_c, ub_t, pos_ub
 
-    n = 1 + u + nb.size
+    # pass 1: per level d, the keywords q with lcp = d, their creators p(q) (non-decreasing in q), and the
+    # distinct depth-d branch points (their creators, node_c)
+    levels = []
+    creators = by_lcp[: bounds[1]]  # the keywords creating a depth-d node: lcp < d <= length (d = 1 here)
+    for d in range(1, max_lcp + 1):
+        if d > 1:  # drop the keywords shorter than d, add those with lcp = d - 1 (all longer: lcp < length)
+            creators = np.sort(np.concatenate((creators[lens[creators] >= d], by_lcp[bounds[d - 1]:bounds[d]])))
+        q = by_lcp[bounds[d]:bounds[d + 1]]
+        if q.size == 0:
+            continue
+        pc = creators[np.searchsorted(creators, q, side="right") - 1]
+        new = np.ones(pc.size, dtype=bool)
+        new[1:] = pc[1:] != pc[:-1]
+        levels.append((d, q, new, pc[new]))
+    del by_lcp, creators
+    inner = np.zeros(u, dtype=np.int64)  # branch points of each creator that are not keyword ends
+    for d, _, _, node_c in levels:
+        inner[node_c[lens[node_c] != d]] += 1  # node_c is unique within a level
+    # creator c's run: its inner branch points by depth, then its end; the root is position 0
+    pos_t = np.cumsum(inner + 1)
+    first = pos_t - inner
+    n = 1 + u + int(inner.sum())
+
     creator = np.empty(n, dtype=np.int64)
     depth = np.empty(n, dtype=np.int64)
     creator[0], depth[0] = -1, 0
     creator[pos_t] = np.arange(u, dtype=np.int64)
     depth[pos_t] = lens
-    creator[pos_nb] = nb // m
-    depth[pos_nb] = nb % m
-    first = np.flatnonzero(creator[1:] != creator[:-1]) + 1  # first node of each creator, by creator
+    # pass 2: place the inner branch points; each keyword's parent (hang) and compressed depth (cd_first)
+    seen = np.zeros(u, dtype=np.int64)
+    hang = np.zeros(u, dtype=np.int64)  # the root for lcp = 0
+    cd_first = np.ones(u, dtype=np.int64)
+    for d, q, new, node_c in levels:
+        inner_node = lens[node_c] != d
+        rank = np.where(inner_node, seen[node_c], inner[node_c])  # place in the creator's run
+        pos = first[node_c] + rank
+        c_in = node_c[inner_node]
+        creator[pos[inner_node]] = c_in
+        depth[pos[inner_node]] = d
+        seen[c_in] += 1
+        grp = np.cumsum(new) - 1
+        hang[q] = pos[grp]
+        # the creator's compressed depth is final: its lcp is below d
+        cd_first[q] = (cd_first[node_c] + rank + 1)[grp]
+    del levels, seen, inner
     parent = np.arange(-1, n - 1, dtype=np.int64)
     parent[first] = hang
     edge_start = np.empty(n, dtype=np.int64)
     edge_start[0] = 0
     edge_start[1:] = depth[:-1] + 1
     edge_start[first] = lcp + 1
-
-    # compressed depth of each creator's first node, in increasing lcp: the node it hangs from lies on an
-    # earlier creator's run, whose lcp is smaller
-    cd_first = np.ones(u, dtype=np.int64)
-    for d in range(1, max_lcp + 1):
-        q = by_lcp[bounds[d]:bounds[d + 1]]
-        if q.size:
-            par = hang[q]
-            c = creator[par]
-            cd_first[q] = cd_first[c] + (par - first[c]) + 1
     cdepth = np.zeros(n, dtype=np.int64)
     c = creator[1:]
     cdepth[1:] = cd_first[c] + np.arange(1, n, dtype=np.int64) - first[c]
