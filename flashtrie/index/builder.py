@@ -8,10 +8,10 @@ Steps (all numpy, no per-keyword Python work; ``u`` unique keywords, ``L`` the l
 2. common prefix of each keyword with its predecessor (``lcp``), comparing one column at a time and
    only the pairs still equal.
 3. the compressed trie straight from ``lcp``: its nodes are the root, the keyword ends, and the branch
-   points; keyword ``i`` with ``lcp_i = d >= 1`` branches off the node at depth ``d`` created by the last
-   earlier keyword whose ``lcp`` is below ``d`` (found level by level).  Nodes keyed by (creator,
-   depth) sorted are the trie in preorder; a node's parent is the node before it, or for a creator's
-   first node, the branch point it hangs from.
+   points; keyword ``i`` with ``lcp_i = d >= 1`` hangs off the depth-d node created by the last earlier
+   keyword whose ``lcp`` is below d.  In preorder each keyword's run holds the branch points it creates,
+   by depth, then its end; two passes over the levels place every node and give each keyword's parent
+   and compressed depth (`_preorder`).
 4. level order = a stable sort of preorder by compressed depth; then the arrays of
    `docs/index-format.md`.
 
