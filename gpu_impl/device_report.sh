@@ -4,7 +4,8 @@
 # (the device gets a copy of the working tree without .git: FLASHTRIE_COMMIT names the commit in the records)
 # 1. installs the carried wheels (.whl/) and the project;  2. GPU tests + compute-sanitizer (device_check.sh);
 # 3. generates the library and the workload;  4. `flashtrie bench beam` (gpu, numpy, marisa: parity checked
-# before timing, speed-ups against marisa measured in the same run) and `flashtrie bench batch` (gpu, numpy).
+# before timing, speed-ups against marisa measured in the same run), `flashtrie bench batch` (gpu, numpy) and
+# `flashtrie bench size` (gpu, numpy, marisa at beam 100; each size generates its own library and workload).
 # Records land in $OUT/*.jsonl; render them here with:
 #   flashtrie report <records> -o reports/h200
 set -uo pipefail
@@ -27,4 +28,6 @@ timeout ${BEAM_TIMEOUT:-270} $cmd beam --keywords $kw --index $idx --queries $q 
   --beams 1,10,100,200,500,1000 --repeats 10 --max-seconds 20 -o "$OUT/beam.jsonl" --quiet 2>&1 | tail -8
 timeout ${BATCH_TIMEOUT:-110} $cmd batch --keywords $kw --index $idx --queries $q --backends gpu,numpy --beam 1000 \
   --batch-sizes 1,2,4,8,16 --repeats 10 --max-seconds 15 -o "$OUT/batch.jsonl" --quiet 2>&1 | tail -8
+timeout ${SIZE_TIMEOUT:-300} $cmd size --backends gpu,numpy,marisa --sizes ${SIZES:-10000,100000,1000000,10000000} \
+  --beam 100 --num-queries 16 --repeats 10 --max-seconds 10 -o "$OUT/size.jsonl" --quiet 2>&1 | tail -8
 ls -la "$OUT"
