@@ -115,7 +115,8 @@ def git_state(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
 
     ``FLASHTRIE_COMMIT``, when set, names the commit the tree was copied from (a copied working tree, as on
     the device machine, whose own git metadata may be missing or stale) and wins; otherwise git is asked,
-    and outside a checkout both are None.
+    and outside a checkout both are None.  Changes under ``reports/`` (the outputs of a report run) do not
+    count as dirty.
     """
     given = os.environ.get("FLASHTRIE_COMMIT")
     if given:
@@ -132,7 +133,8 @@ def git_state(root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {"commit": None, "dirty": None}
-    status = git("status", "--porcelain", "--untracked-files=no")
+    # generated reports are rewritten while a report run goes on; only changes elsewhere make numbers dirty
+    status = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)reports")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 

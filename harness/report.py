@@ -74,13 +74,16 @@ def _wstats(r: Record) -> tuple[Any, Any]:
     return ws.get("valid_fraction"), ws.get("mean_beam_fill")
 
 
-def _workload_line(r: Record) -> str:
+def _workload_line(r: Record, per_size: bool = False) -> str:
+    """The workload of ``r`` in words; ``per_size``: the library varies between the rows (size sweep)."""
     w = r.workload
     bits = []
     for k in ("name", "kind", "generator"):
         if k in w and isinstance(w[k], str):
             bits.append(w[k])
-    if "num_keywords" in w:
+    if per_size:
+        bits.append("a library and a workload generated for each size")
+    elif "num_keywords" in w:
         bits.append(f"{w['num_keywords']:,} keywords")
     if "shape_QTK" in w:
         q, t, k = w["shape_QTK"]
@@ -91,7 +94,7 @@ def _workload_line(r: Record) -> str:
 def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> list[str]:
     if not recs:
         return []
-    lines = [f"## {title}", "", f"Workload: {_workload_line(recs[0])}.", ""]
+    lines = [f"## {title}", "", f"Workload: {_workload_line(recs[0], per_size=x_name == 'keywords')}.", ""]
     rows = []
     by_batch = x_name == "batch"  # the x column is the batch size already; show the beam instead
     for r in sorted(recs, key=lambda r: (x_of(r) or 0, r.config.get("batch_size", 1), _backend_rank(r.backend))):

@@ -525,3 +525,29 @@ def test_git_state_prefers_the_named_commit(monkeypatch, tmp_path):
     assert git_state() == {"commit": "abc1234", "dirty": None, "source": "FLASHTRIE_COMMIT"}
     monkeypatch.delenv("FLASHTRIE_COMMIT")
     assert git_state(tmp_path) == {"commit": None, "dirty": None}  # not a checkout
+
+
+def test_git_state_dirty_ignores_generated_reports(monkeypatch, tmp_path):
+    import shutil
+    import subprocess
+
+    from flashtrie.harness.env import git_state
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    monkeypatch.delenv("FLASHTRIE_COMMIT", raising=False)
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "r.jsonl").write_text("a\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "reports" / "r.jsonl").write_text("b\n")  # a report run rewrites its records
+    assert git_state(tmp_path)["dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(tmp_path)["dirty"] is True
