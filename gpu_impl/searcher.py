@@ -241,15 +241,19 @@ class GpuSearcher:
         base = int(self._index_buf.handle)
         from cuda.bindings import driver
 
+        sh = self.stream.handle  # the buffers were allocated on this stream: copy in its order
         for i, a in enumerate(host):
             if a.nbytes:
-                _check(driver.cuMemcpyHtoD(base + layout.offsets[str(i)], a.ctypes.data, a.nbytes), "cuMemcpyHtoD")
+                _check(driver.cuMemcpyHtoDAsync(base + layout.offsets[str(i)], a.ctypes.data, a.nbytes, sh),
+                       "cuMemcpyHtoDAsync")
         ptrs = [base + layout.offsets[str(i)] for i in range(len(host))]
         view = struct.pack(_INDEX_FMT, *ptrs, int(meta["labels_hi.width"]), int(meta["link_starts.width"]),
                            int(meta["suffix.width"]), int(meta["keyword_ids.width"]), n, 0, 0, 0)
         self._index_view = self._alloc(len(view), "index view")
         vb = np.frombuffer(view, dtype=np.uint8).copy()
-        _check(driver.cuMemcpyHtoD(int(self._index_view.handle), vb.ctypes.data, vb.nbytes), "cuMemcpyHtoD")
+        _check(driver.cuMemcpyHtoDAsync(int(self._index_view.handle), vb.ctypes.data, vb.nbytes, sh),
+               "cuMemcpyHtoDAsync")
+        self.stream.sync()  # the host arrays may go once this returns
         self.index_bytes = layout.total
 
     def _alloc(self, nbytes: int, what: str) -> Any:
@@ -388,7 +392,10 @@ class GpuSearcher:
             self.last_device_ms = 0.0
             self.last_stats = np.zeros((t_n, 4), dtype=np.uint32)
             empty = SearchResult.empty(q_n, r)
-            return self._to_device(empty) if device_out else empty
+            res = self._to_device(empty) if device_out else empty
+            self.last_host_ms = (time.perf_counter() - t_start) * 1e3
+            self.last_breakdown = {"prep_ms": self.last_host_ms, "enqueue_ms": 0.0, "wait_ms": 0.0, "post_ms": 0.0}
+            return res
         self._shared_bytes(k_n, b, r)
         starts = self._start_states(pref, q_n)
         ws = self._workspace(q_n, t_n, k_n, b, r)
@@ -492,25 +499,27 @@ class GpuSearcher:
         for i, a in enumerate(fields):
             layout.add(str(i), a.nbytes)
         buf = self._alloc(layout.total, "device results")
-        for i, a in enumerate(fields):
+        host = [np.ascontiguousarray(a) for a in fields]
+        for i, a in enumerate(host):
             if a.nbytes:
-                a = np.ascontiguousarray(a)
-                _check(driver.cuMemcpyHtoD(int(buf.handle) + layout.offsets[str(i)], a.ctypes.data, a.nbytes),
-                       "cuMemcpyHtoD")
+                _check(driver.cuMemcpyHtoDAsync(int(buf.handle) + layout.offsets[str(i)], a.ctypes.data, a.nbytes,
+                                                self.stream.handle), "cuMemcpyHtoDAsync")
+        self.stream.sync()
         return SearchResult(*(DeviceArray(buf, layout.offsets[str(i)], a.shape, a.dtype, self)
                               for i, a in enumerate(fields)))
 
     @staticmethod
     def _raise_for(err: int) -> None:
+        # a bad int32 token first: it can also look like a duplicate (two -2s)
+        if err & _ERR_BAD_TOKEN:
+            raise InputError("tokens: a negative int32 token other than -1 (checked on the device); int32 tokens "
+                             "must be in [0, 2**31 - 1], or -1 for padding")
         if err & _ERR_BAD_LOGPROB:
             raise InputError("logprobs: a non-padding entry is NaN or +inf (checked on the device); logprobs must "
                              "be finite or -inf")
         if err & _ERR_DUPLICATE:
             raise InputError("tokens: a token appears more than once in one row (checked on the device); each "
                              "proposed token may appear once per row")
-        if err & _ERR_BAD_TOKEN:
-            raise InputError("tokens: a negative int32 token other than -1 (checked on the device); int32 tokens "
-                             "must be in [0, 2**31 - 1], or -1 for padding")
         if err & _ERR_OVERFLOW:
             raise DeviceError("internal error: a candidate buffer overflowed (please report)")
 

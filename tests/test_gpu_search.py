@@ -287,7 +287,7 @@ def test_device_out_stats_and_empty_batches() -> None:
         assert isinstance(res.keyword_ids, DeviceArray) and isinstance(res.num_results, DeviceArray)
         assert res.keyword_ids.shape == (shape[0], cfg.results)
         assert_same(_to_host(res), want)
-        assert gpu.last_stats.shape == (shape[1], 4)
+        assert gpu.last_stats.shape == (shape[1], 4) and gpu.last_device_ms == 0.0
 
 
 def test_shared_memory_limit_refused_before_any_allocation() -> None:
@@ -353,6 +353,9 @@ def test_dlpack_cupy() -> None:
         gpu.search((cp.asarray(dup), cp.asarray(p.logprobs)), cfg)
     neg = p.tokens.view(np.int32).copy()
     neg[2, 4, int(np.flatnonzero(p.tokens[2, 4] != PAD)[0])] = -2
+    with pytest.raises(InputError, match="negative int32 token"):
+        gpu.search((cp.asarray(neg), cp.asarray(p.logprobs)), cfg)
+    neg[2, 4, int(np.flatnonzero(p.tokens[2, 4] != PAD)[1])] = -2  # twice in a row: still the real cause
     with pytest.raises(InputError, match="negative int32 token"):
         gpu.search((cp.asarray(neg), cp.asarray(p.logprobs)), cfg)
     big = p.tokens.copy()  # as uint32, 2**32 - 2 is a valid token, not an error

@@ -101,9 +101,8 @@ def _sort_keywords(tokens: np.ndarray, starts: np.ndarray, lens: np.ndarray, ids
         enter = by_len[first[j + 1]:first[j + 2]]
         pos = np.concatenate((starts[enter].astype(idt), cur_pos))
         sid = np.concatenate((enter.astype(idt), cur_id))
-        col = tokens[pos + j].astype(np.uint64)
-        col += np.uint64(1)
-        o = _packed_order(col, 33, consume=True)
+        # every keyword of this pass has a column j (its length is over j)
+        o = _packed_order(tokens[pos + j].astype(np.uint64), 32, consume=True)
         cur_pos, cur_id = pos[o], sid[o]
     return cur_id.astype(np.int64)
 
@@ -154,14 +153,15 @@ class _Preorder:
     cdepth: np.ndarray  # depth in the compressed trie
 
 
-def _preorder(lcp: np.ndarray, lens: np.ndarray, max_len: int) -> _Preorder:
+def _preorder(lcp: np.ndarray, lens: np.ndarray) -> _Preorder:
     """The compressed trie of sorted unique keywords (``lcp``, ``lens`` in sorted order), in preorder.
 
     Keyword i with ``lcp_i = d >= 1`` hangs off the depth-d node on its path, created by ``p(i)``, the last
     k < i with ``lcp_k < d`` (the keywords at least d long with ``lcp < d`` create the depth-d nodes).  Its
     own nodes follow in preorder: the branch points it creates, by depth, then its end.  Level by level
     (d ascending, over the depth-d nodes), this gives each branch point's creator, its place in
-    its creator's run, every keyword's parent node and compressed depth; no sort beyond grouping by lcp.
+    its creator's run, every keyword's parent node and compressed depth.  The only sorting: grouping the
+    keywords by lcp, and merging each level's creators (two sorted runs).
     """
     u = lcp.size
     max_lcp = int(lcp.max()) if u else 0
@@ -175,7 +175,8 @@ def _preorder(lcp: np.ndarray, lens: np.ndarray, max_len: int) -> _Preorder:
     creators = by_lcp[: bounds[1]]  # the keywords creating a depth-d node: lcp < d <= length (d = 1 here)
     for d in range(1, max_lcp + 1):
         if d > 1:  # drop the keywords shorter than d, add those with lcp = d - 1 (all longer: lcp < length)
-            creators = np.sort(np.concatenate((creators[lens[creators] >= d], by_lcp[bounds[d - 1]:bounds[d]])))
+            creators = np.sort(np.concatenate((creators[lens[creators] >= d], by_lcp[bounds[d - 1]:bounds[d]])),
+                               kind="stable")  # a merge of two sorted runs
         q = by_lcp[bounds[d]:bounds[d + 1]]
         if q.size == 0:
             continue
@@ -278,7 +279,7 @@ def _sorted_preorder(ks: KeywordSet, max_len: int) -> tuple[np.ndarray, _Preorde
     def one(ids: np.ndarray) -> tuple[np.ndarray, _Preorder]:
         order = _sort_keywords(tokens, starts, lens, ids, max_len)
         order, lcp = _dedup(order, _neighbour_lcp(tokens, starts[order], lens[order]), lens)
-        return order, _preorder(lcp, lens[order], max_len)
+        return order, _preorder(lcp, lens[order])
 
     parts = min(_cores(), 8, max(1, lens.size // MIN_PART))
     groups = _split_by_first_token(tokens, starts, parts)
@@ -316,7 +317,7 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArray
     starts_all = ks.offsets[:-1]
     max_len = int(lengths_all.max())
 
-    say("sort")
+    say("sort+trie")
     order, pre = _sorted_preorder(ks, max_len)
     starts = starts_all[order]
     lens = lengths_all[order]

@@ -21,7 +21,7 @@ __all__ = ["NarrowLoudsIndex"]
 
 _BITVECTORS = ("louds", "hi_flag", "linked", "terminal")
 _PACKED = ("labels_hi", "link_starts", "suffix", "keyword_ids")
-_BUILD_STAGES = ("sort", "order", "arrays")
+_BUILD_STAGES = ("sort+trie", "order", "arrays")  # as `build_arrays` reports them
 
 
 class NarrowLoudsIndex:
