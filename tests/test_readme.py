@@ -1,0 +1,19 @@
+"""The README's library example runs as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def test_readme_decoder_example_runs(tmp_path, monkeypatch, capsys):
+    text = README.read_text()
+    m = re.search(r"## Use it from your decoder\n\n```python\n(.*?)```", text, re.S)
+    assert m, "README: the 'Use it from your decoder' example is missing"
+    monkeypatch.chdir(tmp_path)  # it saves library.ftrie in the working directory
+    exec(compile(m.group(1), str(README), "exec"), {})
+    assert (tmp_path / "library.ftrie").exists()
+    out = capsys.readouterr().out
+    assert out.startswith("[1 3 0]")  # keywords [12, 7], [40], [12, 7, 9] for this input
