@@ -6,12 +6,14 @@ import math
 
 import numpy as np
 import pytest
+from flashtrie.reference_cpu import numpy_search
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from hypothesis import given
+from hypothesis import strategies as st
 from oracle import OracleTrie, oracle_search
 from strategies import rows_from_keywords, search_cases
 
-from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
+from flashtrie import InputError, KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
 
 PAD = 2**32 - 1
 
@@ -53,6 +55,31 @@ def test_matches_oracle_bigger(case) -> None:
     keywords, proposals, config, prefixes = case
     _, searcher = make(keywords)
     check(keywords, searcher, proposals, config, prefixes)
+
+
+@given(search_cases(max_queries=6), st.integers(1, 4), st.integers(1, 3))
+def test_parts_and_threads_equal_one_batch(case, threads, part) -> None:
+    keywords, proposals, config, prefixes = case
+    ks = KeywordSet.from_sequences(keywords) if isinstance(keywords, list) else keywords
+    index = NarrowLoudsIndex.build(ks)
+    one = NumpySearcher(index, collect_stats=True)
+    want = one.search(proposals, config, prefixes)
+    many = NumpySearcher(index, collect_stats=True, threads=threads)
+    with pytest.MonkeyPatch.context() as mp:  # parts of `part` queries, a thread for any part
+        mp.setattr(numpy_search, "MAX_PART_QUERIES", part)
+        mp.setattr(numpy_search, "MIN_THREAD_QUERIES", 1)
+        assert_same(many.search(proposals, config, prefixes), want)
+    assert many.path_counts == one.path_counts
+    np.testing.assert_array_equal(many.last_stats.per_step, one.last_stats.per_step)
+    assert many.last_stats.steps_run == one.last_stats.steps_run
+
+
+def test_threads_argument() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2]]))
+    assert NumpySearcher(index, threads=None).threads >= 1
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(InputError, match="threads"):
+            NumpySearcher(index, threads=bad)
 
 
 @given(search_cases(max_queries=4))
