@@ -30,7 +30,6 @@ The contract's early stop is applied per query (``early_stop=True``, output iden
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from flashtrie.cpus import usable_cpus
 from flashtrie.errors import InputError
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
@@ -170,7 +170,7 @@ class NumpySearcher:
         results are identical.
         """
         if threads is None:
-            threads = os.cpu_count() or 1
+            threads = usable_cpus()
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise InputError(f"threads: expected an integer >= 1 or None, got {threads!r}")
         self.threads = int(threads)

@@ -22,7 +22,6 @@ are built on threads too.  numpy releases the GIL in sorts, gathers and arithmet
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cpus import usable_cpus
 from ..keywords import KeywordSet
 from .bits import BitVector
 from .packed import PackedInts
@@ -228,7 +228,7 @@ def _preorder(lcp: np.ndarray, lens: np.ndarray) -> _Preorder:
 
 
 def _cores() -> int:
-    return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _in_parallel(*fns: Callable[[], Any]) -> list[Any]:
