@@ -140,6 +140,32 @@ def test_huge_fanout_both_intersection_paths() -> None:
     assert hub_hits > 0 and counts_big["enum"] - counts_small["enum"] == hub_hits
 
 
+def test_fanout_of_one_million() -> None:
+    """A root with 1M children (tokens spread up to 2**32 - 2) and a few deeper keywords: equals the oracle."""
+    rng = np.random.default_rng(11)
+    roots = np.unique(rng.integers(0, 2**32 - 1, size=1_050_000, dtype=np.int64))[:1_000_000]
+    assert roots.size == 1_000_000
+    deep = [[int(roots[i]), int(roots[j])] for i, j in rng.integers(0, roots.size, size=(200, 2))]
+    ks = KeywordSet.from_arrays(np.concatenate([roots, np.array(deep).ravel()]).astype(np.uint32),
+                                np.concatenate([np.arange(roots.size + 1), roots.size + 2 * np.arange(1, 201)]))
+    searcher = NumpySearcher(NarrowLoudsIndex.build(ks))
+    trie = OracleTrie(ks)
+    k = 1000
+    tok = np.full((2, 2, k), PAD, dtype=np.int64)
+    tok[:, 0, :] = np.stack([rng.choice(roots, size=k, replace=False) for _ in range(2)])
+    tok[:, 0, :10] = [d[0] for d in deep[:10]]  # roots that continue
+    tok[:, 1, :10] = [d[1] for d in deep[:10]]
+    tok[:, 1, 10:] = rng.choice(roots, size=(2, k - 10))
+    for q in range(2):  # rows must not repeat a token
+        for t in range(2):
+            _, first = np.unique(tok[q, t], return_index=True)
+            dup = np.setdiff1d(np.arange(k), first)
+            tok[q, t, dup] = PAD
+    lp = (np.round(np.log(rng.random((2, 2, k))) * 8) / 8).astype(np.float32)
+    got = check(trie, searcher, Proposals(tok, lp), SearchConfig(beam_width=50, max_results=2000, length_norm=0.3))
+    assert got.num_results.min() >= k and (got.lengths == 2).any()  # a whole row of roots, and deeper keywords
+
+
 def test_every_path_agrees_on_small_tries() -> None:
     """Rows of every width over one trie: enum, pair and mid-edge paths all run and match the oracle."""
     rng = np.random.default_rng(3)
