@@ -7,7 +7,9 @@ an out-of-range argument) print one line ``flashtrie: error: ...`` and exit with
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
 import textwrap
 import time
@@ -340,6 +342,33 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_info(args: argparse.Namespace) -> int:
+    from flashtrie.index import NarrowLoudsIndex
+    from flashtrie.index.fileformat import FORMAT_VERSION
+
+    path = Path(args.index)
+    if not path.exists():
+        raise InputError(f"{args.index}: no such file; build one with `flashtrie build KEYWORDS -o {args.index}`")
+    idx = NarrowLoudsIndex.load(path, verify=not args.no_verify)
+    st = idx.stats()
+    if args.json:
+        print(json.dumps({"file": str(path), "file_bytes": path.stat().st_size, **st, "meta": idx.meta},
+                         indent=1, sort_keys=True, default=str))
+        return 0
+    size = path.stat().st_size
+    print(f"{path}: {size:,} bytes, format version {FORMAT_VERSION}")  # load refuses any other version
+    print(f"  keywords {st['keywords']:,} ({st['unique_keywords']:,} unique, {st['duplicates']:,} duplicates), "
+          f"longest {idx.max_keyword_length} tokens, largest token {idx.max_token:,}")
+    print(f"  nodes {st['nodes']:,}: {st['terminal_nodes']:,} keyword ends, {st['linked_nodes']:,} with a "
+          f"compressed edge ({st['suffix_tokens']:,} tail tokens), {st['high_label_nodes']:,} labels >= 65536")
+    print(f"  arrays {st['bytes']:,} bytes, {st['bytes_per_keyword']:.2f} bytes per unique keyword"
+          + (f", built in {st['build_seconds']:.2f} s" if st.get("build_seconds") is not None else ""))
+    width = max(len(k) for k in st["arrays"])
+    for name, nbytes in sorted(st["arrays"].items(), key=lambda kv: -kv[1]):
+        print(f"    {name:<{width}}  {nbytes:>14,}  {100 * nbytes / max(st['bytes'], 1):5.1f} %")
+    return 0
+
+
 def cmd_search(args: argparse.Namespace) -> int:
     from flashtrie.harness.backends import BACKENDS, availability, close_searchers, make_searchers
     from flashtrie.harness.timing import summarize
@@ -621,6 +650,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("keywords", metavar="KEYWORDS", help="keyword library (.txt or .npz)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="index file to write")
 
+    p = _sub(subs, "info", "show what an index file holds: counts and bytes per array", """
+        Loads the index (memory-mapped; the CRC-32 of every array is checked unless --no-verify) and
+        prints its keyword and node counts and the bytes of each array, largest first.  The layout is
+        described in docs/index-format.md.
+
+        example:  flashtrie info data/kw.ftrie
+        """, cmd_info)
+    p.add_argument("index", metavar="INDEX", help="index file (from flashtrie build)")
+    p.add_argument("--json", action="store_true", help="print the statistics and metadata as JSON")
+    p.add_argument("--no-verify", action="store_true", help="skip the checksums (faster on a large file)")
+
     p = _sub(subs, "search", "search a workload with one backend and print the top results", """
         Runs one query per call (batch 1) and prints per-query results and the mean latency.  The numpy
         and gpu backends need --index (or --keywords to build one on the fly); marisa needs --keywords.
@@ -742,6 +782,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # output piped into a reader that stopped early (`| head`): not an error
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+        return 0
 
 
 if __name__ == "__main__":

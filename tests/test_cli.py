@@ -14,7 +14,7 @@ import pytest
 from flashtrie import KeywordSet, Proposals
 from flashtrie.cli import _ints, build_parser, main
 
-COMMANDS = ["gen-keywords", "gen-queries", "build", "search", "parity", "bench", "report", "demo"]
+COMMANDS = ["gen-keywords", "gen-queries", "build", "info", "search", "parity", "bench", "report", "demo"]
 
 
 def test_top_level_help(capsys: pytest.CaptureFixture[str]) -> None:
@@ -218,3 +218,27 @@ def test_integer_lists_refuse_non_integers(text: str, capsys: pytest.CaptureFixt
     with pytest.raises(SystemExit) as e:
         build_parser().parse_args(["bench", "beam", "-o", "x.jsonl", "--beams", text])
     assert e.value.code == 2 and "--beams" in capsys.readouterr().err
+
+
+def test_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from flashtrie import KeywordSet, NarrowLoudsIndex
+
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 2, 4], [70000], [1, 2, 3]]))
+    path = tmp_path / "kw.ftrie"
+    idx.save(path)
+    capsys.readouterr()
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"{path.stat().st_size:,} bytes" in out and "4 (3 unique, 1 duplicates)" in out
+    assert "labels_lo" in out and "1 labels >= 65536" in out
+    assert main(["info", str(path), "--json", "--no-verify"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert st["nodes"] == idx.num_nodes and st["file_bytes"] == path.stat().st_size
+    assert sum(st["arrays"].values()) == st["bytes"]
+    assert main(["info", str(tmp_path / "missing.ftrie")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    (tmp_path / "bad.ftrie").write_bytes(b"not an index at all, just text")
+    assert main(["info", str(tmp_path / "bad.ftrie")]) == 2
+    assert "not a flashtrie index" in capsys.readouterr().err
