@@ -1,10 +1,13 @@
-"""How many CPUs this process may use."""
+"""How many CPUs this process may use, and running independent numpy work on them."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
-__all__ = ["usable_cpus"]
+__all__ = ["usable_cpus", "in_parallel"]
 
 
 def usable_cpus() -> int:
@@ -13,3 +16,13 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+def in_parallel(fns: list[Callable[[], Any]], workers: int) -> list[Any]:
+    """The results of independent calls, in order, on up to ``workers`` threads (numpy releases the GIL in
+    its array work); in this thread when one worker is enough."""
+    workers = min(workers, len(fns))
+    if workers <= 1:
+        return [f() for f in fns]
+    with ThreadPoolExecutor(workers) as ex:
+        return [f.result() for f in [ex.submit(fn) for fn in fns]]

@@ -31,13 +31,13 @@ The contract's early stop is applied per query (``early_stop=True``, output iden
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
 
-from flashtrie.cpus import usable_cpus
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import InputError
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
@@ -256,12 +256,8 @@ class NumpySearcher:
                                 None if pref is None else pref[a:b], res, cnt, pc)
             return res, cnt, pc, st
 
-        workers = min(self.threads, parts)
-        if workers == 1:
-            done = list(map(one, bounds[:-1], bounds[1:]))
-        else:
-            with ThreadPoolExecutor(workers) as ex:
-                done = list(ex.map(one, bounds[:-1], bounds[1:]))
+        done = in_parallel([partial(one, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)],
+                           self.threads)
         steps_run = 0
         for a, b, (res, cnt, pc, st) in zip(bounds[:-1], bounds[1:], done, strict=True):
             for name in ("keyword_ids", "scores", "norm_scores", "lengths", "num_results"):

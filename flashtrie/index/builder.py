@@ -23,14 +23,13 @@ are built on threads too.  numpy releases the GIL in sorts, gathers and arithmet
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ..cpus import usable_cpus
+from ..cpus import in_parallel, usable_cpus
 from ..keywords import KeywordSet
 from .bits import BitVector
 from .packed import PackedInts
@@ -234,11 +233,7 @@ def _cores() -> int:
 
 def _in_parallel(*fns: Callable[[], Any]) -> list[Any]:
     """Results of independent numpy-heavy calls, run on up to one thread per core."""
-    workers = min(_cores(), len(fns))
-    if workers <= 1:
-        return [f() for f in fns]
-    with ThreadPoolExecutor(workers) as ex:
-        return [f.result() for f in [ex.submit(fn) for fn in fns]]
+    return in_parallel(list(fns), _cores())
 
 
 def _dedup(order: np.ndarray, lcp: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -286,8 +281,7 @@ def _sorted_preorder(ks: KeywordSet, max_len: int) -> tuple[np.ndarray, _Preorde
     groups = _split_by_first_token(tokens, starts, parts)
     if len(groups) == 1:
         return one(groups[0])
-    with ThreadPoolExecutor(min(len(groups), _cores())) as ex:
-        done = list(ex.map(one, groups))
+    done = _in_parallel(*[partial(one, g) for g in groups])
     # concatenate the subtries under one root: part k's node x > 0 moves to x + node_off[k]
     orders = [o for o, _ in done]
     sizes = np.array([p.creator.size - 1 for _, p in done], dtype=np.int64)

@@ -434,62 +434,42 @@ __device__ __forceinline__ void make_cand(const IndexView& I, const Params& P, u
     }
 }
 
+// Entry i of query q's candidate buffer (keys, pays), or the overflow flag when i is past the capacity.
+__device__ __forceinline__ void put_cand(const Params& P, u64* keys, uint4* pays, u32 q, u32 i, u64 k, uint4 p) {
+    if (i < P.cand_cap) {
+        const u64 o = (u64)q * P.cand_cap + i;
+        keys[o] = k; pays[o] = p;
+    } else {
+        atomicOr(P.err, ERR_OVERFLOW);
+    }
+}
+
 __device__ __forceinline__ void store_cand_thread(const Params& P, u32 q, const Cand& c) {
-    if (c.f) {
-        const u32 i = atomicAdd(&P.fcount[q], 1u);
-        if (i < P.cand_cap) {
-            const u64 o = (u64)q * P.cand_cap + i;
-            P.fkey[o] = c.fk; P.fpay[o] = c.fp;
-        } else {
-            atomicOr(P.err, ERR_OVERFLOW);
-        }
-    }
-    if (c.p) {
-        const u32 i = atomicAdd(&P.pcount[q], 1u);
-        if (i < P.cand_cap) {
-            const u64 o = (u64)q * P.cand_cap + i;
-            P.pkey[o] = c.pk; P.ppay[o] = c.pp;
-        } else {
-            atomicOr(P.err, ERR_OVERFLOW);
-        }
-    }
+    if (c.f) put_cand(P, P.fkey, P.fpay, q, atomicAdd(&P.fcount[q], 1u), c.fk, c.fp);
+    if (c.p) put_cand(P, P.pkey, P.ppay, q, atomicAdd(&P.pcount[q], 1u), c.pk, c.pp);
+}
+
+// The slot of this lane among the lanes set in mask (a ballot): one atomicAdd on count per warp.
+__device__ __forceinline__ u32 warp_slot(u32* count, u32 mask) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 leader = __ffs(mask) - 1;
+    u32 base = 0;
+    if (lane == leader) base = atomicAdd(count, (u32)__popc(mask));
+    base = __shfl_sync(FULL_MASK, base, leader);
+    return base + __popc(mask & ((1u << lane) - 1));
 }
 
 // Whole warp, same query q.
 __device__ __forceinline__ void store_cand_warp(const Params& P, u32 q, const Cand& c) {
-    const u32 lane = threadIdx.x & 31;
-    const u32 lt = (1u << lane) - 1;
     const u32 fm = __ballot_sync(FULL_MASK, c.f);
     if (fm) {
-        u32 base = 0;
-        const u32 leader = __ffs(fm) - 1;
-        if (lane == leader) base = atomicAdd(&P.fcount[q], (u32)__popc(fm));
-        base = __shfl_sync(FULL_MASK, base, leader);
-        if (c.f) {
-            const u32 i = base + __popc(fm & lt);
-            if (i < P.cand_cap) {
-                const u64 o = (u64)q * P.cand_cap + i;
-                P.fkey[o] = c.fk; P.fpay[o] = c.fp;
-            } else {
-                atomicOr(P.err, ERR_OVERFLOW);
-            }
-        }
+        const u32 i = warp_slot(&P.fcount[q], fm);
+        if (c.f) put_cand(P, P.fkey, P.fpay, q, i, c.fk, c.fp);
     }
     const u32 pm = __ballot_sync(FULL_MASK, c.p);
     if (pm) {
-        u32 base = 0;
-        const u32 leader = __ffs(pm) - 1;
-        if (lane == leader) base = atomicAdd(&P.pcount[q], (u32)__popc(pm));
-        base = __shfl_sync(FULL_MASK, base, leader);
-        if (c.p) {
-            const u32 i = base + __popc(pm & lt);
-            if (i < P.cand_cap) {
-                const u64 o = (u64)q * P.cand_cap + i;
-                P.pkey[o] = c.pk; P.ppay[o] = c.pp;
-            } else {
-                atomicOr(P.err, ERR_OVERFLOW);
-            }
-        }
+        const u32 i = warp_slot(&P.pcount[q], pm);
+        if (c.p) put_cand(P, P.pkey, P.ppay, q, i, c.pk, c.pp);
     }
 }
 
