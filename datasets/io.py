@@ -60,7 +60,7 @@ def load_keywords(path: str | os.PathLike[str]) -> LoadedKeywords:
         raise InputError(f"{path}: corrupt keyword library: header says {meta['num_keywords']} keywords, "
                          f"the arrays hold {len(keywords)}")
     p = meta.get("params")
-    return LoadedKeywords(keywords, KeywordParams.from_dict(p) if p is not None else None)
+    return LoadedKeywords(keywords, _params(path, KeywordParams, p) if p is not None else None)
 
 
 def save_workload(path: str | os.PathLike[str], workload: QueryWorkload, *, compress: bool = False) -> None:
@@ -94,10 +94,20 @@ def load_workload(path: str | os.PathLike[str]) -> QueryWorkload:
         raise InputError(f"{path}: corrupt workload: header shape {meta['shape']} differs from the arrays' "
                          f"{list(proposals.shape)}")
     relevant = [ids[off[i] : off[i + 1]].astype(np.int64) for i in range(q_n)]
-    return QueryWorkload(proposals, relevant, QueryParams.from_dict(meta["params"]), a["topics"])
+    return QueryWorkload(proposals, relevant, _params(path, QueryParams, meta.get("params")), a["topics"])
 
 
 # ------------------------------------------------------------------------------------------ helpers
+def _params(path: str | os.PathLike[str], cls: Any, raw: Any) -> Any:
+    """``cls.from_dict(raw)``, with the file named in the error when the stored parameters are bad."""
+    try:
+        if not isinstance(raw, dict):
+            raise InputError(f"expected a dict of parameters, got {type(raw).__name__}")
+        return cls.from_dict(raw)
+    except (InputError, TypeError, ValueError, KeyError) as e:
+        raise InputError(f"{path}: corrupt file: its generator parameters are invalid: {e}") from None
+
+
 def _meta_array(meta: dict[str, Any]) -> np.ndarray:
     return np.array(json.dumps(meta, sort_keys=True))
 
@@ -133,7 +143,8 @@ def _read(path: str | os.PathLike[str], fmt: str, names: tuple[str, ...]) -> tup
         raise
     except FileNotFoundError:
         raise InputError(f"{path}: no such file; expected {want}") from None
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, UnicodeDecodeError) as e:
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, UnicodeDecodeError, NotImplementedError,
+            RuntimeError) as e:  # zipfile: unknown compression, 'encrypted' entries
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise InputError(f"{path}: expected {want}; the file is not a readable .npz (truncated or corrupt?): "
                          f"{reason}") from None

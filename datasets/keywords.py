@@ -10,7 +10,9 @@ The library is grown top-down as a prefix tree, one depth at a time, for all key
 * a keyword that ends at this depth takes a slot no other keyword ending under the same prefix takes:
   the r-th of them gets a slot in ``[r * leaf_gap, (r + 1) * leaf_gap)``, so the keywords under a prefix
   are its most popular continuations, and the library has no accidental duplicates (real libraries are
-  sets); ``duplicate_fraction`` adds exact copies on purpose;
+  sets) while slots stay below ``vocab_size`` (a vocabulary much smaller than the default 2.2M wraps
+  slots around it, and then duplicates do occur; `flashtrie.NarrowLoudsIndex.build` collapses them and
+  ``flashtrie gen-keywords`` reports how many); ``duplicate_fraction`` adds exact copies on purpose;
 * at the root, slot k is token k (token id = popularity rank of first tokens); below, slot k of prefix h
   is mapped to a token by a bijection keyed on h (`_sibling_tokens`), so siblings always differ, equal
   prefixes always get the same children, and over the library token frequency falls as ``1 / id``.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flashtrie.errors import FlashTrieError, InputError
+from flashtrie.io_util import check_output_file
 
 __all__ = ["main", "build_parser"]
 
@@ -100,6 +101,28 @@ def _count(text: str) -> int:
     return v
 
 
+def _nonneg(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        v = int(text.strip())
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def _seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return v
+
+
 def _float(text: str) -> float:
     try:
         return float(text)
@@ -148,8 +171,8 @@ def _config(args: argparse.Namespace) -> Any:
 
 def _add_search_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("search configuration (see docs/semantics.md)")
-    g.add_argument("--beam", "-B", type=int, default=100, help="beam width B")
-    g.add_argument("--results", "-R", type=int, default=None, help="results per query R (default: B)")
+    g.add_argument("--beam", "-B", type=_count, default=100, help="beam width B")
+    g.add_argument("--results", "-R", type=_count, default=None, help="results per query R (default: B)")
     g.add_argument("--token-threshold", type=_float, default=-math.inf,
                    help="skip proposals whose logprob is <= this")
     g.add_argument("--score-threshold", type=_float, default=-math.inf,
@@ -166,7 +189,7 @@ def _add_input_options(p: argparse.ArgumentParser, keywords_required: bool = Fal
     g.add_argument("--index", "-i", metavar="FILE", help="narrow-LOUDS index from 'flashtrie build'")
     g.add_argument("--queries", "-q", metavar="FILE", required=True,
                    help="query workload (.npz from gen-queries, or a proposal TSV)")
-    g.add_argument("--limit", type=int, default=None, metavar="Q", help="use only the first Q queries")
+    g.add_argument("--limit", type=_count, default=None, metavar="Q", help="use only the first Q queries")
 
 
 def _load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool) -> tuple[Any, Any, Any]:
@@ -181,8 +204,9 @@ def _load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool
         with _Stage(f"loading keywords {args.keywords}", args.quiet):
             keywords = load_keywords(args.keywords)
     elif need_keywords:
-        raise InputError("--keywords: the marisa backend needs the keyword library; pass --keywords FILE "
-                         "or leave marisa out with --backends numpy,gpu")
+        hint = ("or choose --backend numpy or gpu" if hasattr(args, "backend")
+                else "or leave marisa out, e.g. --backends numpy,gpu")
+        raise InputError(f"--keywords: the marisa backend needs the keyword library; pass --keywords FILE {hint}")
     if need_index:
         if args.index:
             with _Stage(f"loading index {args.index}", args.quiet):
@@ -290,13 +314,20 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
     from flashtrie.datasets import KeywordParams, generate_keywords_from
     from flashtrie.harness.workloads import save_keywords
 
+    check_output_file(args.output, "--output")
     params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
                                                          {"vocab_size": args.vocab_size}))
     with _Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
         kw = generate_keywords_from(params)
     with _Stage(f"writing {args.output}", args.quiet):
         save_keywords(kw, args.output, params)
-    _say(f"{len(kw):,} keywords, {kw.tokens.size:,} tokens, max length {kw.max_length} -> {args.output}")
+    import numpy as np
+
+    from flashtrie.datasets._hashing import full_keyword_hashes
+
+    dups = len(kw) - int(np.unique(full_keyword_hashes(kw)).size)  # 64-bit hashes: collisions are negligible
+    _say(f"{len(kw):,} keywords ({dups:,} exact duplicates), {kw.tokens.size:,} tokens, max length {kw.max_length} "
+         f"-> {args.output}")
     return 0
 
 
@@ -311,6 +342,7 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
     from flashtrie.datasets import save_workload
     from flashtrie.harness.workloads import load_keywords
 
+    check_output_file(args.output, "--output", (args.keywords,))
     with _Stage(f"loading keywords {args.keywords}", args.quiet):
         kw = load_keywords(args.keywords)
     with _Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
@@ -328,6 +360,7 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 def cmd_build(args: argparse.Namespace) -> int:
     from flashtrie.harness.workloads import load_keywords
 
+    check_output_file(args.output, "--output", (args.keywords,))
     with _Stage(f"loading keywords {args.keywords}", args.quiet):
         kw = load_keywords(args.keywords)
     t0 = time.perf_counter()
@@ -379,6 +412,8 @@ def cmd_search(args: argparse.Namespace) -> int:
     if why is not None:
         raise InputError(f"--backend: {args.backend} is not available here: {why}")
     spec = BACKENDS[args.backend]
+    if args.output:
+        check_output_file(args.output, "--output", (args.keywords, args.index, args.queries))
     keywords, index, workload = _load_inputs(args, need_index=spec.needs == "index",
                                              need_keywords=spec.needs == "keywords")
     config = _config(args)
@@ -468,7 +503,13 @@ def _parity_records(args: argparse.Namespace, report: Any, workload: Any, kind: 
     _say(f"{len(recs)} records -> {args.records}")
 
 
+def _check_records_file(args: argparse.Namespace) -> None:
+    if getattr(args, "records", None):
+        check_output_file(args.records, "--records")
+
+
 def cmd_parity(args: argparse.Namespace) -> int:
+    _check_records_file(args)
     backends = _backends(args, have_keywords=bool(args.keywords))
     keywords, index, workload = _load_inputs(args, need_index=any(not _needs_keywords(b) for b in backends),
                                              need_keywords=any(_needs_keywords(b) for b in backends))
@@ -482,6 +523,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from flashtrie.harness import sweep as sw
 
     what = args.sweep
+    check_output_file(args.output, "--output", (args.keywords, args.index, args.queries))
     if what in ("beam", "batch", "quality", "all") and not args.queries:
         raise InputError(f"--queries: 'bench {what}' needs a query workload: --queries FILE (a .npz from "
                          "'flashtrie gen-queries', or a proposal TSV)")
@@ -492,10 +534,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     backends = _backends(args, have_keywords=bool(args.keywords) or what == "size")
     ctx = _context(args, args.output)
     if what == "build":
-        from flashtrie.harness.workloads import load_keywords
+        from flashtrie.harness.workloads import describe_keywords, load_keywords
 
-        kw = load_keywords(args.keywords)
-        sw.sweep_build(ctx, [(kw, {"source": args.keywords})], repeats=args.build_repeats, sweep="build")
+        with _Stage(f"loading keywords {args.keywords}", args.quiet):
+            kw = load_keywords(args.keywords)
+        sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
     elif what == "size":
         from flashtrie.datasets import generate_keywords
 
@@ -509,9 +552,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         sw.sweep_library_size(ctx, args.sizes, backends, make_keywords=make_keywords, make_workload=make_workload,
                               beam_width=args.beam, length_norm=args.length_norm)
     else:
+        from flashtrie.harness.workloads import describe_keywords
+
         keywords, index, workload = _load_inputs(args, need_index=True,
                                                  need_keywords=any(_needs_keywords(b) for b in backends)
                                                  or what in ("quality", "all"))
+        ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
+                       {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
         if what in ("beam", "all"):
             sw.sweep_beam_width(ctx, keywords, index, workload, backends, beams=args.beams,
                                 batch_size=args.batch_size, length_norm=args.length_norm)
@@ -533,17 +580,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 close_searchers(made)
             ctx.emit(recs)
         if what == "all":
-            sw.sweep_build(ctx, [(keywords, {"source": args.keywords})], repeats=args.build_repeats, sweep="build")
+            sw.sweep_build(ctx, [(keywords, ctx.library)], repeats=args.build_repeats, sweep="build")
     bad = [r for r in ctx.records if r.status in ("mismatch", "error")]
-    _say(f"{len(ctx.records)} records -> {args.output}" + (f" ({len(bad)} not ok)" if bad else ""))
-    for r in bad:
-        _say(f"  {r.kind} {r.backend} beam={r.config.get('beam_width')}: {r.status}: {r.message}")
+    skipped = [r for r in ctx.records if r.status == "skipped"]
+    notes = [f"{len(bad)} not ok"] if bad else []
+    notes += [f"{len(skipped)} skipped"] if skipped else []
+    _say(f"{len(ctx.records)} records -> {args.output}" + (f" ({', '.join(notes)})" if notes else ""))
+    for r in bad + skipped:
+        _say(f"  {r.kind} {r.backend} beam={r.config.get('beam_width')} batch={r.config.get('batch_size')}: "
+             f"{r.status}: {r.message}")
     return 1 if bad else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from flashtrie.harness.report import build_report
 
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--output: {args.output} is a file; the report needs a folder, such as reports/<name>/")
     path = build_report(args.results, args.output, title=args.title, include_anchors=not args.no_anchors)
     _say(f"report -> {path}")
     return 0
@@ -554,6 +608,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from flashtrie.harness.timing import summarize
     from flashtrie.harness.workloads import Loaded
 
+    _check_records_file(args)
     backends = _backends(args)
     t_start = time.perf_counter()
     with _Stage(f"generating {args.keywords:,} keywords (seed {args.seed})", args.quiet):
@@ -620,8 +675,8 @@ def build_parser() -> argparse.ArgumentParser:
         example:  flashtrie gen-keywords -n 200k -o data/kw.npz
         """, cmd_gen_keywords)
     p.add_argument("-n", type=_count, default=200_000, help="number of keywords (200000, 200k, 2M ...)")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
-    p.add_argument("--vocab-size", type=int, default=None, help="vocabulary size (default: the generator's, 2.2M)")
+    p.add_argument("--seed", type=_nonneg, default=0, help="random seed")
+    p.add_argument("--vocab-size", type=_count, default=None, help="vocabulary size (default: the generator's, 2.2M)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (.npz or .txt)")
 
     p = _sub(subs, "gen-queries", "generate a query workload (proposals + ground truth) for a library", """
@@ -634,10 +689,10 @@ def build_parser() -> argparse.ArgumentParser:
         """, cmd_gen_queries)
     p.add_argument("keywords", metavar="KEYWORDS", help="keyword library the queries are drawn from")
     p.add_argument("-n", type=_count, default=16, help="number of queries")
-    p.add_argument("-K", type=int, default=1000, help="proposals per step (benchmarks truncate to K = beam width)")
-    p.add_argument("--steps", "-T", type=int, default=None, help="decoding steps T (default: the generator's, 8)")
+    p.add_argument("-K", type=_count, default=1000, help="proposals per step (benchmarks truncate to K = beam width)")
+    p.add_argument("--steps", "-T", type=_count, default=None, help="decoding steps T (default: the generator's, 8)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=_nonneg, default=0, help="random seed")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="output .npz (or .tsv: the public FlashTrie proposal format, without ground truth)")
 
@@ -670,8 +725,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_options(p)
     _add_search_options(p)
     p.add_argument("--backend", "-b", default="numpy", help="marisa, numpy or gpu")
-    p.add_argument("--show", type=int, default=10, help="results to print per query")
-    p.add_argument("--show-queries", type=int, default=3, help="queries to print")
+    p.add_argument("--show", type=_nonneg, default=10, help="results to print per query")
+    p.add_argument("--show-queries", type=_nonneg, default=3, help="queries to print")
     p.add_argument("-o", "--output", metavar="FILE", help="also write all results to this .npz")
 
     p = _sub(subs, "parity", "check that backends return exactly the same results", """
@@ -696,9 +751,12 @@ def build_parser() -> argparse.ArgumentParser:
           quality  Precision@k / Recall@k vs beam width: constrained vs unconstrained decoding + filtering
           all      beam, batch, quality and build on the given inputs
 
-        Each case checks exact parity between backends before its numbers are kept, stores the speed-up
-        over marisa measured in the same case, the workload statistics, the environment and this
-        command.  Draw figures and tables afterwards with 'flashtrie report'.
+        Each case compares every backend's results exactly (ids, order, float32 bits); a case that differs
+        is recorded as 'mismatch' and the command exits with status 1.  Records store the speed-up over
+        marisa measured in the same case, the workload statistics, the library and workload parameters,
+        the environment and this command.  A backend whose last warmup call shows that one pass would take
+        more than 6x --max-seconds is recorded as 'skipped' (and listed at the end).  Draw figures and
+        tables afterwards with 'flashtrie report'.
 
         example:  flashtrie bench beam --keywords data/kw.npz --queries data/q.npz --beams 1,10,100 \\
                       -o results/beam.jsonl
@@ -711,29 +769,29 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--queries", "-q", metavar="FILE",
                    help="query workload (.npz from gen-queries, or a proposal TSV); needed by every sweep but "
                         "build and size")
-    g.add_argument("--limit", type=int, default=None, metavar="Q", help="use only the first Q queries")
+    g.add_argument("--limit", type=_count, default=None, metavar="Q", help="use only the first Q queries")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help=_BACKENDS_HELP)
     p.add_argument("--beams", type=_ints, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
-    p.add_argument("--beam", "-B", type=int, default=100, help="beam width for the batch and size sweeps")
-    p.add_argument("--batch-size", type=int, default=1, help="queries per call in the beam sweep")
+    p.add_argument("--beam", "-B", type=_count, default=100, help="beam width for the batch and size sweeps")
+    p.add_argument("--batch-size", type=_count, default=1, help="queries per call in the beam sweep")
     p.add_argument("--batch-sizes", type=_ints, default=[1, 2, 4, 8, 16, 32], help="batch sizes (batch)")
     p.add_argument("--sizes", type=_ints, default=[10_000, 100_000, 1_000_000], help="library sizes (size)")
     p.add_argument("--ks", type=_ints, default=[10, 100], help="k of Precision@k / Recall@k (quality)")
     p.add_argument("--length-norm", type=float, default=0.0, help="length normalisation alpha")
-    p.add_argument("--num-queries", type=int, default=16, help="queries per generated workload (size)")
-    p.add_argument("--steps", type=int, default=None, help="decoding steps of generated workloads (size)")
+    p.add_argument("--num-queries", type=_count, default=16, help="queries per generated workload (size)")
+    p.add_argument("--steps", type=_count, default=None, help="decoding steps of generated workloads (size)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="generated workloads (size)")
-    p.add_argument("--seed", type=int, default=0, help="seed of generated data (size)")
+    p.add_argument("--seed", type=_nonneg, default=0, help="seed of generated data (size)")
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
-    t.add_argument("--repeats", type=int, default=10, help="timed passes over the queries")
-    t.add_argument("--max-seconds", type=float, default=10.0,
-                   help="time budget per backend and case (at least one full pass is timed; a backend "
-                        "predicted to need far more is recorded as skipped)")
-    t.add_argument("--stats-queries", type=int, default=8,
+    t.add_argument("--warmup", type=_nonneg, default=2, help="untimed calls before timing")
+    t.add_argument("--repeats", type=_count, default=10, help="timed passes over the queries")
+    t.add_argument("--max-seconds", type=_seconds, default=10.0,
+                   help="time budget per backend and case (at least one full pass is timed; a backend whose "
+                        "last warmup call shows that a pass would take over 6x this is recorded as skipped)")
+    t.add_argument("--stats-queries", type=_nonneg, default=8,
                    help="queries replayed to measure valid-proposal fraction and beam fill")
-    t.add_argument("--build-repeats", type=int, default=1, help="builds per library (best is kept)")
+    t.add_argument("--build-repeats", type=_count, default=1, help="builds per library (best is kept)")
 
     p = _sub(subs, "report", "write a Markdown report with figures from stored records", """
         Reads records only (it never runs a benchmark) and writes OUTPUT/report.md with tables,
@@ -758,10 +816,10 @@ def build_parser() -> argparse.ArgumentParser:
         """, cmd_demo)
     p.add_argument("--keywords", type=_count, default=200_000, help="number of generated keywords")
     p.add_argument("--queries", type=_count, default=16, help="number of generated queries")
-    p.add_argument("-K", type=int, default=None, help="proposals per step (default: the beam width)")
-    p.add_argument("--steps", type=int, default=None, help="decoding steps (default: the generator's)")
+    p.add_argument("-K", type=_count, default=None, help="proposals per step (default: the beam width)")
+    p.add_argument("--steps", type=_count, default=None, help="decoding steps (default: the generator's)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
-    p.add_argument("--seed", type=int, default=0, help="random seed")
+    p.add_argument("--seed", type=_nonneg, default=0, help="random seed")
     p.add_argument("--backends", default="all", help=_BACKENDS_HELP)
     p.add_argument("--records", metavar="FILE", help="also append the demo's records to this .jsonl")
     _add_search_options(p)
@@ -778,6 +836,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FlashTrieError as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"{PROG}: error: {msg}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"{PROG}: error: out of memory; try a smaller input (-n, --limit, --sizes) or a machine with more "
+              "RAM", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -22,11 +22,29 @@ class KeywordSet:
     """N non-empty keywords; keyword ``i`` is ``tokens[offsets[i]:offsets[i + 1]]``.
 
     ``tokens`` is ``uint32`` (values in ``[0, 2**32 - 2]``), ``offsets`` is ``int64`` of length N + 1.
-    A keyword's id is its index.  Use the ``from_*`` constructors: they validate.
+    A keyword's id is its index.  Use the ``from_*`` constructors: they convert and validate; the plain
+    constructor takes those exact dtypes and checks the invariants (vectorised) so that no bad set
+    reaches a builder.
     """
 
     tokens: np.ndarray
     offsets: np.ndarray
+
+    def __post_init__(self) -> None:
+        tok, off = self.tokens, self.offsets
+        if not (isinstance(tok, np.ndarray) and tok.dtype == np.uint32 and tok.ndim == 1):
+            raise InputError(f"tokens: expected a 1-D uint32 array, got {_describe(tok)}; use "
+                             "KeywordSet.from_arrays or from_sequences to convert")
+        if not (isinstance(off, np.ndarray) and off.dtype == np.int64 and off.ndim == 1 and off.size >= 1):
+            raise InputError(f"offsets: expected a 1-D int64 array of length N + 1 >= 1, got {_describe(off)}; "
+                             "use KeywordSet.from_arrays to convert")
+        _check_offsets(off, tok.size)
+        pad = np.flatnonzero(tok > MAX_TOKEN)
+        if pad.size:
+            j = int(pad[0])
+            k = int(np.searchsorted(off, j, side="right") - 1)
+            raise InputError(f"keyword {k} (tokens[{j}]): token {int(tok[j])} is out of range; tokens must be in "
+                             f"[0, {MAX_TOKEN}] (2**32 - 1 is reserved for padding)")
 
     # ----------------------------------------------------------------------------- constructors
     @classmethod
@@ -42,17 +60,11 @@ class KeywordSet:
             raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
         if not np.issubdtype(off.dtype, np.integer):
             raise InputError(f"offsets: expected an integer array, got dtype {off.dtype}")
+        if off.dtype.kind == "u" and off.size and int(off.max()) > np.iinfo(np.int64).max:
+            j = int(np.argmax(off))
+            raise InputError(f"offsets[{j}]: {int(off[j])} is over the limit {np.iinfo(np.int64).max}")
         off = off.astype(np.int64, copy=False)
-        if off[0] != 0:
-            raise InputError(f"offsets[0]: must be 0, got {int(off[0])}")
-        if off[-1] != tok.size:
-            raise InputError(f"offsets[-1]: must equal len(tokens) = {tok.size}, got {int(off[-1])}")
-        lengths = np.diff(off)
-        bad = np.flatnonzero(lengths <= 0)
-        if bad.size:
-            i = int(bad[0])
-            raise InputError(f"keyword {i}: empty keyword (offsets[{i}] = offsets[{i + 1}] = {int(off[i])}); "
-                             "every keyword needs at least one token")
+        _check_offsets(off, tok.size)
         tok_u32 = _tokens_to_uint32(tok, off)
         return cls(np.ascontiguousarray(tok_u32), np.ascontiguousarray(off))
 
@@ -91,13 +103,17 @@ class KeywordSet:
             return cls(np.zeros(0, np.uint32), np.zeros(1, np.int64))
         is_digit = (buf >= ord("0")) & (buf <= ord("9"))
         is_nl = buf == ord("\n")
-        is_space = (buf == ord(" ")) | (buf == ord("\t")) | (buf == ord("\r"))
+        is_cr = buf == ord("\r")
+        crlf = is_cr & np.concatenate((is_nl[1:], [False]))  # CR only as part of a CRLF line end
+        is_space = (buf == ord(" ")) | (buf == ord("\t")) | crlf
         bad = np.flatnonzero(~(is_digit | is_nl | is_space))
         line_of = np.cumsum(is_nl) - is_nl  # 0-based line index of each byte
         if bad.size:
             b = int(bad[0])
             ch = bytes([buf[b]]).decode("latin-1")
-            raise InputError(f"{source}: line {int(line_of[b]) + 1}: unexpected character {ch!r}; expected "
+            what = ("a carriage return that does not end the line" if ch == "\r"
+                    else f"unexpected character {ch!r}")
+            raise InputError(f"{source}: line {int(line_of[b]) + 1}: {what}; expected "
                              "space-separated non-negative decimal token ids, one keyword per line")
         prev_digit = np.concatenate(([False], is_digit[:-1]))
         next_digit = np.concatenate((is_digit[1:], [False]))
@@ -161,11 +177,39 @@ class KeywordSet:
 
     def to_text(self, path: str | os.PathLike[str]) -> None:
         """Write the one-keyword-per-line text format (atomically)."""
-        lines = (" ".join(map(str, kw.tolist())) for kw in self)
-        atomic_write(path, ("\n".join(lines) + "\n").encode() if len(self) else b"")
+        if not len(self):
+            atomic_write(path, b"")
+            return
+        sep = np.full(self.tokens.size, " ", dtype="U1")
+        sep[self.offsets[1:] - 1] = "\n"
+        text = "".join(np.char.add(self.tokens.astype("U10"), sep).tolist())
+        atomic_write(path, text.encode())
 
     def __repr__(self) -> str:
         return f"KeywordSet(n={len(self)}, tokens={self.tokens.size}, max_length={self.max_length})"
+
+
+def _describe(a: object) -> str:
+    if isinstance(a, np.ndarray):
+        return f"a {a.ndim}-D {a.dtype} array"
+    return type(a).__name__
+
+
+def _check_offsets(off: np.ndarray, n_tokens: int) -> None:
+    """``off`` (int64) starts at 0, ends at ``n_tokens`` and strictly increases (no empty keyword)."""
+    if off[0] != 0:
+        raise InputError(f"offsets[0]: must be 0, got {int(off[0])}")
+    if off[-1] != n_tokens:
+        raise InputError(f"offsets[-1]: must equal len(tokens) = {n_tokens}, got {int(off[-1])}")
+    lengths = np.diff(off)
+    bad = np.flatnonzero(lengths <= 0)
+    if bad.size:
+        i = int(bad[0])
+        if lengths[i] == 0:
+            raise InputError(f"keyword {i}: empty keyword (offsets[{i}] = offsets[{i + 1}] = {int(off[i])}); "
+                             "every keyword needs at least one token")
+        raise InputError(f"offsets[{i + 1}]: offsets must increase, got offsets[{i}] = {int(off[i])} > "
+                         f"offsets[{i + 1}] = {int(off[i + 1])}")
 
 
 def _tokens_to_uint32(tok: np.ndarray, offsets: np.ndarray) -> np.ndarray:

@@ -100,13 +100,16 @@ def available_backends(names: Iterable[str] | None = None) -> tuple[list[str], d
 
 def parse_backends(text: str | None) -> list[str] | None:
     """``"marisa,numpy"`` → ["marisa", "numpy"]; None or "all" → None (every available backend)."""
-    if text is None or text.strip().lower() in ("", "all"):
+    from flashtrie.errors import InputError
+
+    if text is None or text.strip().lower() == "all":
         return None
     names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise InputError(f"--backends: expected a comma-separated list of {', '.join(BACKENDS)} (or 'all'), "
+                         f"got {text!r}")
     for n in names:
         if n not in BACKENDS:
-            from flashtrie.errors import InputError
-
             raise InputError(f"--backends: unknown backend {n!r}; expected a comma-separated list of "
                              f"{', '.join(BACKENDS)} (or 'all')")
     return names

@@ -99,6 +99,12 @@ def _axes_lines(ax: Any, data: dict[str, list[tuple[float, float]]], dashed: boo
                 alpha=0.7 if dashed else 1.0)
 
 
+def _legend(ax: Any, size: int) -> None:
+    """A legend when the axes hold labelled lines (matplotlib warns about an empty one)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=size)
+
+
 def _new(title: str, xlabel: str, ylabel: str, logx: bool = True, logy: bool = True, ncols: int = 1
          ) -> tuple[Figure, list[Any]]:
     fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
@@ -135,7 +141,7 @@ def latency_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
         _axes_lines(ax, series(sub, "latency", "beam_width", bw, lambda r: r.metrics["p99_ms"], _batch_label),
                     dashed=True, suffix=" p99")
         ax.set_title(g, fontsize=9)
-        ax.legend(fontsize=8)
+        _legend(ax, 8)
     return _save(fig, out_dir, "latency_vs_beam")
 
 
@@ -152,10 +158,10 @@ def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
         sub = [r for r in recs if workload_group(r) == g]
         data = series(sub, "latency", "beam_width", lambda r: r.config["beam_width"],
                       lambda r: r.metrics["speedup_vs_marisa"], _batch_label)
-        _axes_lines(ax, {k: v for k, v in data.items() if not k.startswith(BASELINE)})
+        _axes_lines(ax, {k: v for k, v in data.items() if k.split(" ")[0] != BASELINE})
         ax.axhline(1.0, color="k", linewidth=0.8)
         ax.set_title(g, fontsize=9)
-        ax.legend(fontsize=8)
+        _legend(ax, 8)
     return _save(fig, out_dir, "speedup_vs_beam")
 
 
@@ -171,7 +177,7 @@ def latency_vs_library(records: Sequence[Record], out_dir: Path) -> list[Path]:
     fig, (ax,) = _new("Latency per call vs library size", "keywords", "ms per call")
     _axes_lines(ax, mean, suffix=" mean")
     _axes_lines(ax, p99, dashed=True, suffix=" p99")
-    ax.legend(fontsize=8)
+    _legend(ax, 8)
     return _save(fig, out_dir, "latency_vs_library_size")
 
 
@@ -182,7 +188,7 @@ def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
         return []
     fig, (ax,) = _new("Throughput vs batch size", "queries per call (batch size)", "queries per second")
     _axes_lines(ax, data)
-    ax.legend(fontsize=8)
+    _legend(ax, 8)
     return _save(fig, out_dir, "throughput_vs_batch")
 
 
@@ -203,7 +209,7 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
                 ax.plot(xs, ys, marker="o" if name.startswith("constrained") else "v",
                         linestyle="-" if name.startswith("constrained") else "--", label=f"{name}, k={k}")
         ax.set_ylim(0, 1.02)
-        ax.legend(fontsize=7)
+        _legend(ax, 7)
     return _save(fig, out_dir, "quality_vs_beam")
 
 
@@ -237,8 +243,8 @@ def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
     ax2.set_yscale("linear")
     _axes_lines(ax1, t)
     _axes_lines(ax2, b)
-    ax1.legend(fontsize=8)
-    ax2.legend(fontsize=8)
+    _legend(ax1, 8)
+    _legend(ax2, 8)
     return _save(fig, out_dir, "build_vs_marisa")
 
 

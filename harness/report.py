@@ -97,18 +97,23 @@ def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> 
     lines = [f"## {title}", "", f"Workload: {_workload_line(recs[0], per_size=x_name == 'keywords')}.", ""]
     rows = []
     by_batch = x_name == "batch"  # the x column is the batch size already; show the beam instead
+    runs = sorted({r.run_id for r in recs})  # more than one run in a table: say which row is which
+    lead = ["run"] if len(runs) > 1 else []
     for r in sorted(recs, key=lambda r: (x_of(r) or 0, r.config.get("batch_size", 1), _backend_rank(r.backend))):
         m = r.metrics
         vf, bf = _wstats(r)
         ci = (f"{_fmt(m.get('ci95_low_ms'))}–{_fmt(m.get('ci95_high_ms'))}" if "ci95_low_ms" in m else None)
         third = r.config.get("beam_width") if by_batch else r.config.get("batch_size")
-        rows.append([x_of(r), r.config.get("K"), third, r.backend, m.get("mean_ms"),
+        rows.append([*([r.run_id] if lead else []), x_of(r), r.config.get("K"), third, r.backend, m.get("mean_ms"),
                      m.get("median_ms"), m.get("p99_ms"), ci, m.get("device_mean_ms"), m.get("throughput_qps"),
                      m.get("speedup_vs_marisa"), vf, bf, _status_cell(r)])
-    lines += _table([x_name, "K", "beam" if by_batch else "batch", "backend", "mean ms", "median ms", "p99 ms",
+    lines += _table([*lead, x_name, "K", "beam" if by_batch else "batch", "backend", "mean ms", "median ms", "p99 ms",
                      "95% CI of mean (ms)", "device ms", "q/s", "speed-up vs marisa", "valid proposals",
                      "mean beam fill", "status"], rows)
     lines.append("")
+    if lead:
+        lines += ["Rows come from more than one run (the `run` column); speed-ups compare backends of the same "
+                  "run only.", ""]
     return lines
 
 
@@ -345,6 +350,11 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
                  include_anchors: bool = True) -> Path:
     """Read records, draw figures into ``out_dir`` and write ``out_dir/report.md``; returns its path."""
     records = read_records(*sources)
+    if not records:
+        from flashtrie.errors import InputError
+
+        raise InputError(f"RESULTS: no records in {', '.join(str(s) for s in sources)}; run 'flashtrie bench ...' "
+                         "first (it appends records to its -o file)")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     drawn = plot_all(records, out)

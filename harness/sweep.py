@@ -9,8 +9,8 @@
 Every case runs each backend on the same batches, checks all results against the first backend that
 produced them (exact: ids, order, float32 bits), and stores the speed-up over marisa measured in the
 same case.  Timing: ``warmup`` untimed calls, then passes over the batches until ``repeats`` passes or
-``max_seconds`` (after one full pass).  A backend whose predicted time for one pass is far over the
-budget (extrapolated from the previous case as B·K) is recorded as ``skipped`` rather than run.
+``max_seconds`` (after one full pass).  A backend whose last warmup call shows that one pass would take
+far over the budget (``skip_factor`` x ``max_seconds``) is recorded as ``skipped`` rather than timed.
 """
 
 from __future__ import annotations
@@ -58,11 +58,16 @@ class RunContext:
     skip_factor: float = 6.0  # skip when the predicted pass time is over skip_factor * max_seconds
     stats_queries: int = 8
     progress: bool = True
+    #: the keyword library of the run (`flashtrie.harness.workloads.describe_keywords`), added to every
+    #: record's workload as "keywords" unless the record names its own
+    library: dict[str, Any] | None = None
     records: list[Record] = dataclasses.field(default_factory=list)
 
     def record(self, **fields: Any) -> Record:
         """A record with this run's env, command, run id and the current time."""
         ts = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        if self.library is not None and "keywords" not in fields.get("workload", {}):
+            fields["workload"] = {**fields.get("workload", {}), "keywords": self.library}
         return Record(env=self.env, command=list(self.command), run_id=self.run_id, timestamp=ts, **fields)
 
     def emit(self, records: Sequence[Record]) -> None:
@@ -158,18 +163,31 @@ def num_keywords_of(keywords: KeywordSet | None, index: Any) -> int:
 
 
 # --------------------------------------------------------------------------------------------- timing
-def _predicted_seconds(history: dict[str, tuple[float, float]], name: str, work: float, calls: int) -> float | None:
-    prev = history.get(name)
-    if prev is None:
-        return None
-    prev_work, prev_ms = prev
-    return prev_ms * (work / max(prev_work, 1.0)) * calls / 1000.0
+class _OverBudget(Exception):
+    """A warmup call showed that one pass over the batches would take far over the time budget."""
 
 
 def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig, ctx: RunContext
                   ) -> tuple[Timing, SearchResult]:
+    """Warm up, then time passes over ``batches``.
+
+    The last warmup call (the first timed call when there is no warmup) is a measured sample of the
+    cost of a call: when ``len(batches)`` calls of that cost exceed ``skip_factor * max_seconds``, raises
+    `_OverBudget` instead of timing.
+    """
+    limit = ctx.skip_factor * ctx.max_seconds
+
+    def check(call_s: float) -> None:
+        if call_s * len(batches) > limit:
+            raise _OverBudget(f"one call took {call_s:.3g} s, so one pass over {len(batches)} calls would take "
+                              f"about {call_s * len(batches):.3g} s, over {ctx.skip_factor:g} x the "
+                              f"{ctx.max_seconds:g} s budget (raise --max-seconds to time it)")
+
     for i in range(ctx.warmup):
+        t0 = time.perf_counter()
         searcher.search(batches[i % len(batches)], config)
+        if i == ctx.warmup - 1:
+            check(time.perf_counter() - t0)
     wall: list[float] = []
     device: list[float] = []
     first: list[SearchResult] = []
@@ -180,6 +198,8 @@ def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig,
             res = searcher.search(b, config)
             t1 = time.perf_counter_ns()
             wall.append((t1 - t0) / 1e6)
+            if ctx.warmup == 0 and len(wall) == 1:
+                check(wall[0] / 1000.0)
             d = device_ms_of(searcher)
             if d is not None:
                 device.append(d)
@@ -192,11 +212,8 @@ def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig,
 
 def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Proposals], config: SearchConfig, *,
                  sweep: str, workload: dict[str, Any], extra_config: dict[str, Any], workload_stats: dict[str, Any],
-                 history: dict[str, tuple[float, float]] | None = None, work: float = 1.0) -> list[Record]:
-    """Time every searcher on ``batches``, check parity, and return one record per backend.
-
-    ``history`` maps backend → (work, mean ms per call) of the previous case, used to skip hopeless runs.
-    """
+                 ) -> list[Record]:
+    """Time every searcher on ``batches``, check parity, and return one record per backend."""
     batch = batches[0].num_queries
     cfg = {"beam_width": config.beam_width, "max_results": config.results, "token_threshold": config.token_threshold,
            "score_threshold": config.score_threshold, "length_norm": config.length_norm, "batch_size": batch,
@@ -205,17 +222,11 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
     results: dict[str, SearchResult] = {}
     status: dict[str, tuple[str, str | None]] = {}
     for name, s in searchers.items():
-        if history is not None:
-            pred = _predicted_seconds(history, name, work, len(batches))
-            if pred is not None and pred > ctx.skip_factor * ctx.max_seconds:
-                status[name] = ("skipped", f"predicted {pred:.0f} s for one pass over {len(batches)} calls, "
-                                           f"over {ctx.skip_factor:g} x the {ctx.max_seconds:g} s budget")
-                continue
         try:
             timings[name], results[name] = _time_backend(s, batches, config, ctx)
             status[name] = ("ok", None)
-            if history is not None:
-                history[name] = (work, timings[name].wall.mean)
+        except _OverBudget as e:
+            status[name] = ("skipped", str(e))
         except Exception as e:  # noqa: BLE001 - recorded as an error
             status[name] = ("error", f"{type(e).__name__}: {e}")
     ref = next((n for n in reference_first(searchers) if n in results), None)
@@ -248,6 +259,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
                 metrics["speedup_vs_marisa"] = base.wall.mean / w.mean if w.mean > 0 else None
                 metrics["speedup_p99_vs_marisa"] = base.wall.p99 / w.p99 if w.p99 > 0 else None
             metrics["reference"] = ref
+            metrics["timing"] = {"warmup": ctx.warmup, "repeats": ctx.repeats, "max_seconds": ctx.max_seconds}
             metrics["mean_results"] = float(results[name].num_results.mean())
         out.append(ctx.record(kind="latency" if sweep != "batch_size" else "throughput", backend=name, status=st,
                               message=msg, sweep=sweep, workload=workload, config=cfg, metrics=metrics,
@@ -276,7 +288,6 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
         searchers, failed = make_searchers(backends, keywords, index)
         ctx.emit(_construction_errors(ctx, failed, "beam_width", wl))
     stats_search = stats_searcher(index, searchers)
-    history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
     try:
         for b in tqdm(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):
@@ -285,8 +296,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
             config = SearchConfig(beam_width=int(b), length_norm=length_norm)
             stats = workload_statistics(stats_search, props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, batch_size, None), config, sweep="beam_width",
-                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
-                                history=history, work=float(b) * k)
+                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats)
     finally:
         if own:
             close_searchers(searchers)
@@ -304,13 +314,11 @@ def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     k = props.shape[2]
     config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
     stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
-    history: dict[str, tuple[float, float]] = {}
     out: list[Record] = []
     try:
         for bs in tqdm(list(batch_sizes), desc="throughput vs batch size", disable=not ctx.progress, unit="batch"):
             out += measure_case(ctx, searchers, _batches(props, int(bs), calls), config, sweep="batch_size",
-                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats,
-                                history=history, work=float(bs))
+                                workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats)
     finally:
         close_searchers(searchers)
     return out
@@ -324,7 +332,6 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
     from flashtrie.index import NarrowLoudsIndex
 
     out: list[Record] = []
-    history: dict[str, tuple[float, float]] = {}
     for n in tqdm(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
         keywords, kw_params = make_keywords(int(n))
         workload = make_workload(keywords, int(n))
@@ -341,7 +348,7 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
             stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, 1, None), config, sweep="library_size",
                                 workload={**wl, "K_used": k}, extra_config={"K": k, "num_keywords": len(keywords)},
-                                workload_stats=stats, history=history, work=1.0)
+                                workload_stats=stats)
         finally:
             close_searchers(searchers)
     return out
@@ -395,6 +402,8 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
     divides the serialized bytes by the unique keywords, as `NarrowLoudsIndex.stats` does.
     """
     out: list[Record] = []
+    bar = tqdm(total=2 * max(repeats, 1) * len(libraries), desc="builds (narrow-LOUDS, marisa-trie)",
+               disable=not ctx.progress, unit="build")
     for keywords, params in libraries:
         n = len(keywords)
         wl = {"keywords": params, "num_keywords": n}
@@ -418,8 +427,10 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
             try:
                 times, obj, extra = [], None, {}
                 for _ in range(max(repeats, 1)):
+                    bar.set_postfix_str(f"{name}, {n:,} keywords")
                     obj, s, extra = build()
                     times.append(s)
+                    bar.update()
                 size = _file_bytes(lambda p, o=obj, sv=save: sv(o, p))
                 st = summarize(np.asarray(times) * 1000.0)
                 metrics = {"build_s": min(times), "build_mean_s": st.mean / 1000.0, "builds": len(times),
@@ -439,4 +450,5 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
                     (r.metrics["bytes"] - r.metrics.get("id_map_bytes", 0)) / max(base.metrics["bytes"], 1))
         ctx.emit(recs)
         out += recs
+    bar.close()
     return out

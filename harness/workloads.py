@@ -20,7 +20,7 @@ from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchResult
 
-__all__ = ["load_keywords", "load_workload", "load_index", "save_keywords",
+__all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index", "save_keywords",
            "workload_params", "relevant_sets", "truncate_proposals", "concat_results", "tile_proposals",
            "sniff_kind", "Loaded"]
 
@@ -29,6 +29,8 @@ __all__ = ["load_keywords", "load_workload", "load_index", "save_keywords",
 def sniff_kind(path: str | os.PathLike[str]) -> str:
     """Guess what a file holds: 'index', 'npz', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes)."""
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{p}: is a folder; expected a file")
     if not p.is_file():
         raise InputError(f"{p}: no such file")
     with p.open("rb") as f:
@@ -60,7 +62,7 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
     """Keywords from a text file (one keyword per line) or a keyword .npz written by ``flashtrie gen-keywords``."""
     kind = sniff_kind(path)
     expected = "a keyword file (one keyword per line of token ids, or a keywords .npz from 'flashtrie gen-keywords')"
-    if kind == "text":
+    if kind in ("text", "unknown"):  # the text parser names the line and character that are wrong
         return KeywordSet.from_text(path)
     if kind == "npz":
         from flashtrie.datasets import load_keywords as load_npz
@@ -68,6 +70,25 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
         return load_npz(path).keywords
 
     raise _wrong_kind(path, expected, kind)
+
+
+def describe_keywords(path: str | os.PathLike[str], keywords: KeywordSet) -> dict[str, Any]:
+    """Where a loaded library came from, for records: the file, its counts, a CRC-32 of its arrays and, for a
+    .npz from ``flashtrie gen-keywords``, the generator parameters (so the library can be made again)."""
+    import zlib
+
+    crc = zlib.crc32(memoryview(keywords.tokens).cast("B"))
+    crc = zlib.crc32(memoryview(keywords.offsets).cast("B"), crc) & 0xFFFF_FFFF
+    out: dict[str, Any] = {"source": str(path), "num_keywords": len(keywords), "num_tokens": int(keywords.tokens.size),
+                           "crc32": f"{crc:08x}"}
+    if sniff_kind(path) == "npz":
+        import json
+
+        with np.load(path, allow_pickle=False) as z:  # reads only the small 'meta' member
+            meta = json.loads(str(z["meta"][()]))
+        if meta.get("params"):
+            out["generator"] = {"command": "flashtrie gen-keywords", **meta["params"]}
+    return out
 
 
 def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: Any = None) -> None:

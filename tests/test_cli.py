@@ -242,3 +242,73 @@ def test_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "bad.ftrie").write_bytes(b"not an index at all, just text")
     assert main(["info", str(tmp_path / "bad.ftrie")]) == 2
     assert "not a flashtrie index" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["build", "{kw}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
+    (["build", "{kw}", "-o", "{kw}"], "is also the input"),
+    (["build", "{kw}", "-o", "{kw}/sub.ftrie"], "--output: cannot create the folder"),
+    (["gen-keywords", "-n", "10", "-o", "/dev/null"], "is not a regular file"),
+    (["search", "--index", "{idx}", "--queries", "{q}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
+    (["bench", "beam", "--index", "{idx}", "--queries", "{q}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
+    (["parity", "--index", "{idx}", "--queries", "{q}", "--records", "{tmp}"], "--records: {tmp} is a folder"),
+    (["report", "{records}", "-o", "{kw}"], "--output: {kw} is a file"),
+    (["report", "{empty}", "-o", "{tmp}/rep"], "no records in"),
+    (["parity", "--index", "{idx}", "--queries", "{q}", "--backends", ""], "--backends: expected a comma"),
+    (["search", "--backend", "marisa", "--index", "{idx}", "--queries", "{q}"], "choose --backend numpy or gpu"),
+    (["build", "{tmp}", "-o", "{tmp}/x.ftrie"], "is a folder; expected a file"),
+])
+def test_bad_paths_are_one_line_errors_before_work(argv: list[str], expected: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    main(["build", str(kw), "-o", str(idx), "--quiet"])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = tmp_path / "r.jsonl"
+    main(["bench", "beam", "--index", str(idx), "--queries", str(q), "--beams", "2", "--repeats", "1", "--warmup", "0",
+          "-o", str(res), "--quiet"])
+    capsys.readouterr()
+    subst = {"kw": kw, "q": q, "idx": idx, "tmp": tmp_path, "empty": empty, "records": res}
+    rc = main([a.format(**subst) for a in argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, err
+    assert len(err) == 1 and err[0].startswith("flashtrie: error: ") and expected.format(**subst) in err[0], err
+    assert not (tmp_path / "rep").exists()
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["bench", "beam", "--batch-size", "0"], "--batch-size"),
+    (["bench", "size", "--num-queries", "0"], "--num-queries"),
+    (["bench", "beam", "--repeats", "0"], "--repeats"),
+    (["bench", "beam", "--warmup", "-1"], "--warmup"),
+    (["bench", "beam", "--max-seconds", "nan"], "--max-seconds"),
+    (["bench", "beam", "--max-seconds", "-1"], "--max-seconds"),
+    (["bench", "build", "--build-repeats", "0"], "--build-repeats"),
+    (["search", "--show", "-1"], "--show"),
+    (["search", "--beam", "0"], "--beam"),
+    (["demo", "--beam", "0"], "--beam"),
+    (["gen-queries", "kw.npz", "-K", "0"], "-K"),
+    (["gen-keywords", "--seed", "-1"], "--seed"),
+])
+def test_bad_numbers_name_their_flag(argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "-o", "x"] if argv[0] in ("bench", "gen-keywords", "gen-queries") else argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "Traceback" not in err, err
+
+
+def test_bench_records_library_and_timing(tmp_path: Path) -> None:
+    kw = tmp_path / "kw.npz"
+    assert main(["gen-keywords", "-n", "3000", "--seed", "5", "-o", str(kw), "--quiet"]) == 0
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "build", "--keywords", str(kw), "-o", str(res), "--quiet"]) == 0
+    from flashtrie.harness.records import read_records
+
+    recs = read_records(res)
+    assert {r.backend for r in recs} == {"narrow-louds", "marisa-trie"}
+    for r in recs:
+        lib = r.workload["keywords"]
+        assert lib["generator"]["n"] == 3000 and lib["generator"]["seed"] == 5
+        assert lib["num_keywords"] == 3000 and len(lib["crc32"]) == 8

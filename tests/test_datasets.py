@@ -270,3 +270,17 @@ def test_wrong_files_refused(tmp_path, small_lib: KeywordSet, dense: QueryWorklo
     with pytest.raises(InputError, match="version 99"):
         load_keywords(ver)
     assert zipfile.is_zipfile(lib_path)
+    # an unknown compression method in the zip directory (zipfile raises NotImplementedError)
+    raw = bytearray(data)
+    i = raw.rfind(b"PK\x01\x02")
+    raw[i + 10] ^= 0xFF
+    odd = tmp_path / "odd.npz"
+    odd.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="not a readable .npz"):
+        load_keywords(odd)
+    bad_params = tmp_path / "params.npz"
+    np.savez(bad_params, meta=np.array('{"format": "flashtrie.datasets.keywords", "version": 1, "num_keywords": 1, '
+                                       '"params": {"bogus": 1}}'), tokens=np.array([1], np.uint32),
+             offsets=np.array([0, 1], np.int64))
+    with pytest.raises(InputError, match=f"{bad_params}.*generator parameters"):
+        load_keywords(bad_params)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -551,3 +553,59 @@ def test_git_state_dirty_ignores_generated_reports(monkeypatch, tmp_path):
     assert git_state(tmp_path)["dirty"] is False
     (tmp_path / "code.py").write_text("x = 2\n")
     assert git_state(tmp_path)["dirty"] is True
+
+
+class _Slow:
+    """A searcher whose calls take at least ``seconds`` (sleeps), for the skip rule."""
+
+    name = "numpy"
+
+    def __init__(self, inner: Any, seconds: float) -> None:
+        self.inner, self.seconds = inner, seconds
+
+    def search(self, proposals: Any, config: Any, prefixes: Any = None) -> Any:
+        time.sleep(self.seconds)
+        return self.inner.search(proposals, config, prefixes)
+
+
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_backend_over_budget_is_skipped_from_a_measured_call(warmup: int) -> None:
+    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.reference_cpu import NumpySearcher
+
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
+    idx = NarrowLoudsIndex.build(kws)
+    props = Proposals(np.array([[[1, 4], [2, 3]]]), np.log(np.array([[[0.6, 0.4], [0.5, 0.5]]], dtype=np.float32)))
+    cfg = SearchConfig(beam_width=2)
+    batches = [props] * 4
+    # one call sleeps 20 ms: 4 calls need >= 80 ms, over skip_factor x max_seconds = 1 x 10 ms
+    ctx = RunContext(warmup=warmup, repeats=1, max_seconds=0.01, skip_factor=1.0, progress=False)
+    slow = {"numpy": _Slow(NumpySearcher(idx), 0.02)}
+    (rec,) = measure_case(ctx, slow, batches, cfg, sweep="beam_width", workload={}, extra_config={},
+                          workload_stats={})
+    assert rec.status == "skipped" and "one call took" in rec.message and "--max-seconds" in rec.message
+    # a budget that fits is timed: over 1 x 60 s
+    ctx = RunContext(warmup=warmup, repeats=1, max_seconds=60.0, skip_factor=1.0, progress=False)
+    (rec,) = measure_case(ctx, slow, batches, cfg, sweep="beam_width", workload={}, extra_config={},
+                          workload_stats={})
+    assert rec.status == "ok" and rec.metrics["samples"] == 4
+    assert rec.metrics["timing"] == {"warmup": warmup, "repeats": 1, "max_seconds": 60.0}
+
+
+def test_report_names_the_run_of_each_row_when_runs_mix(tmp_path: Path) -> None:
+    from flashtrie.harness.report import render_markdown
+    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.reference_cpu import NumpySearcher
+
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
+    idx = NarrowLoudsIndex.build(kws)
+    props = Proposals(np.array([[[1, 4], [2, 3]]]), np.log(np.array([[[0.6, 0.4], [0.5, 0.5]]], dtype=np.float32)))
+    recs = []
+    for run, backends in (("run-a", ["numpy", "other"]), ("run-b", ["numpy"])):
+        ctx = RunContext(run_id=run, warmup=0, repeats=1, progress=False)
+        s = {b: NumpySearcher(idx) for b in backends}
+        recs += measure_case(ctx, s, [props], SearchConfig(beam_width=2), sweep="beam_width",
+                             workload={"preset": "x"}, extra_config={}, workload_stats={})
+    md = render_markdown(recs, ["r.jsonl"], tmp_path, {}, "t", include_anchors=False)
+    table = md.split("## Latency vs beam width")[1]
+    assert "| run |" in table and "run-a" in table and "run-b" in table

@@ -294,3 +294,93 @@ def test_failed_save_keeps_old_file(tmp_path, small_index, monkeypatch):
         small_index.save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["a.ftrie"]
+
+
+def _rewrite_header(raw: bytes, edit) -> bytes:
+    """``raw`` with its JSON header changed by ``edit(doc)`` and a valid header checksum (a crafted file)."""
+    import json
+
+    magic, version, _, n = struct.unpack_from("<8sIIQ", raw)
+    doc = json.loads(raw[24 : 24 + n])
+    edit(doc)
+    head = json.dumps(doc, sort_keys=True).encode()
+    old_start = -(-(24 + n) // 64) * 64
+    new_start = -(-(24 + len(head)) // 64) * 64
+    prefix = struct.pack("<8sIIQ", magic, version, zlib.crc32(head) & 0xFFFF_FFFF, len(head)) + head
+    return prefix + b"\0" * (new_start - len(prefix)) + raw[old_start:]
+
+
+@pytest.mark.parametrize("field, value, match", [
+    ("suffix.width", 5, "inconsistent index"),
+    ("labels_hi.width", 40, "inconsistent index"),
+    ("num_nodes", 3, "inconsistent index"),
+    ("louds.nbits", "x", "corrupt metadata"),
+    ("keyword_ids.size", 1, "inconsistent index"),
+])
+def test_load_refuses_crafted_metadata(tmp_path, small_index, field, value, match):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(_rewrite_header(path.read_bytes(), lambda d: d["meta"].__setitem__(field, value)))
+    with pytest.raises(IndexFormatError, match=match):
+        NarrowLoudsIndex.load(bad)
+
+
+def test_load_refuses_bad_array_table_and_trailing_bytes(tmp_path, small_index):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    raw = path.read_bytes()
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(raw + b"\0" * 64)
+    with pytest.raises(IndexFormatError, match="unexpected bytes after the last array"):
+        NarrowLoudsIndex.load(bad)
+
+    def shift(d):
+        d["arrays"][1]["offset"] += 64
+
+    bad.write_bytes(_rewrite_header(raw, shift))
+    with pytest.raises(IndexFormatError, match="bad array entry"):
+        NarrowLoudsIndex.load(bad)
+
+    def bad_shape(d):
+        d["arrays"][0]["shape"] = ["3"]
+
+    bad.write_bytes(_rewrite_header(raw, bad_shape))
+    with pytest.raises(IndexFormatError, match="bad array entry"):
+        NarrowLoudsIndex.load(bad)
+    rank = next(i for i, e in enumerate(small_index.arrays) if e == "louds.rank")
+
+    def corrupt_rank(d):
+        d["arrays"][rank]["crc32"] = 0
+
+    bad.write_bytes(_rewrite_header(raw, corrupt_rank))  # the table lies about a checksum only
+    with pytest.raises(IndexFormatError, match="checksum"):
+        NarrowLoudsIndex.load(bad)
+    assert NarrowLoudsIndex.load(bad, verify=False).num_nodes == small_index.num_nodes
+
+
+@pytest.mark.parametrize("bad", [[1.5, 2], ["1"], [True], [2**64], [-1], [MAX_TOKEN + 1]])
+def test_walk_and_lookup_refuse_non_tokens(small_index, bad):
+    with pytest.raises(InputError, match=r"tokens\[0\]"):
+        small_index.lookup(bad)
+    with pytest.raises(InputError, match=r"tokens\[0\]"):
+        small_index.walk(bad)
+
+
+def test_saved_file_mode_and_symlink(tmp_path, small_index):
+    import os
+
+    path = tmp_path / "a.ftrie"
+    umask = os.umask(0o022)
+    try:
+        small_index.save(path)
+        assert path.stat().st_mode & 0o777 == 0o644
+        path.chmod(0o640)
+        small_index.save(path)  # replacing keeps the old file's permissions
+        assert path.stat().st_mode & 0o777 == 0o640
+        link = tmp_path / "current.ftrie"
+        link.symlink_to(path)
+        small_index.save(link)  # the link stays a link; the file it points to is replaced
+        assert link.is_symlink() and NarrowLoudsIndex.load(link).num_nodes == small_index.num_nodes
+    finally:
+        os.umask(umask)

@@ -76,6 +76,8 @@ def test_keywordset_bad_sequences(seqs: list, words: list[str]) -> None:
     ([1], [1, 1], ["offsets[0]", "1"]),
     ([1], [0, 2], ["offsets[-1]", "1", "2"]),
     ([[1]], [0, 1], ["tokens", "1-D"]),
+    ([1, 2, 3, 4], [0, 3, 2, 4], ["offsets[2]", "must increase", "offsets[1] = 3 > offsets[2] = 2"]),
+    ([1, 2, 3, 4], np.array([0, 2**63 + 5, 4], np.uint64), ["offsets[1]", "9223372036854775813", "limit"]),
 ])
 def test_keywordset_bad_arrays(tokens: list, offsets: list, words: list[str]) -> None:
     with pytest.raises(InputError) as e:
@@ -90,6 +92,7 @@ def test_keywordset_bad_arrays(tokens: list, offsets: list, words: list[str]) ->
     (b"1\n-2\n", ["line 2", "'-'"]),
     (b"4294967295\n", ["line 1", "4294967295", "4294967294"]),
     (b"1\n99999999999\n", ["line 2", "99999999999", "4294967294"]),
+    (b"1 2\r3 4\n", ["line 1", "carriage return"]),
 ])
 def test_keywordset_bad_text(tmp_path: Path, data: bytes, words: list[str]) -> None:
     path = tmp_path / "bad.txt"
@@ -98,6 +101,23 @@ def test_keywordset_bad_text(tmp_path: Path, data: bytes, words: list[str]) -> N
         KeywordSet.from_text(path)
     for w in words + [str(path)]:
         assert w in str(e.value), (w, str(e.value))
+
+
+def test_keywordset_plain_constructor_checks_invariants() -> None:
+    ok = KeywordSet(np.array([1, 2], np.uint32), np.array([0, 1, 2], np.int64))
+    assert ok.to_sequences() == [[1], [2]]
+    with pytest.raises(InputError, match="tokens: expected a 1-D uint32 array.*from_arrays"):
+        KeywordSet(np.array([-1, 3]), np.array([0, 2]))
+    with pytest.raises(InputError, match="4294967295"):
+        KeywordSet(np.array([2**32 - 1], np.uint32), np.array([0, 1], np.int64))
+    with pytest.raises(InputError, match="offsets: expected"):
+        KeywordSet(np.array([1], np.uint32), [0, 1])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="empty keyword"):
+        KeywordSet(np.array([1], np.uint32), np.array([0, 0, 1], np.int64))
+
+
+def test_text_crlf_is_a_line_end() -> None:
+    assert KeywordSet.from_text_bytes(b"1 2\r\n3 4\r\n").to_sequences() == [[1, 2], [3, 4]]
 
 
 # ------------------------------------------------------------------------------------------ Proposals

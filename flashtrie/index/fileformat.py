@@ -88,19 +88,26 @@ def read_index_file(path: str | os.PathLike[str], verify: bool = True) -> tuple[
         doc = json.loads(header)
         table = doc["arrays"]
         meta = doc["meta"]
-    except (ValueError, KeyError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"{p}: corrupt header ({e})") from None
-    if doc.get("format") != FORMAT_NAME:
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
         raise IndexFormatError(f"{p}: not a narrow-LOUDS index (format {doc.get('format')!r})")
+    if doc.get("version") != FORMAT_VERSION or not isinstance(meta, dict) or not isinstance(table, list):
+        raise IndexFormatError(f"{p}: corrupt header (version {doc.get('version')!r}, or no array table)")
     data_start = -(-(_PREFIX.size + head_len) // _ALIGN) * _ALIGN
-    total = sum(-(-e["nbytes"] // _ALIGN) * _ALIGN for e in table)
-    if data_start + total > size:
-        raise IndexFormatError(f"{p}: truncated: arrays need {data_start + total} bytes, the file has {size}")
+    offset = 0
+    for e in table:  # the arrays follow each other, each padded to the alignment, as written
+        if not _valid_entry(e) or e["offset"] != offset:
+            raise IndexFormatError(f"{p}: corrupt header (bad array entry {str(e)[:200]})")
+        offset += -(-e["nbytes"] // _ALIGN) * _ALIGN
+    if data_start + offset > size:
+        raise IndexFormatError(f"{p}: truncated: arrays need {data_start + offset} bytes, the file has {size}")
+    if data_start + offset < size:
+        raise IndexFormatError(f"{p}: {size - data_start - offset} unexpected bytes after the last array "
+                               "(a damaged or foreign file)")
     mm = np.memmap(p, dtype=np.uint8, mode="r")  # size >= _PREFIX.size > 0, checked above
     arrays: dict[str, np.ndarray] = {}
     for e in table:
-        if e["dtype"] not in _DTYPES:
-            raise IndexFormatError(f"{p}: array {e['name']}: unsupported dtype {e['dtype']}")
         dt = np.dtype(e["dtype"])
         start = data_start + int(e["offset"])
         count = int(np.prod(e["shape"], dtype=np.int64))
@@ -111,3 +118,13 @@ def read_index_file(path: str | os.PathLike[str], verify: bool = True) -> tuple[
             raise IndexFormatError(f"{p}: array {e['name']} is corrupt (checksum mismatch); rebuild the index")
         arrays[e["name"]] = a
     return arrays, meta
+
+
+def _valid_entry(e: Any) -> bool:
+    """An array-table entry with the right fields and types."""
+    def nonneg(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+    return (isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("dtype") in _DTYPES
+            and isinstance(e.get("shape"), list) and all(nonneg(d) for d in e["shape"])
+            and nonneg(e.get("offset")) and nonneg(e.get("nbytes")) and nonneg(e.get("crc32")))

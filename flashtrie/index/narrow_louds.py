@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import IndexFormatError, InputError
 from ..keywords import KeywordSet
+from ..tokens import check_token_sequence
 from .bits import BitVector
 from .builder import BuiltArrays, build_arrays
 from .fileformat import read_index_file, write_index_file
@@ -118,13 +119,66 @@ class NarrowLoudsIndex:
                                       arrays.get(f"{name}.select0"))
             pks = {name: PackedInts(arrays[f"{name}.words"], int(meta[f"{name}.width"]), int(meta[f"{name}.size"]))
                    for name in _PACKED}
-            labels_lo = arrays["labels_lo"]
-            if labels_lo.size != int(meta["num_nodes"]):
-                raise IndexFormatError(f"{path}: labels_lo has {labels_lo.size} entries, expected {meta['num_nodes']}")
-            return cls(bvs["louds"], labels_lo, bvs["hi_flag"], pks["labels_hi"], bvs["linked"], pks["link_starts"],
-                       pks["suffix"], bvs["terminal"], pks["keyword_ids"], dict(meta))
+            idx = cls(bvs["louds"], arrays["labels_lo"], bvs["hi_flag"], pks["labels_hi"], bvs["linked"],
+                      pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], dict(meta))
         except KeyError as e:
             raise IndexFormatError(f"{path}: missing array or field {e}; the file is incomplete") from None
+        except (TypeError, ValueError) as e:
+            raise IndexFormatError(f"{path}: corrupt metadata ({e}); rebuild the index") from None
+        problem = idx._layout_problem(verify)
+        if problem:
+            raise IndexFormatError(f"{path}: inconsistent index: {problem}; rebuild the index")
+        return idx
+
+    def _layout_problem(self, full: bool) -> str | None:
+        """What is wrong with the arrays' sizes, widths and counts (so every read stays inside its array),
+        or None.  ``full`` also recomputes every rank directory and select0 hint array from its bits."""
+        n = self.num_nodes
+        if n < 1 or self.num_unique < 1 or self.num_keywords < self.num_unique or self.max_keyword_length < 1:
+            return (f"counts nodes={n}, keywords={self.num_keywords}, unique={self.num_unique}, "
+                    f"max length={self.max_keyword_length}")
+        if self.labels_lo.dtype != np.uint16 or self.labels_lo.shape != (n,):
+            return f"labels_lo is {self.labels_lo.dtype}{list(self.labels_lo.shape)}, expected uint16[{n}]"
+        want_bits = {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}
+        for name, nbits in want_bits.items():
+            bv: BitVector = getattr(self, name)
+            nwords = (nbits + 63) // 64 + 1
+            nwords += (-nwords) % 4
+            if bv.nbits != nbits or bv.words.dtype != np.uint64 or bv.words.shape != (nwords,) \
+                    or bv.rank.dtype != np.uint64 or bv.rank.shape != (nwords // 4 + 1,):
+                return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
+            if (name == "louds") != (bv.select0_hints is not None):
+                return f"bit vector {name}: select0 hints {'missing' if name == 'louds' else 'unexpected'}"
+            if full:
+                ref = BitVector.from_words(bv.words, nbits, with_select0=name == "louds")
+                if not np.array_equal(ref.rank, bv.rank) or (
+                        ref.select0_hints is not None and not np.array_equal(ref.select0_hints, bv.select0_hints)):
+                    return f"bit vector {name}: its rank directory does not match its bits"
+        if self.louds.num_ones != n - 1:
+            return f"LOUDS has {self.louds.num_ones} child bits for {n} nodes"
+        for name, hints in (("louds", self.louds.select0_hints),):
+            if hints is None or hints.size < self.louds.num_zeros // 256 + 2 or (
+                    hints.size and int(hints.max()) >= self.louds.rank.size - 1):
+                return f"bit vector {name}: select0 hints out of range"
+        want_size = {"labels_hi": self.hi_flag.num_ones, "link_starts": self.linked.num_ones + 1,
+                     "keyword_ids": self.terminal.num_ones}
+        for name in _PACKED:
+            pk: PackedInts = getattr(self, name)
+            if not 0 <= pk.width <= 32 or pk.size < 0 or pk.words.dtype != np.uint64 \
+                    or pk.words.shape != (PackedInts.num_words(pk.size, pk.width),):
+                return f"packed array {name}: {pk.size} values of {pk.width} bits in {pk.words.size} words"
+            if name in want_size and pk.size != want_size[name]:
+                return f"packed array {name}: {pk.size} values, expected {want_size[name]}"
+        if self.terminal.num_ones != self.num_unique:
+            return f"{self.terminal.num_ones} keyword ends for {self.num_unique} unique keywords"
+        if self.labels_hi.width > 16:
+            return f"labels_hi is {self.labels_hi.width} bits wide (at most 16)"
+        starts = self.link_starts.to_array() if full else self.link_starts.get([0, self.link_starts.size - 1])
+        if starts[0] != 0 or starts[-1] != self.suffix.size or (full and bool(np.any(np.diff(starts) < 1))):
+            return "link_starts do not cover the suffix store"
+        if full and self.keyword_ids.size and int(self.keyword_ids.to_array().max()) >= self.num_keywords:
+            return f"a keyword id is not below the {self.num_keywords} keywords"
+        return None
 
     # ------------------------------------------------------------------ vectorised decoders
     def child_range(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,7 +236,7 @@ class NarrowLoudsIndex:
     def walk(self, tokens: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
         """State ``(node, off)`` after matching ``tokens`` from the root, or None if not a prefix."""
         node, off, m = 0, 0, 0
-        for x in np.asarray(tokens, dtype=np.int64).tolist():
+        for x in check_token_sequence(tokens, "tokens").tolist():
             if off < m:
                 if int(self.edge_tokens(np.array([node]), np.array([off]))[0]) != x:
                     return None

@@ -31,10 +31,8 @@ class PackedInts:
         n = int(v.size)
         # Values i, i + P, i + 2P, ... (P = 64 / gcd(w, 64) values fill W = w / gcd words exactly) sit at
         # the same bit offset of their period, so each residue class is one strided, vectorised write.
-        gcd = math.gcd(w, 64) if w else 64
-        period, wpp = 64 // gcd, w // gcd
-        nper = -(-n // period)
-        words = np.zeros(max(nper * wpp, (n * w + 63) // 64) + 1, dtype=np.uint64)
+        period, wpp = cls._period(w)
+        words = np.zeros(cls.num_words(n, w), dtype=np.uint64)
         for c in range(period if n and w else 0):
             vals = v[c::period]
             bit = c * w
@@ -43,6 +41,18 @@ class PackedInts:
             if sh + w > 64:
                 words[wi + 1 : wi + 1 + wpp * vals.size : wpp] |= vals >> np.uint64(64 - sh)
         return cls(words, w, n)
+
+    @staticmethod
+    def _period(width: int) -> tuple[int, int]:
+        """(values per period, words per period) of a width."""
+        gcd = math.gcd(width, 64) if width else 64
+        return 64 // gcd, width // gcd
+
+    @classmethod
+    def num_words(cls, size: int, width: int) -> int:
+        """Words that `from_values` allocates for ``size`` values of ``width`` bits (the padding word included)."""
+        period, wpp = cls._period(width)
+        return max(-(-size // period) * wpp, (size * width + 63) // 64) + 1
 
     def get(self, i: np.ndarray) -> np.ndarray:
         """Values at indices ``i`` (int64 array)."""
