@@ -94,58 +94,32 @@ class KeywordSet:
 
     @classmethod
     def from_text_bytes(cls, data: bytes, source: str = "<bytes>") -> KeywordSet:
-        """Parse the text format from memory (vectorised: no per-token Python work)."""
-        buf = np.frombuffer(data, dtype=np.uint8)
-        # Drop trailing whitespace so a final newline does not make an empty keyword.
-        stripped = data.rstrip(b" \t\r\n")
-        buf = buf[: len(stripped)]
-        if buf.size == 0:
+        """Parse the text format from memory (vectorised: no per-token Python work).
+
+        Parsed in pieces of whole lines (`TEXT_CHUNK_BYTES`), so the working memory stays bounded on a large
+        file; trailing blank lines and whitespace at the end are ignored.
+        """
+        end = len(data)
+        while end and data[end - 1] in b" \t\r\n":  # a final newline does not make an empty keyword
+            end -= 1
+        if end == 0:
             return cls(np.zeros(0, np.uint32), np.zeros(1, np.int64))
-        is_digit = (buf >= ord("0")) & (buf <= ord("9"))
-        is_nl = buf == ord("\n")
-        is_cr = buf == ord("\r")
-        crlf = is_cr & np.concatenate((is_nl[1:], [False]))  # CR only as part of a CRLF line end
-        is_space = (buf == ord(" ")) | (buf == ord("\t")) | crlf
-        bad = np.flatnonzero(~(is_digit | is_nl | is_space))
-        line_of = np.cumsum(is_nl) - is_nl  # 0-based line index of each byte
-        if bad.size:
-            b = int(bad[0])
-            ch = bytes([buf[b]]).decode("latin-1")
-            what = ("a carriage return that does not end the line" if ch == "\r"
-                    else f"unexpected character {ch!r}")
-            raise InputError(f"{source}: line {int(line_of[b]) + 1}: {what}; expected "
-                             "space-separated non-negative decimal token ids, one keyword per line")
-        prev_digit = np.concatenate(([False], is_digit[:-1]))
-        next_digit = np.concatenate((is_digit[1:], [False]))
-        starts = np.flatnonzero(is_digit & ~prev_digit)
-        ends = np.flatnonzero(is_digit & ~next_digit) + 1
-        n_lines = int(line_of[-1]) + 1
-        tok_line = line_of[starts]
-        counts = np.bincount(tok_line, minlength=n_lines)
-        empty = np.flatnonzero(counts == 0)
-        if empty.size:
-            raise InputError(f"{source}: line {int(empty[0]) + 1}: empty keyword; every line needs at least one token")
-        # value = sum(digit * 10**(position from the token's end)); leading zeros beyond 10 digits are fine
-        digit_pos = np.flatnonzero(is_digit)
-        tok_index = np.cumsum(is_digit & ~prev_digit)[digit_pos] - 1
-        power = ends[tok_index] - 1 - digit_pos
-        digits = buf[digit_pos].astype(np.int64) - ord("0")
-        huge = np.flatnonzero((power >= 10) & (digits != 0))
-        if huge.size:
-            j = int(tok_index[huge[0]])
-            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token "
-                             f"{data[starts[j]:ends[j]].decode()} is larger than the limit {MAX_TOKEN}")
-        weights = np.where(power < 10, 10 ** np.minimum(power, 9), 0)
-        values = np.zeros(starts.size, dtype=np.int64)
-        np.add.at(values, tok_index, digits * weights)
-        over = np.flatnonzero(values > MAX_TOKEN)
-        if over.size:
-            j = int(over[0])
-            raise InputError(f"{source}: line {int(tok_line[j]) + 1}: token {int(values[j])} is larger than the "
-                             f"limit {MAX_TOKEN} (2**32 - 1 is reserved for padding)")
-        offsets = np.zeros(n_lines + 1, dtype=np.int64)
-        np.cumsum(counts, out=offsets[1:])
-        return cls(values.astype(np.uint32), offsets)
+        view = memoryview(data)[:end]
+        values: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        pos, line0 = 0, 0
+        while pos < end:
+            cut = data.find(b"\n", min(pos + TEXT_CHUNK_BYTES, end) - 1, end)
+            stop = end if cut < 0 else cut + 1  # the piece ends just after a newline, or at the end
+            vals, per_line = _parse_text_lines(view[pos:stop], source, line0)
+            values.append(vals)
+            counts.append(per_line)
+            line0 += per_line.size
+            pos = stop
+        per_line = np.concatenate(counts)
+        offsets = np.zeros(per_line.size + 1, dtype=np.int64)
+        np.cumsum(per_line, out=offsets[1:])
+        return cls(np.concatenate(values), offsets)
 
     # ----------------------------------------------------------------------------- accessors
     def __len__(self) -> int:
@@ -187,6 +161,58 @@ class KeywordSet:
 
     def __repr__(self) -> str:
         return f"KeywordSet(n={len(self)}, tokens={self.tokens.size}, max_length={self.max_length})"
+
+
+#: bytes of text parsed at once by `KeywordSet.from_text_bytes` (about 60 bytes of working memory per byte)
+TEXT_CHUNK_BYTES = 1 << 20
+
+
+def _parse_text_lines(chunk: memoryview, source: str, line0: int) -> tuple[np.ndarray, np.ndarray]:
+    """Tokens (uint32) and tokens per line of whole lines of text; ``line0`` numbers the first line (0-based)."""
+    buf = np.frombuffer(chunk, dtype=np.uint8)
+    is_digit = (buf >= ord("0")) & (buf <= ord("9"))
+    is_nl = buf == ord("\n")
+    is_cr = buf == ord("\r")
+    crlf = is_cr & np.concatenate((is_nl[1:], [False]))  # CR only as part of a CRLF line end
+    is_space = (buf == ord(" ")) | (buf == ord("\t")) | crlf
+    bad = np.flatnonzero(~(is_digit | is_nl | is_space))
+    line_of = np.cumsum(is_nl) - is_nl  # line index (in the chunk) of each byte
+    if bad.size:
+        b = int(bad[0])
+        ch = bytes([buf[b]]).decode("latin-1")
+        what = "a carriage return that does not end the line" if ch == "\r" else f"unexpected character {ch!r}"
+        raise InputError(f"{source}: line {line0 + int(line_of[b]) + 1}: {what}; expected "
+                         "space-separated non-negative decimal token ids, one keyword per line")
+    prev_digit = np.concatenate(([False], is_digit[:-1]))
+    next_digit = np.concatenate((is_digit[1:], [False]))
+    starts = np.flatnonzero(is_digit & ~prev_digit)
+    ends = np.flatnonzero(is_digit & ~next_digit) + 1
+    n_lines = int(line_of[-1]) + 1
+    tok_line = line_of[starts]
+    counts = np.bincount(tok_line, minlength=n_lines)
+    empty = np.flatnonzero(counts == 0)
+    if empty.size:
+        raise InputError(f"{source}: line {line0 + int(empty[0]) + 1}: empty keyword; every line needs at least "
+                         "one token")
+    # value = sum(digit * 10**(position from the token's end)); leading zeros beyond 10 digits are fine
+    digit_pos = np.flatnonzero(is_digit)
+    tok_index = np.cumsum(is_digit & ~prev_digit)[digit_pos] - 1
+    power = ends[tok_index] - 1 - digit_pos
+    digits = buf[digit_pos].astype(np.int64) - ord("0")
+    huge = np.flatnonzero((power >= 10) & (digits != 0))
+    if huge.size:
+        j = int(tok_index[huge[0]])
+        raise InputError(f"{source}: line {line0 + int(tok_line[j]) + 1}: token "
+                         f"{bytes(chunk[starts[j]:ends[j]]).decode()} is larger than the limit {MAX_TOKEN}")
+    weights = np.where(power < 10, 10 ** np.minimum(power, 9), 0)
+    values = np.zeros(starts.size, dtype=np.int64)
+    np.add.at(values, tok_index, digits * weights)
+    over = np.flatnonzero(values > MAX_TOKEN)
+    if over.size:
+        j = int(over[0])
+        raise InputError(f"{source}: line {line0 + int(tok_line[j]) + 1}: token {int(values[j])} is larger than "
+                         f"the limit {MAX_TOKEN} (2**32 - 1 is reserved for padding)")
+    return values.astype(np.uint32), counts.astype(np.int64)
 
 
 def _describe(a: object) -> str:

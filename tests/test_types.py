@@ -116,6 +116,24 @@ def test_keywordset_plain_constructor_checks_invariants() -> None:
         KeywordSet(np.array([1], np.uint32), np.array([0, 0, 1], np.int64))
 
 
+@pytest.mark.parametrize("chunk", [1, 3, 16, 1 << 20])
+def test_text_parsed_in_pieces_is_the_same(chunk: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import flashtrie.keywords as kmod
+
+    rng = np.random.default_rng(chunk)
+    seqs = [rng.integers(0, 2**32 - 1, rng.integers(1, 6)).tolist() for _ in range(300)]
+    data = ("\r\n".join(" ".join(map(str, q)) for q in seqs) + "\n\n").encode()
+    monkeypatch.setattr(kmod, "TEXT_CHUNK_BYTES", chunk)
+    assert KeywordSet.from_text_bytes(data).to_sequences() == seqs
+    lines = data.split(b"\r\n")
+    lines[200] = b"7 x"
+    with pytest.raises(InputError, match="line 201: unexpected character 'x'"):
+        KeywordSet.from_text_bytes(b"\r\n".join(lines))
+    lines[200] = b""
+    with pytest.raises(InputError, match="line 201: empty keyword"):
+        KeywordSet.from_text_bytes(b"\r\n".join(lines))
+
+
 def test_text_crlf_is_a_line_end() -> None:
     assert KeywordSet.from_text_bytes(b"1 2\r\n3 4\r\n").to_sequences() == [[1, 2], [3, 4]]
 
