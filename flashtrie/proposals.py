@@ -176,9 +176,19 @@ def _parse_record(obj: object) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return tok_rows, lp_rows
 
 
+def _rectangular(name: str, a: object) -> np.ndarray:
+    """``np.asarray(a)``, with a ragged nested list refused by name."""
+    try:
+        return np.asarray(a)
+    except ValueError as e:
+        raise InputError(f"{name}: expected a rectangular [Q, T, K] array (every row of the same length): "
+                         f"{str(e).splitlines()[0]}") from None
+
+
 def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]:
-    tok = np.asarray(tokens)
-    lp = np.asarray(logprobs)
+    """Checked copies of the inputs (read-only: a checked row cannot change afterwards)."""
+    tok = _rectangular("tokens", tokens)
+    lp = _rectangular("logprobs", logprobs)
     if tok.ndim != 3:
         raise InputError(f"tokens: expected shape [Q, T, K], got {tok.shape}")
     if lp.shape != tok.shape:
@@ -204,6 +214,8 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
             raise InputError(f"tokens[{q}, {t}, {k}]: token {int(tok[q, t, k])} is out of range; expected "
                              f"[0, {PAD_TOKEN - 1}] or padding (-1 / {PAD_TOKEN})")
         tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
+    if tok32 is tok:
+        tok32 = tok.copy()  # the caller's array may change after the checks; ours may not
     if lp.size and not np.issubdtype(lp.dtype, np.floating):
         raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
     # Rounding to float32 is the documented input precision; a float64 beyond float32's range becomes
@@ -224,4 +236,7 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
             q, t, k = (int(x) for x in bad[0])
             raise InputError(f"tokens[{q}, {t}, :]: token {int(srt[q, t, k + 1])} appears more than once in "
                              "one row; each proposed token may appear once per row")
-    return np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)
+    out = np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)  # both are new arrays (copies above)
+    for arr in out:
+        arr.flags.writeable = False
+    return out

@@ -37,17 +37,34 @@ class SearchConfig:
             _check_int("max_results", self.max_results, 1, MAX_RESULTS)
         for name in ("token_threshold", "score_threshold"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or math.isnan(float(v)):
-                raise InputError(f"{name}: expected a number (may be -inf), got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.floating, np.integer)) or math.isnan(_real(v)):
+                raise InputError(f"{name}: expected a number (may be -inf), got {_short(v)}")
+            if isinstance(v, int) and math.isinf(_real(v)):  # keep the meaning; every backend reads a float
+                object.__setattr__(self, name, _real(v))
         a = self.length_norm
         if isinstance(a, bool) or not isinstance(a, (int, float, np.floating, np.integer)) \
-                or not (0.0 <= float(a) < math.inf):
-            raise InputError(f"length_norm: expected a finite number >= 0, got {a!r}")
+                or not (0.0 <= _real(a) < math.inf):
+            raise InputError(f"length_norm: expected a finite number >= 0, got {_short(a)}")
 
     @property
     def results(self) -> int:
         """R: ``max_results``, or ``beam_width`` when unset."""
         return int(self.max_results if self.max_results is not None else self.beam_width)
+
+
+def _short(v: object) -> str:
+    """``repr(v)``, or a description when it is too long for an error message (a 400-digit integer)."""
+    r = repr(v)
+    return r if len(r) <= 40 else f"{type(v).__name__} of {len(r)} characters ({r[:12]}...)"
+
+
+def _real(v: float | int | np.number) -> float:
+    """``float(v)``; an integer beyond float64's range becomes ±inf (it compares with every float32 the same
+    way, so a threshold keeps its meaning)."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if int(v) > 0 else -math.inf
 
 
 def _check_int(name: str, v: object, lo: int, hi: int) -> None:

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from flashtrie.errors import DeviceError, IndexFormatError, InputError
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import length_norm_table, threshold32
@@ -167,6 +168,9 @@ class GpuSearcher:
             from cuda.core import Device, EventOptions, LaunchConfig, ObjectCode  # noqa: F401
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise DeviceError(f"the GPU backend needs cuda-core (pip install 'flashtrie[gpu]'): {e}") from e
+        if not isinstance(index, NarrowLoudsIndex):
+            raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex (NarrowLoudsIndex.build(keywords) or "
+                             f".load(path)), got {type(index).__name__}")
         if int(index.max_keyword_length) > GPU_MAX_KEYWORD_LENGTH:
             raise InputError(f"index: max_keyword_length {index.max_keyword_length} is over the GPU limit "
                              f"{GPU_MAX_KEYWORD_LENGTH}")

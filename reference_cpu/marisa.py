@@ -284,8 +284,9 @@ class MarisaSearcher:
             raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
             raise InputError(f"processes: expected an integer >= 1, got {processes!r}")
-        if not enum_ratio >= 0:
-            raise InputError(f"enum_ratio: expected a number >= 0, got {enum_ratio!r}")
+        if isinstance(enum_ratio, bool) or not isinstance(enum_ratio, (int, float, np.integer, np.floating)) \
+                or not enum_ratio >= 0:
+            raise InputError(f"enum_ratio: expected a number >= 0 (inf allowed), got {enum_ratio!r}")
         start = time.perf_counter()
         trie, arrays, self.duplicates = _build(keywords)
         self._engine = _Engine(trie, arrays, keywords.max_length, float(enum_ratio))

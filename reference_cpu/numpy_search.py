@@ -39,6 +39,7 @@ import numpy as np
 
 from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import InputError
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
 from flashtrie.search_types import SearchConfig, SearchResult, check_request
@@ -169,6 +170,9 @@ class NumpySearcher:
         (numpy releases the GIL in its array work); None = one per core.  Queries are independent, so the
         results are identical.
         """
+        if not isinstance(index, NarrowLoudsIndex):
+            raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex (NarrowLoudsIndex.build(keywords) or "
+                             f".load(path)), got {type(index).__name__}")
         if threads is None:
             threads = usable_cpus()
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:

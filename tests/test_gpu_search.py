@@ -233,6 +233,8 @@ def test_limits_refused() -> None:
         big = np.full((1, 1, 20_000), PAD, dtype=np.int64)
         gpu.search(Proposals(big, np.zeros(big.shape, np.float32)), SearchConfig(beam_width=2))
     assert gpu.workspace_bytes(1, 1, 2, 2, 2) > 0
+    with pytest.raises(InputError, match="index: expected a flashtrie.NarrowLoudsIndex"):
+        type(gpu)(KeywordSet.from_sequences([[1]]))
     gpu.memory_info = lambda: (1000, 10_000)  # pretend the device is full
     with pytest.raises(DeviceError, match="needs .* bytes of device memory"):
         gpu.search(Proposals(np.full((3, 2, 5), PAD, np.uint32), np.zeros((3, 2, 5), np.float32)),

@@ -172,3 +172,5 @@ def test_bad_arguments() -> None:
         MarisaSearcher(keywords, enum_ratio=-1.0)
     with pytest.raises(InputError, match="keywords"):
         MarisaSearcher([[1]])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="enum_ratio: expected a number"):
+        MarisaSearcher(keywords, enum_ratio="x")  # type: ignore[arg-type]

@@ -82,6 +82,11 @@ def test_threads_argument() -> None:
             NumpySearcher(index, threads=bad)
 
 
+def test_index_argument() -> None:
+    with pytest.raises(InputError, match="index: expected a flashtrie.NarrowLoudsIndex.*got KeywordSet"):
+        NumpySearcher(KeywordSet.from_sequences([[1]]))  # type: ignore[arg-type]
+
+
 @given(search_cases(max_queries=4))
 def test_batch_equals_per_query(case) -> None:
     keywords, proposals, config, prefixes = case

@@ -427,3 +427,29 @@ def test_tsv_padding_and_limits(tmp_path: Path) -> None:
     path.write_bytes(b'q0\xff\t{"indices": [[1]], "probs": [[0.0]]}\n')
     with pytest.raises(InputError, match="UTF-8"):
         Proposals.from_tsv(path)
+
+
+def test_huge_integer_thresholds_keep_their_meaning() -> None:
+    cfg = SearchConfig(beam_width=1, score_threshold=-10**400, token_threshold=10**400)
+    assert cfg.score_threshold == -math.inf and cfg.token_threshold == math.inf
+    with pytest.raises(InputError, match="length_norm: expected a finite number >= 0, got int of 401"):
+        SearchConfig(beam_width=1, length_norm=10**400)
+
+
+def test_ragged_proposals_are_refused_by_name() -> None:
+    with pytest.raises(InputError, match="tokens: expected a rectangular"):
+        Proposals([[[1, 2], [3]]], [[[0.0, 0.0], [0.0]]])
+    with pytest.raises(InputError, match="logprobs: expected a rectangular"):
+        Proposals([[[1, 2], [3, 4]]], [[[0.0, 0.0], [0.0]]])
+
+
+@pytest.mark.parametrize("dtype", [np.uint32, np.int64])
+def test_proposals_own_their_checked_arrays(dtype: type) -> None:
+    tok = np.array([[[1, 2]]], dtype)
+    lp = np.array([[[-1.0, -2.0]]], np.float32)
+    p = Proposals(tok, lp)
+    tok[0, 0, 1] = 1  # the caller's buffer changes after the checks: the proposals do not
+    lp[0, 0, 0] = np.nan
+    assert p.tokens.tolist() == [[[1, 2]]] and p.logprobs[0, 0, 0] == -1.0
+    with pytest.raises(ValueError, match="read-only"):
+        p.tokens[0, 0, 0] = 2
