@@ -284,7 +284,8 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
              "This report only reads records; it runs no benchmark.", "",
              "Latency is host wall-clock time per `search` call (proposals in, results out), after warm-up. "
              "Speed-ups divide the marisa-trie baseline's mean by the backend's mean in the same case of the same "
-             "run. Every case compares all backends' results exactly before its numbers are kept.", "",
+             "run. Every case compares all backends' results exactly (ids, order, float32 bits); a case whose results "
+             "differ is marked `mismatch` below.", "",
              "## Status", ""]
     lines += _problems(records)
     lines += _environment(records)
