@@ -179,6 +179,54 @@ def _workloads(records: list[Record]) -> list[str]:
     return lines
 
 
+def _arg(cmd: Sequence[str], flag: str) -> str | None:
+    """The value after ``flag`` in a stored command line, or None."""
+    return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+
+
+def _input_commands(records: list[Record]) -> list[str]:
+    """Commands that make the input files the records name again, from the generator parameters stored
+    with them (libraries and workloads whose parameters the command line cannot express get a comment)."""
+    from flashtrie.datasets import KeywordParams
+    from flashtrie.datasets.queries import PRESETS
+
+    out: list[str] = []
+    for r in records:
+        lib = r.workload.get("keywords") if isinstance(r.workload.get("keywords"), dict) else {}
+        raw = lib.get("generator")
+        gen = {k: v for k, v in raw.items() if k != "command"} if isinstance(raw, dict) else {}
+        src = lib.get("source")
+        if gen and src:
+            try:
+                plain = KeywordParams(n=gen["n"], seed=gen["seed"], vocab_size=gen["vocab_size"]).to_dict() == gen
+            except (KeyError, TypeError, ValueError):
+                plain = False
+            vocab = [] if gen.get("vocab_size") == KeywordParams(n=1).vocab_size else ["--vocab-size",
+                                                                                       str(gen.get("vocab_size"))]
+            line = (shlex.join(["flashtrie", "gen-keywords", "-n", str(gen["n"]), "--seed", str(gen["seed"]), *vocab,
+                                "-o", src]) if plain else f"# {src}: generator parameters beyond the command "
+                                                               "line's; see Workloads")
+            if line not in out:
+                out.append(line)
+        w, queries = r.workload, _arg(r.command, "--queries")
+        preset = w.get("preset")
+        if src and queries and str(w.get("generator", "")).startswith("flashtrie.datasets.queries") \
+                and preset in PRESETS:
+            plain = all(w.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in PRESETS[preset].items())
+            line = (shlex.join(["flashtrie", "gen-queries", src, "-n", str(w.get("num_queries")), "-K",
+                                str(w.get("proposals_per_step")), "-T", str(w.get("num_steps")), "--preset", preset,
+                                "--seed", str(w.get("seed")), "-o", queries])
+                    if plain else f"# {queries}: workload parameters beyond the command line's; see Workloads")
+            if line not in out:
+                out.append(line)
+        index = _arg(r.command, "--index")
+        if src and index:
+            line = shlex.join(["flashtrie", "build", src, "-o", index])
+            if line not in out:
+                out.append(line)
+    return out
+
+
 def _anchors_section() -> list[str]:
     lines = [f"## Reference numbers ({anchors.LABEL})", "",
              f"These numbers come from {anchors.SOURCE}; they were measured on other hardware and other "
@@ -337,11 +385,17 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
     for r in sorted(records, key=lambda r: r.timestamp):
         c = command_text(r.command)
         if c and c not in cmds:
-            cmds.append(c)
+            n = r.workload.get("num_keywords")
+            note = f"# run {r.run_id}" + (f", {n:,} keywords" if isinstance(n, int) and r.sweep != "library_size"
+                                          else "")
+            cmds += [note, c]
     lines += _workloads(latest)
+    inputs = _input_commands(sorted(records, key=lambda r: r.timestamp))
     lines += ["## Reproduce", "", "The commands that produced these records, run from the repository root. Input "
               "files they name come from `flashtrie gen-keywords` / `gen-queries`, which are deterministic in their "
-              "seeds; the generator parameters stored with each workload are listed above.", "", "```sh"]
+              "seeds; the generator parameters stored with each workload are listed above"
+              + (", and the first commands below make the inputs again from them." if inputs else "."), "", "```sh"]
+    lines += inputs
     lines += cmds or ["# (the records carry no command line)"]
     lines += [shlex.join(["flashtrie", "report", *sources, "-o", str(out_dir)]), "```", ""]
     return "\n".join(lines)

@@ -312,3 +312,15 @@ def test_bench_records_library_and_timing(tmp_path: Path) -> None:
         lib = r.workload["keywords"]
         assert lib["generator"]["n"] == 3000 and lib["generator"]["seed"] == 5
         assert lib["num_keywords"] == 3000 and len(lib["crc32"]) == 8
+    q, idx = tmp_path / "q.npz", tmp_path / "kw.ftrie"
+    assert main(["gen-queries", str(kw), "-n", "2", "-K", "8", "--seed", "3", "-o", str(q), "--quiet"]) == 0
+    assert main(["build", str(kw), "-o", str(idx), "--quiet"]) == 0
+    beam = tmp_path / "beam.jsonl"
+    assert main(["bench", "beam", "--keywords", str(kw), "--index", str(idx), "--queries", str(q), "--beams", "4",
+                 "--backends", "numpy", "--repeats", "1", "--warmup", "0", "-o", str(beam), "--quiet"]) == 0
+    assert main(["report", str(beam), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text().split("## Reproduce")[1]
+    made = [line for line in md.splitlines() if line.startswith("flashtrie ")]
+    assert made[:3] == [f"flashtrie gen-keywords -n 3000 --seed 5 -o {kw}",
+                        f"flashtrie gen-queries {kw} -n 2 -K 8 -T 8 --preset dense --seed 3 -o {q}",
+                        f"flashtrie build {kw} -o {idx}"], made
