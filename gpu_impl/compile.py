@@ -5,7 +5,8 @@ than the driver does not load.  Options keep IEEE float32 semantics: no fast-mat
 FMA contraction, IEEE division and square root (``docs/semantics.md``).
 
 The cache lives in ``$FLASHTRIE_CACHE`` (default ``~/.cache/flashtrie``); an entry is keyed by the
-SHA-256 of the sources, the architecture, the NVRTC version, the options and the macro definitions.
+SHA-256 of every source in ``kernels/``, the architecture, the NVRTC version, the versions of the header and
+cuda-core packages, and the exact options handed to NVRTC.  An entry that is not a cubin is compiled again.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: The kernels and the one entry point each exposes.
 KERNELS: dict[str, str] = {"search.cu": "flashtrie_search"}
 
-_FIXED_OPTIONS = ("std=c++17", "ftz=false", "prec_div=true", "prec_sqrt=true", "fma=false", "fast_math=false")
+#: IEEE float32 everywhere: the options every compile passes (and the cache key hashes)
+IEEE_OPTIONS = {"std": "c++17", "ftz": False, "prec_div": True, "prec_sqrt": True, "fma": False,
+                "use_fast_math": False}
+_PACKAGES = ("nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cuda-nvrtc", "cuda-core", "cuda-bindings")
 
 
 @dataclass
@@ -73,14 +77,31 @@ def _include_paths() -> list[str]:
     return paths
 
 
-def _key(source: bytes, arch: str, defines: dict[str, str], verbose: bool) -> str:
+def _package_versions() -> str:
+    from importlib import metadata
+
+    out = []
+    for name in _PACKAGES:
+        try:
+            out.append(f"{name}={metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            out.append(f"{name}=none")
+    return ",".join(out)
+
+
+def _options(arch: str, defines: dict[str, str], verbose: bool) -> dict[str, object]:
+    """Every option handed to NVRTC except the include paths (which the package versions stand for)."""
+    return {**IEEE_OPTIONS, "arch": arch, "define_macro": [(k, v) for k, v in sorted(defines.items())] or None,
+            "ptxas_options": ["-v"] if verbose else None}
+
+
+def _key(options: dict[str, object]) -> str:
     h = hashlib.sha256()
-    h.update(source)
-    h.update(arch.encode())
+    for src in sorted(KERNEL_DIR.glob("*.cu*")):  # the kernel and every header it may include
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
     h.update(repr(nvrtc_version()).encode())
-    h.update(repr(_FIXED_OPTIONS).encode())
-    h.update(repr(sorted(defines.items())).encode())
-    h.update(b"v" if verbose else b"-")
+    h.update(_package_versions().encode())
+    h.update(repr(sorted(options.items())).encode())
     return h.hexdigest()[:32]
 
 
@@ -97,20 +118,17 @@ def compile_kernel(file: str = "search.cu", arch: str = "sm_90", defines: dict[s
     defines = {k: str(v) for k, v in (defines or {}).items()}
     path = KERNEL_DIR / file
     source = path.read_bytes()
-    key = _key(source, arch, defines, verbose)
-    cpath = cache_dir() / f"{path.stem}-{arch}-{key}.cubin"
+    options = _options(arch, defines, verbose)
+    cpath = cache_dir() / f"{path.stem}-{arch}-{_key(options)}.cubin"
     t0 = time.perf_counter()
     if use_cache and cpath.exists():
-        log_path = cpath.with_suffix(".log")
-        log = log_path.read_text() if log_path.exists() else ""
-        return CompiledKernel(KERNELS.get(file, path.stem), arch, cpath.read_bytes(), log, cpath, True,
-                              time.perf_counter() - t0, defines)
-    opts = ProgramOptions(
-        name=path.stem, arch=arch, std="c++17", include_path=_include_paths(), ftz=False, prec_div=True,
-        prec_sqrt=True, fma=False, use_fast_math=False,
-        define_macro=[(k, v) for k, v in sorted(defines.items())] or None,
-        ptxas_options=["-v"] if verbose else None,
-    )
+        cubin = cpath.read_bytes()
+        if cubin[:4] == b"\x7fELF":  # else a damaged entry: compile again and replace it
+            log_path = cpath.with_suffix(".log")
+            log = log_path.read_text() if log_path.exists() else ""
+            return CompiledKernel(KERNELS.get(file, path.stem), arch, cubin, log, cpath, True,
+                                  time.perf_counter() - t0, defines)
+    opts = ProgramOptions(name=path.stem, include_path=_include_paths(), **options)
     logs = io.StringIO()
     try:
         prog = Program(source.decode(), "c++", opts)

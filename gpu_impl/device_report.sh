@@ -7,7 +7,7 @@
 # before timing, speed-ups against marisa measured in the same run), `flashtrie bench batch` (gpu, numpy) and
 # `flashtrie bench size` (gpu, numpy, marisa at beam 100; each size generates its own library and workload).
 # SWEEPS (default "beam batch size"), BACKENDS (of the beam sweep; default gpu,numpy,marisa) and BEAMS choose
-# what runs, e.g. N=100M SWEEPS=beam BACKENDS=gpu,numpy BEAMS=100,1000 CHECK_STAGES= for a large library.
+# what runs, e.g. N=100M SWEEPS=beam BACKENDS=gpu,numpy BEAMS=100,1000 CHECK_STAGES=none for a large library.
 # Records land in $OUT/*.jsonl; render them here with:
 #   flashtrie report <records> -o reports/h200
 set -uo pipefail

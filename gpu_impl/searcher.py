@@ -43,6 +43,7 @@ GPU_MAX_BEAM = 8192
 GPU_MAX_RESULTS = 8192
 GPU_MAX_PROPOSALS = 16384
 GPU_MAX_KEYWORD_LENGTH = 65535
+_GPU_MAX_ROWS = 2**31 - 1  # Q * max(T, B, R): the kernel's 32-bit row and slot indices
 THREADS = 512
 
 _NO_NODE = 0xFFFF_FFFF
@@ -64,6 +65,14 @@ def _pow2(n: int) -> int:
     while p < n:
         p <<= 1
     return p
+
+
+def _as_int(handle: Any) -> int:
+    """A cuda.bindings handle (CUcontext, ...) as the integer address it wraps."""
+    try:
+        return int(handle)
+    except TypeError:
+        return int(handle.getPtr())
 
 
 def _check(result: Any, what: str) -> Any:
@@ -142,6 +151,7 @@ class DeviceArray:
 
         out = np.empty(self.shape, dtype=self.dtype)
         if out.nbytes:
+            self._searcher.make_current()
             _check(driver.cuMemcpyDtoH(out.ctypes.data, self._ptr, out.nbytes), "cuMemcpyDtoH")
         return out
 
@@ -153,6 +163,8 @@ class GpuSearcher:
     """Exact trie-constrained beam search on an NVIDIA GPU (see the module docstring for limits).
 
     One searcher owns one CUDA stream and one workspace: it is not safe to call from several threads at once.
+    It may be called from any thread, one call at a time, and beside searchers on other devices: each call
+    makes its device's context current first.
     """
 
     name = "gpu"
@@ -177,6 +189,9 @@ class GpuSearcher:
         try:
             self.device = Device(device)
             self.device.set_current()
+            from cuda.bindings import driver
+
+            self._context = _as_int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent"))
         except Exception as e:
             raise DeviceError(f"no usable CUDA device {device}: {e}") from e
         self.index = index
@@ -268,6 +283,24 @@ class GpuSearcher:
             raise DeviceError(f"cannot allocate {nbytes:,} bytes of device memory for {what} "
                               f"(free {free:,} of {total:,} bytes): {e}") from e
 
+    def make_current(self) -> None:
+        """Make this searcher's device context current on the calling thread (a no-op when it is)."""
+        from cuda.bindings import driver
+
+        if _as_int(_check(driver.cuCtxGetCurrent(), "cuCtxGetCurrent")) != self._context:
+            self.device.set_current()
+
+    def _trim_pool(self) -> bool:
+        """Release the memory pool's unused reservations (freed buffers stay reserved in cuda.core's pool and
+        would not count as free).  True when the pool was trimmed."""
+        from cuda.bindings import driver
+
+        try:
+            pool = self.device.memory_resource.handle
+            return int(driver.cuMemPoolTrimTo(pool, 0)[0]) == 0
+        except Exception:  # noqa: BLE001 - no pool to trim (another resource, older cuda.core): nothing to give back
+            return False
+
     def memory_info(self) -> tuple[int, int]:
         """(free, total) device memory in bytes."""
         from cuda.bindings import driver
@@ -276,9 +309,10 @@ class GpuSearcher:
         return int(free), int(total)
 
     # ------------------------------------------------------------------------------------ workspaces
-    def workspace_bytes(self, q: int, t: int, k: int, b: int, r: int) -> int:
-        """Device bytes a search of this shape needs beyond the index."""
-        return sum(layout.total for layout in self._layouts(q, t, k, b, r))
+    def workspace_bytes(self, q: int, t: int, k: int, b: int, r: int, host_inputs: bool = True) -> int:
+        """Device bytes a search of this shape needs beyond the index (``host_inputs``: proposals uploaded
+        from the host, as opposed to device arrays)."""
+        return sum(layout.total for layout in self._layouts(q, t, k, b, r, host_inputs))
 
     def _caps(self, k: int, b: int) -> tuple[int, int]:
         dmax = max(min(k, self.max_degree), 1)
@@ -287,7 +321,8 @@ class GpuSearcher:
         chunk_cap = b * -(-dnr // 32) + -(-dmax // 32)
         return cand_cap, chunk_cap
 
-    def _layouts(self, q: int, t: int, k: int, b: int, r: int) -> tuple[_Layout, _Layout, _Layout]:
+    def _layouts(self, q: int, t: int, k: int, b: int, r: int, host_inputs: bool = True
+                 ) -> tuple[_Layout, _Layout, _Layout]:
         cand_cap, chunk_cap = self._caps(k, b)
         lw = _Layout()
         rows = q * t
@@ -297,7 +332,7 @@ class GpuSearcher:
             ("chunks", q * chunk_cap * 8), ("fkey", q * cand_cap * 8), ("fpay", q * cand_cap * 16),
             ("pkey", q * cand_cap * 8), ("ppay", q * cand_cap * 16), ("fcount", q * 4), ("pcount", q * 4),
             ("pool0", q * r * 16), ("pool1", q * r * 16), ("pool_n", q * 4), ("pool_sel", q * 4),
-            ("pool_worst", q * 4), ("step_chunks", t * 4), ("step_alive", t * 4),
+            ("pool_worst", 2 * q * 4), ("step_chunks", t * 4), ("step_alive", t * 4),
         ):
             lw.add(name, nbytes)
         lu = _Layout()
@@ -305,8 +340,9 @@ class GpuSearcher:
         lu.add("err", 4)
         lu.add("starts", q * 16)
         lu.add("ln", 4 * (int(self.index.max_keyword_length) + 2))
-        lu.add("tok_in", rows * k * 4)
-        lu.add("lp_in", rows * k * 4)
+        if host_inputs:  # device-array proposals are read where they are
+            lu.add("tok_in", rows * k * 4)
+            lu.add("lp_in", rows * k * 4)
         lo = _Layout()
         for name, nbytes in (("out_ids", q * r * 8), ("out_scores", q * r * 4), ("out_norms", q * r * 4),
                              ("out_lens", q * r * 4), ("out_nres", q * 4), ("out_err", 4),
@@ -323,15 +359,18 @@ class GpuSearcher:
                              f"limit {self._smem_optin - self._static_smem}")
         return sort_cap, smem
 
-    def _workspace(self, q: int, t: int, k: int, b: int, r: int) -> _Workspace:
-        key = (q, t, k, b, r)
+    def _workspace(self, q: int, t: int, k: int, b: int, r: int, host_inputs: bool = True) -> _Workspace:
+        key = (q, t, k, b, r, host_inputs)
         if self._ws is not None and self._ws.key == key:
             return self._ws
         from cuda.core import LegacyPinnedMemoryResource
 
         sort_cap, smem = self._shared_bytes(k, b, r)
-        self._ws = None  # free the old one first
-        lw, lu, lo = self._layouts(q, t, k, b, r)
+        if self._ws is not None:  # free the old one first, and give its memory back to the device
+            self._ws = None
+            self.stream.sync()
+            self._trim_pool()
+        lw, lu, lo = self._layouts(q, t, k, b, r, host_inputs)
         need = lw.total + lu.total + lo.total
         free, total = self.memory_info()
         if need > free:
@@ -341,8 +380,12 @@ class GpuSearcher:
         up = self._alloc(lu.total, "the upload buffer")
         out = self._alloc(lo.total, "the result buffer")
         pinned = LegacyPinnedMemoryResource()
-        up_host = pinned.allocate(lu.total)
-        out_host = pinned.allocate(lo.total)
+        try:
+            up_host = pinned.allocate(lu.total)
+            out_host = pinned.allocate(lo.total)
+        except Exception as e:
+            raise DeviceError(f"cannot allocate {lu.total + lo.total:,} bytes of pinned host memory for a search "
+                              f"of Q={q}, T={t}, K={k}, B={b}, R={r}: {e}") from e
         up_view = np.ctypeslib.as_array((ctypes.c_uint8 * lu.total).from_address(int(up_host.handle)))
         out_view = np.ctypeslib.as_array((ctypes.c_uint8 * lo.total).from_address(int(out_host.handle)))
         cand_cap, chunk_cap = self._caps(k, b)
@@ -391,6 +434,10 @@ class GpuSearcher:
                              ("K (proposals per row)", k_n, GPU_MAX_PROPOSALS), ("T (steps)", t_n, MAX_STEPS)):
             if v > lim:
                 raise InputError(f"{name}: {v} is over the GPU backend's limit {lim}")
+        q_max = _GPU_MAX_ROWS // max(t_n, b, r, 1)  # the kernel indexes rows q * T + t and q * B + i in 32 bits
+        if q_n > q_max:
+            raise InputError(f"Q (queries): {q_n} queries with T={t_n}, B={b}, R={r} are over the GPU backend's "
+                             f"limit of {q_max} per call; split the batch")
         pref = normalize_prefixes(prefixes, q_n)
         if q_n == 0 or t_n == 0 or k_n == 0:
             self.last_device_ms = 0.0
@@ -401,17 +448,18 @@ class GpuSearcher:
             self.last_breakdown = {"prep_ms": self.last_host_ms, "enqueue_ms": 0.0, "wait_ms": 0.0, "post_ms": 0.0}
             return res
         self._shared_bytes(k_n, b, r)
+        ln = self._ln_table(float(config.length_norm))  # may refuse length_norm: before any allocation
         starts = self._start_states(pref, q_n)
-        ws = self._workspace(q_n, t_n, k_n, b, r)
+        self.make_current()
+        ws = self._workspace(q_n, t_n, k_n, b, r, host_inputs=dev_in is None)
         lw, lu, lo = ws.lw, ws.lu, ws.lo
         wbase, ubase, obase = int(ws.work.handle), int(ws.up.handle), int(ws.out.handle)
         ptr = {name: wbase + off for name, off in lw.offsets.items()}
         ptr.update({name: ubase + off for name, off in lu.offsets.items()})
         ptr.update({name: obase + off for name, off in lo.offsets.items()})
-        upload_end = lu.offsets["tok_in"]
+        upload_end = lu.total if dev_in else lu.offsets["tok_in"]
         if dev_in:
             ptr["tok_in"], ptr["lp_in"] = dev_in[0], dev_in[1]
-        ln = self._ln_table(float(config.length_norm))
         params = struct.pack(
             _PARAMS_FMT, *(ptr[name] for name in _PARAM_PTRS), ws.cand_cap, q_n * ws.chunk_cap, q_n, t_n, k_n, b, r,
             _pow2(k_n), ws.sort_cap, ln.size, float(threshold32(config.token_threshold)),

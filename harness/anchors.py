@@ -1,4 +1,5 @@
-"""Reference numbers taken from the anchors page (docs/anchors.md), not measured by this project.
+"""Reference numbers taken from the team's anchors page (``anchors.md`` of the shared docs, outside this
+repository), not measured by this project.
 
 Reports may show them in a clearly labelled section; they are never mixed with measured records.
 """
@@ -11,7 +12,7 @@ __all__ = ["LABEL", "SOURCE", "PAPER_LATENCY", "PAPER_INDEX", "PAPER_QUALITY", "
            "PUBLIC_FLASHTRIE_NOTES"]
 
 LABEL = "taken from the anchors page, not measured by this report"
-SOURCE = "docs/anchors.md (shared project docs)"
+SOURCE = "the team's anchors page (anchors.md of the shared project docs, outside this repository)"
 
 #: The FlashTrie paper (EMNLP 2026, arXiv 2607.10044): production NAR model, 2.2M-token vocabulary,
 #: 800M-keyword trie, 13,000 requests, NVIDIA A100 80 GB, batch 1.  Milliseconds and queries per second.

@@ -44,10 +44,32 @@ def test_compiles_without_spills(file: str, arch: str, tmp_path, monkeypatch) ->
 
 
 def test_options_keep_ieee_float32() -> None:
-    """No fast-math / FTZ / FMA contraction reaches NVRTC, and the kernel adds and multiplies with _rn."""
+    """The options compile_kernel hands NVRTC keep IEEE float32: the PTX they give has no flush-to-zero, no
+    contracted FMA and no approximate arithmetic, and the score arithmetic rounds to nearest."""
+    from cuda.bindings import nvrtc
+    from cuda.core import ProgramOptions
     from flashtrie.gpu_impl import compile as c
 
-    assert "fma=false" in c._FIXED_OPTIONS and "ftz=false" in c._FIXED_OPTIONS
-    src = (c.KERNEL_DIR / "search.cu").read_text()
-    assert "__fadd_rn(s_h, l)" in src and "__fmul_rn(s, " in src
-    assert "use_fast_math" not in src
+    opts = c._options("sm_90", {"FT_THREADS": "512"}, False)
+    assert opts["ftz"] is False and opts["fma"] is False and opts["use_fast_math"] is False
+    assert opts["prec_div"] is True and opts["prec_sqrt"] is True
+    args = ProgramOptions(name="search", include_path=c._include_paths(), **opts).as_bytes("nvrtc")
+    err, prog = nvrtc.nvrtcCreateProgram((c.KERNEL_DIR / "search.cu").read_bytes(), b"search.cu", 0, [], [])
+    assert int(err) == 0
+    assert int(nvrtc.nvrtcCompileProgram(prog, len(args), args)[0]) == 0
+    err, size = nvrtc.nvrtcGetPTXSize(prog)
+    buf = b" " * size
+    assert int(nvrtc.nvrtcGetPTX(prog, buf)[0]) == 0
+    nvrtc.nvrtcDestroyProgram(prog)
+    ptx = buf.decode()
+    assert ".ftz" not in ptx and "fma.rn.f32" not in ptx and "approx" not in ptx
+    assert "add.rn.f32" in ptx and "mul.rn.f32" in ptx
+
+
+def test_damaged_cache_entry_is_compiled_again(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("FLASHTRIE_CACHE", str(tmp_path))
+    k = compile_kernel("search.cu", "sm_90", {"FT_THREADS": "512"})
+    assert k.cache_path is not None and not k.from_cache
+    k.cache_path.write_bytes(b"not a cubin")
+    k2 = compile_kernel("search.cu", "sm_90", {"FT_THREADS": "512"})
+    assert not k2.from_cache and k2.cubin == k.cubin and k.cache_path.read_bytes() == k.cubin

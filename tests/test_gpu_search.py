@@ -241,6 +241,49 @@ def test_limits_refused() -> None:
                    SearchConfig(beam_width=7))
 
 
+def test_largest_shapes_match_numpy() -> None:
+    """B = R = 8192 and K = 16384 (dynamic shared memory far over 48 KB), and T = 255."""
+    from flashtrie.gpu_impl import GPU_MAX_BEAM, GPU_MAX_PROPOSALS, GPU_MAX_RESULTS
+
+    rng = np.random.default_rng(11)
+    kws = [rng.integers(0, 4000, size=int(rng.integers(1, 5))).tolist() for _ in range(3000)]
+    ref, gpu = make(kws)
+    k = GPU_MAX_PROPOSALS
+    tok = np.stack([[rng.permutation(k) for _ in range(3)] for _ in range(2)]).astype(np.uint32)
+    lp = np.log(rng.random(tok.shape)).astype(np.float32)
+    check(ref, gpu, Proposals(tok, lp), SearchConfig(beam_width=GPU_MAX_BEAM, max_results=GPU_MAX_RESULTS))
+    tok = np.full((2, 255, 8), PAD, np.uint32)
+    tok[:, :4, :] = np.stack([[rng.permutation(4000)[:8] for _ in range(4)] for _ in range(2)])
+    lp = np.log(rng.random(tok.shape)).astype(np.float32)
+    check(ref, gpu, Proposals(tok, lp), SearchConfig(beam_width=16, max_results=32, length_norm=0.7))
+
+
+def test_too_many_queries_refused_before_any_allocation() -> None:
+    _, gpu = make([[1, 2], [3]])
+    q = (2**31 - 1) // 8192 + 1
+    p = Proposals(np.full((q, 1, 1), PAD, np.uint32), np.zeros((q, 1, 1), np.float32))
+    gpu._ws = None
+    with pytest.raises(InputError, match="Q \\(queries\\): .* over the GPU backend's limit of 262143"):
+        gpu.search(p, SearchConfig(beam_width=8192))
+    assert gpu._ws is None
+
+
+def test_other_thread_and_workspace_release() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(5)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(500)]
+    ref, gpu = make(kws)
+    cfg = SearchConfig(beam_width=8)
+    p1 = rows_from_keywords(rng, kws, q_n=3, steps=4, k=20)
+    p2 = rows_from_keywords(rng, kws, q_n=5, steps=4, k=20)
+    with ThreadPoolExecutor(1) as ex:  # a thread where no CUDA context is current
+        assert_same(ex.submit(gpu.search, p1, cfg).result(), ref.search(p1, cfg))
+        assert_same(ex.submit(gpu.search, p2, cfg).result(), ref.search(p2, cfg))  # a new workspace
+    assert gpu._trim_pool() is True
+    assert_same(gpu.search(p1, cfg), ref.search(p1, cfg))
+
+
 def test_device_out_and_repeat_calls() -> None:
     rng = np.random.default_rng(2)
     kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]

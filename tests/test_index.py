@@ -384,3 +384,14 @@ def test_saved_file_mode_and_symlink(tmp_path, small_index):
         assert link.is_symlink() and NarrowLoudsIndex.load(link).num_nodes == small_index.num_nodes
     finally:
         os.umask(umask)
+
+
+@pytest.mark.parametrize("n", [254, 255, 256, 511, 767])
+def test_save_load_at_select0_hint_boundaries(tmp_path, n):
+    # n one-token keywords: n + 1 nodes, n + 1 LOUDS zeros; 256 zeros fill a select0 hint exactly
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences([[t] for t in range(n)]))
+    path = tmp_path / "a.ftrie"
+    idx.save(path)
+    for verify in (True, False):
+        loaded = NarrowLoudsIndex.load(path, verify=verify)
+        assert [loaded.lookup([t]) for t in (0, n - 1)] == [0, n - 1]

@@ -2,8 +2,9 @@
 
 Steps (all numpy, no per-keyword Python work; ``u`` unique keywords, ``L`` the longest):
 1. sort: one least-significant-column-first pass per token column, each a single ``np.sort`` of
-   (token + 1, position) packed into uint64 (numpy's vectorised sort, far faster than an argsort).
-   A keyword joins the passes at its last column, so the work is one sort slot per token.  Equal
+   (token, position) packed into uint64 (numpy's vectorised sort, far faster than an argsort).
+   A keyword joins the passes at its last column, ahead of the keywords already in them (so a keyword
+   that ends sorts before its extensions), and the work is one sort slot per token.  Equal
    keywords keep ascending ids; duplicates are dropped, keeping the smallest id.
 2. common prefix of each keyword with its predecessor (``lcp``), comparing one column at a time and
    only the pairs still equal.

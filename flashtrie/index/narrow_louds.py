@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import IndexFormatError, InputError
 from ..keywords import KeywordSet
 from ..tokens import check_token_sequence
-from .bits import BitVector
+from .bits import HINT_STEP, BitVector
 from .builder import BuiltArrays, build_arrays
 from .fileformat import read_index_file, write_index_file
 from .packed import PackedInts
@@ -156,10 +156,10 @@ class NarrowLoudsIndex:
                     return f"bit vector {name}: its rank directory does not match its bits"
         if self.louds.num_ones != n - 1:
             return f"LOUDS has {self.louds.num_ones} child bits for {n} nodes"
-        for name, hints in (("louds", self.louds.select0_hints),):
-            if hints is None or hints.size < self.louds.num_zeros // 256 + 2 or (
-                    hints.size and int(hints.max()) >= self.louds.rank.size - 1):
-                return f"bit vector {name}: select0 hints out of range"
+        hints = self.louds.select0_hints  # one per 256 zeros, then the last block (BitVector.from_words)
+        if hints is None or hints.shape != (-(-self.louds.num_zeros // HINT_STEP) + 1,) or (
+                int(hints.max()) >= self.louds.rank.size - 1):
+            return "bit vector louds: select0 hints out of range"
         want_size = {"labels_hi": self.hi_flag.num_ones, "link_starts": self.linked.num_ones + 1,
                      "keyword_ids": self.terminal.num_ones}
         for name in _PACKED:

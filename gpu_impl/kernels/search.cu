@@ -100,7 +100,8 @@ struct Params {
     uint4* pool1;
     u32* pool_n;           // [Q]
     u32* pool_sel;         // [Q] which pool buffer is current
-    u32* pool_worst;       // [Q] desc key of the worst pool entry when full, else 0xFFFFFFFF
+    u32* pool_worst;       // [2, Q] desc key of the worst pool entry when full, else 0xFFFFFFFF; half t & 1 is
+                           // read during step t, half (t + 1) & 1 written by its pool merge (deterministic)
     u32* step_chunks;      // [T]
     u32* step_alive;       // [T]
     u32* err;              // [1] zeroed by the host upload
@@ -380,9 +381,9 @@ struct Cand {
 
 // Candidate c = h + [x]: node `node` reached with `rem` tokens of its edge left (kind MID when rem > 0,
 // sufbase the suffix index of the next token), or entering `node` via its label (entered = true).
-__device__ __forceinline__ void make_cand(const IndexView& I, const Params& P, u32 q, u32 r, u32 xrank,
-                                          float s_h, float l, u32 len_h, u32 node, bool entered, u32 rem,
-                                          u32 sufbase, Cand& c) {
+__device__ __forceinline__ void make_cand(const IndexView& I, const Params& P, const u32* worst, u32 q, u32 r,
+                                          u32 xrank, float s_h, float l, u32 len_h, u32 node, bool entered,
+                                          u32 rem, u32 sufbase, Cand& c) {
     c.f = false;
     c.p = false;
     const float s = __fadd_rn(s_h, l);
@@ -405,7 +406,7 @@ __device__ __forceinline__ void make_cand(const IndexView& I, const Params& P, u
         if (fl & 2u) {
             const float n = __fmul_rn(s, __ldg(&P.ln[len < P.ln_len ? len : P.ln_len - 1]));
             const u32 dk = desc_key32(n);
-            if (dk < __ldcg(&P.pool_worst[q])) {
+            if (dk < __ldcg(&worst[q])) {
                 c.p = true;
                 c.pk = ((u64)dk << 32) | low;
                 c.pp = make_uint4(node, __float_as_uint(s), __float_as_uint(n), len);
@@ -426,7 +427,7 @@ __device__ __forceinline__ void make_cand(const IndexView& I, const Params& P, u
     if (fl & 2u) {
         const float n = __fmul_rn(s, __ldg(&P.ln[len < P.ln_len ? len : P.ln_len - 1]));
         const u32 dk = desc_key32(n);
-        if (dk < __ldcg(&P.pool_worst[q])) {
+        if (dk < __ldcg(&worst[q])) {
             c.p = true;
             c.pk = ((u64)dk << 32) | low;
             c.pp = make_uint4(node, __float_as_uint(s), __float_as_uint(n), len);
@@ -500,8 +501,9 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
     for (u64 i = gtid; i < Q; i += gthreads) {
         const uint4 st = P.starts[i];
         if (st.x != NO_NODE) { P.fr0[i * B] = st; P.nf[i] = 1; } else { P.nf[i] = 0; }
-        P.fcount[i] = 0; P.pcount[i] = 0; P.pool_n[i] = 0; P.pool_sel[i] = 0; P.pool_worst[i] = 0xFFFFFFFFu;
+        P.fcount[i] = 0; P.pcount[i] = 0; P.pool_n[i] = 0; P.pool_sel[i] = 0;
     }
+    for (u64 i = gtid; i < 2ull * Q; i += gthreads) P.pool_worst[i] = 0xFFFFFFFFu;
     for (u64 i = gtid; i < T; i += gthreads) { P.step_chunks[i] = 0; P.step_alive[i] = 0; }
     for (u64 i = gtid; i < 4ull * T; i += gthreads) P.out_stats[i] = 0;
     const u32 kpad = P.kpad;
@@ -558,6 +560,8 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
     for (; t < T; ++t) {
         const uint4* fr = (t & 1) ? P.fr1 : P.fr0;
         uint4* fr_next = (t & 1) ? P.fr0 : P.fr1;
+        const u32* worst_cur = P.pool_worst + (u64)(t & 1) * Q;  // not written during this step
+        u32* worst_next = P.pool_worst + (u64)((t + 1) & 1) * Q;
 
         // ---------------- A1: resolve hypotheses
         for (u64 h = gtid; h < (u64)Q * B; h += gthreads) {
@@ -613,7 +617,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
                 if (p < nv && rt[p] == x) {
                     Cand c;
                     const float l = P.row_lp[(u64)row * K + p];
-                    make_cand(I, P, q, r, p, s_h, l, len_h, node, false, rem - 1, sufbase + 1, c);
+                    make_cand(I, P, worst_cur, q, r, p, s_h, l, len_h, node, false, rem - 1, sufbase + 1, c);
                     store_cand_thread(P, q, c);
                 }
             }
@@ -651,7 +655,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
                 }
                 if (child != NO_NODE) {
                     const float l = P.row_lp[(u64)row * K + p];
-                    make_cand(I, P, q, r, p, s_h, l, len_h, child, true, 0, 0, c);
+                    make_cand(I, P, worst_cur, q, r, p, s_h, l, len_h, child, true, 0, 0, c);
                 }
             }
             store_cand_warp(P, q, c);
@@ -675,7 +679,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
                     // usable logprob of each later row bounds every later score (float addition and
                     // multiplication are monotone); LN's extremes bound the length factor.  A later entry
                     // equal to the worst loses the tie (older first), and the worst only improves.
-                    const u32 worst = __ldcg(&P.pool_worst[q]);
+                    const u32 worst = __ldcg(&worst_cur[q]);  // the pool as of the last step: a valid bound
                     if (got && worst != 0xFFFFFFFFu) {
                         float S = __uint_as_float(__ldcg(&P.fpay[(u64)q * P.cand_cap + si[0]]).y);
                         bool finished = true;
@@ -695,6 +699,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
                 }
             } else {
                 const u32 q = job - Q;
+                if (threadIdx.x == 0) worst_next[q] = __ldcg(&worst_cur[q]);  // replaced below when it changes
                 const u32 n = min((u64)__ldcg(&P.pcount[q]), P.cand_cap);
                 if (threadIdx.x == 0) atomicAdd(&P.out_stats[4 * t + 1], n);
                 const u32 got = block_select_sorted(P.pkey + (u64)q * P.cand_cap, n, R, sk, si, P.sort_cap, sh);
@@ -739,7 +744,7 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
                         P.pool_sel[q] = sel ^ 1u;
                         if (nn == R) {
                             __threadfence_block();
-                            P.pool_worst[q] = desc_key32(__uint_as_float(__ldcg(&nw[R - 1]).z));
+                            worst_next[q] = desc_key32(__uint_as_float(__ldcg(&nw[R - 1]).z));
                         }
                     }
                 }
