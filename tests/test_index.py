@@ -395,3 +395,19 @@ def test_save_load_at_select0_hint_boundaries(tmp_path, n):
     for verify in (True, False):
         loaded = NarrowLoudsIndex.load(path, verify=verify)
         assert [loaded.lookup([t]) for t in (0, n - 1)] == [0, n - 1]
+
+
+def test_damaged_links_refused_even_without_verify(tmp_path, small_index):
+    import json
+
+    assert small_index.linked.num_ones > 0
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    raw = bytearray(path.read_bytes())
+    _, _, _, n = struct.unpack_from("<8sIIQ", raw)
+    entry = next(e for e in json.loads(raw[24 : 24 + n])["arrays"] if e["name"] == "link_starts.words")
+    raw[-(-(24 + n) // 64) * 64 + entry["offset"]] ^= 0x01  # link_starts[0] becomes odd: no longer 0
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(IndexFormatError, match="link_starts do not cover the suffix store"):
+        NarrowLoudsIndex.load(bad, verify=False)
