@@ -110,7 +110,11 @@ class NarrowLoudsIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], verify: bool = True) -> NarrowLoudsIndex:
-        """Memory-map an index file; refuses corrupt, truncated, foreign or newer-version files."""
+        """Memory-map an index file; refuses corrupt, truncated, foreign or newer-version files.
+
+        ``verify=False`` skips the CRC-32s and the recomputation of the rank directories (faster on a large
+        file): only for a file you trust, since a damaged directory can then send a search outside an array.
+        """
         arrays, meta = read_index_file(path, verify=verify)
         try:
             bvs = {}
