@@ -63,6 +63,9 @@ def test_keywords_deterministic() -> None:
     assert not (a.tokens.size == c.tokens.size and np.array_equal(a.tokens, c.tokens))
     p = KeywordParams(n=5_000, seed=7)
     assert np.array_equal(generate_keywords_from(p).tokens, a.tokens)
+    d1 = generate_keywords(5_000, seed=7, duplicate_fraction=0.05)
+    d2 = generate_keywords(5_000, seed=7, duplicate_fraction=0.05)
+    assert np.array_equal(d1.tokens, d2.tokens) and np.array_equal(d1.offsets, d2.offsets)
 
 
 def test_length_distribution(mid_lib: KeywordSet) -> None:

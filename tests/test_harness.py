@@ -388,6 +388,21 @@ def test_report_from_stored_records(tmp_path: Path) -> None:
     assert "taken from the anchors page, not measured by this report" in md
     assert "flashtrie bench beam" in md and "## Reproduce" in md
     assert "precision@10" in md
+    assert "Every measured case returned status `ok`" not in md
+
+
+def test_report_status_lists_a_mismatch(tmp_path: Path) -> None:
+    env = envmod.snapshot(["flashtrie", "bench", "beam"])
+    recs = [_record(backend="numpy", env=env, config={"beam_width": 4, "batch_size": 1, "K": 4},
+                    metrics={"mean_ms": 1.0}),
+            _record(backend="gpu", status="mismatch", message="differs from numpy at query 3", env=env,
+                    config={"beam_width": 4, "batch_size": 1, "K": 4}, metrics={"mean_ms": 0.1})]
+    src = tmp_path / "r.jsonl"
+    append_records(src, recs)
+    md = build_report([src], tmp_path / "rep").read_text()
+    status = md.split("## Status")[1].split("## Environment")[0]
+    assert "differs from numpy at query 3" in status and "mismatch" in status
+    assert "all backends agreed exactly" not in status
     assert command_text(["/usr/bin/flashtrie", "demo", "--beam", "10"]) == "flashtrie demo --beam 10"
 
 
@@ -418,6 +433,13 @@ def test_compare_results_locates_what_first_difference_reports() -> None:
     norm[q, n - 1] = np.float32(-0.0) if norm[q, n - 1] == 0 else -norm[q, n - 1]
     m = compare_results(base, changed(norm_scores=norm))
     assert m is not None and (m.query, m.rank, m.field) == (q, n - 1, "norm_scores")  # float32 bits, even ±0
+    zero = base.scores.copy()
+    zero[q, 0] = np.float32(0.0)
+    plus = changed(scores=zero)
+    zero = zero.copy()
+    zero[q, 0] = np.float32(-0.0)
+    m = compare_results(plus, changed(scores=zero))  # equal as floats, different as float32 bits
+    assert m is not None and (m.query, m.rank, m.field) == (q, 0, "scores")
     m = compare_results(base, SearchResult.empty(base.shape[0], base.shape[1] + 1))
     assert m is not None and m.field == "shape" and m.query is None and "shapes differ" in m.detail
     lengths = base.lengths.copy()
@@ -609,3 +631,48 @@ def test_report_names_the_run_of_each_row_when_runs_mix(tmp_path: Path) -> None:
     md = render_markdown(recs, ["r.jsonl"], tmp_path, {}, "t", include_anchors=False)
     table = md.split("## Latency vs beam width")[1]
     assert "| run |" in table and "run-a" in table and "run-b" in table
+
+
+def test_case_metrics_from_fixed_timings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Speed-ups, per-query time and throughput come from the timings as defined (no clock involved)."""
+    from flashtrie.harness import sweep
+    from flashtrie.harness.timing import Timing
+    from flashtrie.reference_cpu import NumpySearcher
+
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
+    idx = NarrowLoudsIndex.build(kws)
+    props = Proposals(np.array([[[1, 4], [2, 3]]] * 4), np.zeros((4, 2, 2), np.float32))
+    cfg = SearchConfig(beam_width=2)
+    ms = {"marisa": 8.0, "numpy": 2.0}
+
+    def fake(searcher, batches, config, ctx):  # noqa: ANN001, ANN202
+        res = searcher.search(batches[0], config)
+        return Timing(wall_ms=[ms[searcher.label]] * 3, device_ms=[], warmup=0), res
+
+    monkeypatch.setattr(sweep, "_time_backend", fake)
+    searchers = {}
+    for name in ms:
+        s = NumpySearcher(idx)
+        s.label = name
+        searchers[name] = s
+    ctx = sweep.RunContext(progress=False)
+    recs = {r.backend: r for r in sweep.measure_case(ctx, searchers, [props], cfg, sweep="beam_width", workload={},
+                                                     extra_config={}, workload_stats={})}
+    m = recs["numpy"].metrics
+    assert m["mean_ms"] == 2.0 and m["per_query_ms"] == 0.5 and m["throughput_qps"] == 2000.0
+    assert m["speedup_vs_marisa"] == 4.0 and recs["marisa"].metrics["speedup_vs_marisa"] == 1.0
+
+
+def test_skip_rule_counts_every_call_of_a_pass() -> None:
+    """One call fits the budget, a whole pass does not: skipped (sleeps decide only which side of a 10x margin)."""
+    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.reference_cpu import NumpySearcher
+
+    kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
+    idx = NarrowLoudsIndex.build(kws)
+    props = Proposals(np.array([[[1, 4], [2, 3]]]), np.log(np.array([[[0.6, 0.4], [0.5, 0.5]]], dtype=np.float32)))
+    # a call sleeps 20 ms, under the 1 x 0.5 s budget; 100 calls need >= 2 s, four times over it
+    ctx = RunContext(warmup=1, repeats=1, max_seconds=0.5, skip_factor=1.0, progress=False)
+    (rec,) = measure_case(ctx, {"numpy": _Slow(NumpySearcher(idx), 0.02)}, [props] * 100, SearchConfig(beam_width=2),
+                          sweep="beam_width", workload={}, extra_config={}, workload_stats={})
+    assert rec.status == "skipped" and "100 calls" in rec.message

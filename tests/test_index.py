@@ -411,3 +411,76 @@ def test_damaged_links_refused_even_without_verify(tmp_path, small_index):
     bad.write_bytes(bytes(raw))
     with pytest.raises(IndexFormatError, match="link_starts do not cover the suffix store"):
         NarrowLoudsIndex.load(bad, verify=False)
+
+
+def test_header_checksum_is_checked(tmp_path, small_index):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    raw = bytearray(path.read_bytes())
+    i = raw.index(b'"build_seconds": ') + len(b'"build_seconds": ')
+    raw[i] = ord("7") if raw[i] != ord("7") else ord("8")  # still valid JSON, same length
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(IndexFormatError, match="checksum"):
+        NarrowLoudsIndex.load(bad)
+
+
+def test_rank_directory_recomputed_when_verifying(tmp_path, small_index):
+    import json
+
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    raw = bytearray(path.read_bytes())
+    _, _, _, n = struct.unpack_from("<8sIIQ", raw)
+    table = json.loads(raw[24 : 24 + n])["arrays"]
+    entry = next(e for e in table if e["name"] == "louds.rank")
+    start = -(-(24 + n) // 64) * 64 + entry["offset"]
+    raw[start + 5] ^= 0x01  # block 0's count of ones in its first word (bits 40-47): counts stay consistent
+    crc = zlib.crc32(bytes(raw[start : start + entry["nbytes"]])) & 0xFFFF_FFFF
+
+    def fix(d):
+        next(e for e in d["arrays"] if e["name"] == "louds.rank")["crc32"] = crc
+
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(_rewrite_header(bytes(raw), fix))
+    with pytest.raises(IndexFormatError, match="inconsistent index"):
+        NarrowLoudsIndex.load(bad)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["meta"].__setitem__("labels_hi.width", 17), "labels_hi: .* of 17 bits"),
+    (lambda d: d["meta"].__setitem__("num_keywords", d["meta"]["num_keywords"] - 1), "inconsistent index"),
+    (lambda d: d["arrays"][0].__setitem__("shape", [d["arrays"][0]["shape"][0] + 1]), "does not match"),
+])
+def test_crafted_headers_beyond_sizes(tmp_path, small_index, edit, match):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(_rewrite_header(path.read_bytes(), edit))
+    with pytest.raises(IndexFormatError, match=match):
+        NarrowLoudsIndex.load(bad)
+
+
+def test_save_failing_midway_keeps_old_file(tmp_path, small_index, monkeypatch):
+    path = tmp_path / "a.ftrie"
+    small_index.save(path)
+    before = path.read_bytes()
+    calls = []
+
+    class Boom(OSError):
+        pass
+
+    real = np.ascontiguousarray
+
+    def flaky(a, *args, **kw):  # the writer gets some arrays out, then fails (like a full disk)
+        calls.append(1)
+        if len(calls) > 2 * len(small_index.arrays) + 3:
+            raise Boom("disk full")
+        return real(a, *args, **kw)
+
+    monkeypatch.setattr("flashtrie.index.fileformat.np.ascontiguousarray", flaky)
+    with pytest.raises(Boom):
+        small_index.save(path)
+    assert len(calls) > 2 * len(small_index.arrays) + 3  # it failed inside the write, not before
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["a.ftrie"]

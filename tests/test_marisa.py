@@ -174,3 +174,18 @@ def test_bad_arguments() -> None:
         MarisaSearcher([[1]])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="enum_ratio: expected a number"):
         MarisaSearcher(keywords, enum_ratio="x")  # type: ignore[arg-type]
+
+
+def test_mixed_enumeration_and_lookup_in_one_step_keep_the_order() -> None:
+    """One hypothesis takes the marisa-lookup path (100 children), a tied one enumerates (1 child)."""
+    keywords = KeywordSet.from_sequences([[1, c] for c in range(100)] + [[2, 5]])
+    tok = np.array([[[1, 2], [5, 7]]], dtype=np.int64)
+    lp = np.array([[[-1.0, -1.0], [0.0, 0.0]]], dtype=np.float32)
+    p = Proposals(tok, lp)
+    config = SearchConfig(beam_width=2, max_results=3)
+    want = oracle_search(keywords, p, config)
+    got = MarisaSearcher(keywords).search(p, config)
+    assert got.first_difference(want) is None, got.first_difference(want)
+    s = MarisaSearcher(keywords)
+    s.search(p, config)
+    assert s.path_counts["lookups"] > 0 and s.path_counts["enum_children"] > 0  # both paths in one step

@@ -447,3 +447,44 @@ def test_shared_row_preparation_and_early_stop_bound() -> None:
     assert not scoring.pool_closed(f(-1.0), f(-1.0), f(-1.5), f(0.5))  # -0.5 could still beat -1.5
     assert scoring.pool_closed(np.array([-1.0, -1.0], f), np.array([-4.0, np.inf], f),
                                np.array([-1.5, -1.5], f), f(0.5)).tolist() == [True, False]
+
+
+def test_early_stop_bound_uses_the_smallest_length_norm() -> None:
+    """A full pool, then a longer keyword that wins only through the length norm: no early stop may drop it."""
+    ks, searcher = make([[1], [1, 2, 3, 4, 5, 6, 7, 8]])
+    tok = np.array([[[1], [2], [3], [4], [5], [6], [7], [8]]], dtype=np.int64)
+    lp = np.array([[[-1.0]] + [[-0.1]] * 7], dtype=np.float32)
+    config = SearchConfig(beam_width=1, max_results=1, length_norm=2.0)
+    got = check(ks, searcher, Proposals(tok, lp), config)
+    assert got.keyword_ids[0, 0] == 1  # n = -1.7 * (6/13)**2 beats [1]'s n = -1
+    searcher.early_stop = False
+    assert_same(got, check(ks, searcher, Proposals(tok, lp), config))
+
+
+def _signed_zero_case() -> tuple[KeywordSet, Proposals, SearchConfig]:
+    # [1,2,3,4]: s = -1.4e-45, n = s * (6/9)**2 rounds to -0.0; [1,2,3,5]: n = +0.0.  They tie (IEEE), so
+    # the token breaks the tie: keyword 0 first.
+    ks = KeywordSet.from_sequences([[1, 2, 3, 4], [1, 2, 3, 5]])
+    tok = np.full((1, 4, 2), -1, dtype=np.int64)
+    lp = np.zeros((1, 4, 2), dtype=np.float32)
+    tok[0, :3, 0] = [1, 2, 3]
+    tok[0, 3] = [5, 4]
+    lp[0, 3] = [0.0, -1e-45]
+    return ks, Proposals(tok, lp), SearchConfig(beam_width=1, max_results=2, length_norm=2.0)
+
+
+def test_signed_zero_scores_tie() -> None:
+    ks, p, config = _signed_zero_case()
+    _, searcher = make(ks)
+    got = check(ks, searcher, p, config)
+    assert got.keyword_ids[0].tolist() == [0, 1] and np.signbit(got.norm_scores[0, 0])
+    marisa = pytest.importorskip("flashtrie.reference_cpu.marisa")
+    assert_same(marisa.MarisaSearcher(ks).search(p, config), got)
+
+
+def test_threshold_below_float32_range_keeps_the_lowest_float32() -> None:
+    ks, searcher = make([[1], [2]])
+    tok = np.array([[[1, 2]]], dtype=np.int64)
+    lp = np.array([[[-np.finfo(np.float32).max, -1.0]]], dtype=np.float32)
+    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2, token_threshold=-1e39))
+    assert sorted(got.keyword_ids[0, :2].tolist()) == [0, 1]  # -FLT_MAX > -1e39: kept
