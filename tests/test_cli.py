@@ -101,8 +101,24 @@ def test_build_search_parity_bench_report(tmp_path: Path, capsys: pytest.Capture
     assert "Latency vs beam width" in md and (tmp_path / "rep" / "latency_vs_beam.png").exists()
 
 
+def _cli_inputs(tmp_path: Path) -> dict[str, Path]:
+    """Files for the error tests: keywords, queries, an index, a records file of one bench run, an empty one,
+    and one whose only record is a bare schema line."""
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    main(["build", str(kw), "-o", str(idx), "--quiet"])
+    bare = tmp_path / "bare.jsonl"
+    bare.write_text('{"schema": "flashtrie.record/1"}\n')
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    res = tmp_path / "r.jsonl"
+    main(["bench", "beam", "--index", str(idx), "--queries", str(q), "--beams", "2", "--repeats", "1", "--warmup", "0",
+          "-o", str(res), "--quiet"])
+    return {"kw": kw, "q": q, "idx": idx, "bare": bare, "empty": empty, "records": res, "tmp": tmp_path}
+
+
 @pytest.mark.parametrize("argv, expected", [
-    (["build", "{records}", "-o", "{tmp}/x.ftrie"], "expected a keyword file"),
+    (["build", "{bare}", "-o", "{tmp}/x.ftrie"], "expected a keyword file"),
     (["search", "--index", "{kw}", "--queries", "{q}"], "expected a flashtrie index"),
     (["search", "--index", "{idx}", "--queries", "{kw}"], "expected a query workload"),
     (["report", "{kw}", "-o", "{tmp}/rep"], "expected a flashtrie benchmark record"),
@@ -110,13 +126,8 @@ def test_build_search_parity_bench_report(tmp_path: Path, capsys: pytest.Capture
 ])
 def test_wrong_kind_input_is_one_line_error(argv: list[str], expected: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
-    kw, q = _files(tmp_path)
-    idx = tmp_path / "kw.ftrie"
-    main(["build", str(kw), "-o", str(idx), "--quiet"])
-    records = tmp_path / "r.jsonl"
-    records.write_text('{"schema": "flashtrie.record/1"}\n')
+    subst = _cli_inputs(tmp_path)
     capsys.readouterr()
-    subst = {"kw": kw, "q": q, "idx": idx, "records": records, "tmp": tmp_path}
     rc = main([a.format(**subst) for a in argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2
@@ -260,16 +271,8 @@ def test_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 ])
 def test_bad_paths_are_one_line_errors_before_work(argv: list[str], expected: str, tmp_path: Path,
                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    kw, q = _files(tmp_path)
-    idx = tmp_path / "kw.ftrie"
-    main(["build", str(kw), "-o", str(idx), "--quiet"])
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
-    res = tmp_path / "r.jsonl"
-    main(["bench", "beam", "--index", str(idx), "--queries", str(q), "--beams", "2", "--repeats", "1", "--warmup", "0",
-          "-o", str(res), "--quiet"])
+    subst = _cli_inputs(tmp_path)
     capsys.readouterr()
-    subst = {"kw": kw, "q": q, "idx": idx, "tmp": tmp_path, "empty": empty, "records": res}
     rc = main([a.format(**subst) for a in argv])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2, err
