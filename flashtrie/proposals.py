@@ -6,6 +6,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -79,10 +80,13 @@ class Proposals:
         atomic_write(path, ("\n".join(lines) + "\n").encode())
 
     @classmethod
-    def from_tsv(cls, path: str | os.PathLike[str]) -> tuple[Proposals, list[str]]:
+    def from_tsv(cls, path: str | os.PathLike[str], probabilities: bool = False) -> tuple[Proposals, list[str]]:
         """Read the public FlashTrie proposal TSV; short rows are padded to the longest row (K).
 
         Returns the proposals and the query names.  Every query must have the same number of steps.
+        ``"probs"`` are log-probabilities (<= 0; a positive value, which no log-probability can be, is
+        refused as a probability passed by mistake); with ``probabilities=True`` they are probabilities in
+        [0, 1] and their natural logs are used (0 becomes -inf).
         """
         names: list[str] = []
         rows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
@@ -103,7 +107,7 @@ class Proposals:
             except (ValueError, RecursionError) as e:
                 raise InputError(f"{where}: not a proposal record with 'indices' and 'probs' ({e})") from None
             try:
-                rows.append(_parse_record(obj))
+                rows.append(_parse_record(obj, probabilities))
             except InputError as e:
                 raise InputError(f"{where}: {e}") from None
             names.append(name)
@@ -130,7 +134,7 @@ class Proposals:
             raise InputError(f"{path}: {e}") from None
 
 
-def _parse_record(obj: object) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _parse_record(obj: object, probabilities: bool = False) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Validate one TSV record ``{"indices": [[tok, ...], ...], "probs": [[lp, ...], ...]}``.
 
     Returns the token rows (``uint32``, padding ``2**32 - 1``) and logprob rows (``float32``).  Tokens
@@ -166,6 +170,7 @@ def _parse_record(obj: object) -> tuple[list[np.ndarray], list[np.ndarray]]:
             k = int(bad[0])
             raise InputError(f"probs[{t}][{k}]: {row_p[k]!r} is not allowed; logprobs must be finite or -inf "
                              "(NaN and +inf are errors)")
+        lp = _as_logprobs(lp, tok, t, row_p, probabilities)
         real = tok[tok != PAD_TOKEN]
         uniq, counts = np.unique(real, return_counts=True)
         if (counts > 1).any():
@@ -240,3 +245,24 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
     for arr in out:
         arr.flags.writeable = False
     return out
+
+
+def _as_logprobs(lp: np.ndarray, tok: np.ndarray, t: int, row: list[Any], probabilities: bool) -> np.ndarray:
+    """Row ``t`` of a TSV's "probs" as log-probabilities: refused when positive (probabilities passed by
+    mistake), or converted from probabilities in [0, 1] when ``probabilities``."""
+    real = tok != PAD_TOKEN
+    if not probabilities:
+        pos = np.flatnonzero(real & (lp > 0))
+        if pos.size:
+            k = int(pos[0])
+            raise InputError(f"probs[{t}][{k}]: {row[k]!r} is positive; these look like probabilities; pass "
+                             "log-probabilities (log p), or --probabilities to take their logs")
+        return lp
+    out = np.where(real & ~((lp >= 0) & (lp <= 1)), np.nan, lp)
+    bad = np.flatnonzero(real & np.isnan(out))
+    if bad.size:
+        k = int(bad[0])
+        raise InputError(f"probs[{t}][{k}]: {row[k]!r} is not a probability in [0, 1] (--probabilities)")
+    with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf; padding entries are not used
+        logs = np.log(np.asarray(row, dtype=np.float64)).astype(np.float32)
+    return np.where(real, logs, np.float32(-np.inf)).astype(np.float32)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -16,8 +14,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from .backends import BASELINE  # noqa: E402
 from .records import Record  # noqa: E402
+from .select import bytes_per_unique_keyword, groups_of, latest_builds, num_keywords, series, workload_group  # noqa: E402
 
-__all__ = ["series", "plot_all", "FIGURES", "bytes_per_unique_keyword"]
+__all__ = ["plot_all", "FIGURES"]
 
 _STYLE = {"marisa": ("tab:gray", "o"), "marisa-lookup": ("tab:brown", "D"), "numpy": ("tab:blue", "s"),
           "gpu": ("tab:green", "^"),
@@ -27,48 +26,6 @@ _STYLE = {"marisa": ("tab:gray", "o"), "marisa-lookup": ("tab:brown", "D"), "num
 
 def _color(name: str) -> tuple[str | None, str]:
     return _STYLE.get(name.split(" ")[0], (None, "D"))
-
-
-def _latest(records: Sequence[Record]) -> list[Record]:
-    """Drop older records of the same (kind, backend, sweep, config, workload)."""
-    keep: dict[tuple[Any, ...], Record] = {}
-    for r in records:
-        key = (r.kind, r.backend, r.sweep, repr(sorted(r.config.items())), repr(r.workload.get("shape_QTK")),
-               r.workload.get("num_keywords"), workload_group(r))
-        if key not in keep or r.timestamp >= keep[key].timestamp:
-            keep[key] = r
-    return list(keep.values())
-
-
-def workload_group(r: Record) -> str:
-    """What tells workloads of one sweep apart in tables and figures: the preset and the library size."""
-    w = r.workload
-    bits = [str(w["preset"])] if w.get("preset") else []
-    if w.get("num_keywords"):
-        bits.append(f"{w['num_keywords']:,} keywords")
-    return ", ".join(bits)
-
-
-def groups_of(records: Sequence[Record]) -> list[str]:
-    return sorted({workload_group(r) for r in records})
-
-
-def series(records: Sequence[Record], kind: str, sweep: str | None, x: Callable[[Record], Any],
-           y: Callable[[Record], Any], label: Callable[[Record], str] = lambda r: r.backend
-           ) -> dict[str, list[tuple[float, float]]]:
-    """{label: sorted [(x, y)]} over ok records of ``kind`` (and ``sweep``) with numeric x and y."""
-    out: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for r in _latest([r for r in records if r.kind == kind and (sweep is None or r.sweep == sweep)]):
-        if r.status != "ok":
-            continue
-        try:
-            xv, yv = x(r), y(r)
-        except (KeyError, TypeError):
-            continue
-        if isinstance(xv, (int, float)) and isinstance(yv, (int, float)) and math.isfinite(xv) \
-                and math.isfinite(yv):
-            out[label(r)].append((float(xv), float(yv)))
-    return {k: sorted(v) for k, v in sorted(out.items())}
 
 
 def _batch_label(r: Record) -> str:
@@ -165,13 +122,9 @@ def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "speedup_vs_beam")
 
 
-def _num_keywords(r: Record) -> Any:
-    return r.config.get("num_keywords", r.workload.get("num_keywords"))
-
-
 def latency_vs_library(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    mean = series(records, "latency", "library_size", _num_keywords, lambda r: r.metrics["mean_ms"])
-    p99 = series(records, "latency", "library_size", _num_keywords, lambda r: r.metrics["p99_ms"])
+    mean = series(records, "latency", "library_size", num_keywords, lambda r: r.metrics["mean_ms"])
+    p99 = series(records, "latency", "library_size", num_keywords, lambda r: r.metrics["p99_ms"])
     if not mean:
         return []
     fig, (ax,) = _new("Latency per call vs library size", "keywords", "ms per call")
@@ -213,27 +166,11 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     return _save(fig, out_dir, "quality_vs_beam")
 
 
-def bytes_per_unique_keyword(r: Record) -> Any:
-    """Serialized bytes per unique keyword of a build record (duplicates collapsed, as in
-    `NarrowLoudsIndex.stats`); the stored ``bytes_per_keyword`` when the record lacks the counts."""
-    m = r.metrics
-    if isinstance(m.get("bytes"), (int, float)) and isinstance(m.get("unique_keywords"), (int, float)) \
-            and m["unique_keywords"] > 0:
-        return m["bytes"] / m["unique_keywords"]
-    return m.get("bytes_per_keyword")
-
-
 def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """One point per structure and library size: the latest run's (the report's table lists every run)."""
-    latest: dict[tuple[str, Any], Record] = {}
-    for r in records:
-        if r.kind == "build" and r.status == "ok":
-            key = (r.backend, _num_keywords(r))
-            if key not in latest or r.timestamp >= latest[key].timestamp:
-                latest[key] = r
-    recs = list(latest.values())
-    t = series(recs, "build", None, _num_keywords, lambda r: r.metrics["build_s"])
-    b = series(recs, "build", None, _num_keywords, bytes_per_unique_keyword)
+    recs = latest_builds(records)
+    t = series(recs, "build", None, num_keywords, lambda r: r.metrics["build_s"])
+    b = series(recs, "build", None, num_keywords, bytes_per_unique_keyword)
     if not t:
         return []
     fig, (ax1, ax2) = _new("Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie", "keywords", "",

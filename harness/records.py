@@ -7,17 +7,20 @@ command line.  Reports are drawn from these files only.  JSON has no infinities,
 (a ``-inf`` threshold) is stored as the string ``"-inf"`` (``"inf"``, ``"nan"``) and read back as the
 float in the workload, config, metrics and workload statistics.
 
-Writing appends one complete line with a single ``write`` on a file opened for appending (and under an
-advisory lock), so concurrent writers and crashes never leave half a record.  Reading validates every
-line and names the file and line of the first bad one.
+Writing appends whole lines with a single ``write`` on a file opened for appending (and under an
+advisory lock), and undoes a short write, so concurrent writers, crashes and full disks never leave half
+a record.  Reading validates every line and names the file and line of the first bad one (a damaged last
+line, from an older writer, is skipped with a warning).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,11 +29,21 @@ from typing import Any
 from flashtrie.errors import InputError
 
 __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_records", "read_records",
-           "iter_records", "validate_record", "new_run_id"]
+           "iter_records", "validate_record", "new_run_id", "config_dict", "DamagedRecordWarning"]
 
 SCHEMA = "flashtrie.record/1"
 KINDS = ("latency", "throughput", "build", "quality", "parity", "search")
 STATUSES = ("ok", "mismatch", "error", "skipped")
+
+
+def config_dict(config: Any) -> dict[str, Any]:
+    """A `flashtrie.SearchConfig` as the record's config fields (``SearchConfig.to_dict``: beam_width,
+    max_results (resolved R), token_threshold, score_threshold, length_norm)."""
+    to_dict = getattr(config, "to_dict", None)
+    if callable(to_dict):
+        return dict(to_dict())
+    return {"beam_width": config.beam_width, "max_results": config.results, "token_threshold": config.token_threshold,
+            "score_threshold": config.score_threshold, "length_norm": config.length_norm}
 
 
 def new_run_id() -> str:
@@ -140,8 +153,17 @@ def _to_line(rec: Record | dict[str, Any]) -> bytes:
 
 
 def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict[str, Any]]) -> int:
-    """Append records to a JSON Lines file, each line with one ``write`` (atomic per line).  Returns the count."""
-    lines = [_to_line(r) for r in records]
+    """Append records to a JSON Lines file; returns the count.
+
+    All the lines go out in one ``os.write`` on a descriptor opened with ``O_APPEND`` (under an advisory
+    lock).  A write that fails or comes back short (a full disk) is undone: the file is truncated back to
+    its size before the call, so it holds either every new record or none, never half a line, and an
+    `OSError` naming the file is raised.
+    """
+    data = b"".join(_to_line(r) for r in records)
+    count = data.count(b"\n")
+    if not data:
+        return 0
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -152,14 +174,28 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
             fcntl.flock(fd, fcntl.LOCK_EX)
         except (ImportError, OSError):
             pass
-        for line in lines:
-            written = os.write(fd, line)
-            if written != len(line):  # pragma: no cover - regular files write fully or raise
-                raise OSError(f"{p}: short write ({written} of {len(line)} bytes)")
-        os.fsync(fd)
+        before = os.fstat(fd).st_size
+        try:
+            written = os.write(fd, data)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes; is the disk full?); "
+                                            "the records were not appended", str(p))
+            os.fsync(fd)
+        except OSError:
+            _truncate(fd, before)
+            raise
     finally:
         os.close(fd)
-    return len(lines)
+    return count
+
+
+def _truncate(fd: int, size: int) -> None:
+    """Put the file back to ``size`` bytes after a failed append (best effort: the error that made it fail
+    is what the caller sees)."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError:
+        pass
 
 
 def append_record(path: str | os.PathLike[str], record: Record | dict[str, Any]) -> None:
@@ -167,24 +203,36 @@ def append_record(path: str | os.PathLike[str], record: Record | dict[str, Any])
     append_records(path, [record])
 
 
+class DamagedRecordWarning(UserWarning):
+    """The last line of a records file is not a whole record (a write cut short); it was skipped."""
+
+
 def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Yield validated records from a JSON Lines file; a bad line raises `InputError` naming file and line."""
+    """Yield validated records from a JSON Lines file; a bad line raises `InputError` naming file and line.
+
+    The one exception is a damaged *last* line that is not JSON (an append cut short by a crash or a full
+    disk, before appends were made atomic): it is skipped with a `DamagedRecordWarning` naming the file and
+    the line, so the records before it stay readable.
+    """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such records file (expected a .jsonl file written by 'flashtrie bench')")
     with p.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            if not raw.strip():
-                continue
-            try:
-                d = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise InputError(f"{p}: line {lineno}: not JSON; expected a flashtrie benchmark record "
-                                 "(JSON Lines written by 'flashtrie bench')") from None
-            try:
-                yield Record.from_dict(d)
-            except InputError as e:
-                raise InputError(f"{p}: line {lineno}: {e}") from None
+        lines = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
+    for i, (lineno, raw) in enumerate(lines):
+        try:
+            d = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            if i == len(lines) - 1 and i > 0:
+                warnings.warn(f"{p}: line {lineno}: not a whole record (a write cut short?); skipped it and read "
+                              f"the {i} records before it", DamagedRecordWarning, stacklevel=2)
+                return
+            raise InputError(f"{p}: line {lineno}: not JSON; expected a flashtrie benchmark record "
+                             "(JSON Lines written by 'flashtrie bench')") from None
+        try:
+            yield Record.from_dict(d)
+        except InputError as e:
+            raise InputError(f"{p}: line {lineno}: {e}") from None
 
 
 def read_records(*paths: str | os.PathLike[str]) -> list[Record]:

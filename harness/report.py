@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import anchors
 from .backends import ORDER
 from .env import summary_line
-from .plots import FIGURES, _latest, bytes_per_unique_keyword, groups_of, plot_all, workload_group
+from .plots import FIGURES, plot_all
 from .records import Record, read_records
+from .select import bytes_per_unique_keyword, groups_of, latest, workload_group
 
 __all__ = ["build_report", "render_markdown", "command_text"]
 
@@ -165,18 +165,48 @@ def _environment(records: list[Record]) -> list[str]:
     return lines
 
 
+_WORKLOAD_COLUMNS = (("preset", "preset"), ("num_queries", "Q"), ("num_steps", "T"), ("proposals_per_step", "K"),
+                     ("seed", "seed"))
+
+
+def _library_cell(w: dict[str, Any]) -> str:
+    lib = w.get("keywords") if isinstance(w.get("keywords"), dict) else {}
+    gen = lib.get("generator") if isinstance(lib.get("generator"), dict) else {}
+    bits = [str(lib["source"])] if lib.get("source") else []
+    bits += [f"{k} {gen[k]}" for k in ("n", "seed", "vocab_size") if k in gen]
+    return ", ".join(bits)
+
+
+def _other_params(w: dict[str, Any]) -> str:
+    skip = {"keywords", "num_keywords", "shape_QTK", "queries", *(k for k, _ in _WORKLOAD_COLUMNS)}
+    out = []
+    for k, v in sorted(w.items()):
+        if k in skip or isinstance(v, dict):
+            continue
+        out.append(f"{k} = {json.dumps(v) if isinstance(v, list) else v}")
+    return "; ".join(out)[:600]
+
+
 def _workloads(records: list[Record]) -> list[str]:
+    """One table row per distinct workload the records name: library, generator parameters, shape."""
     seen: dict[str, dict[str, Any]] = {}
     for r in records:
         w = {k: v for k, v in r.workload.items() if k not in ("K_used", "limit")}
         if w:
-            seen.setdefault(json.dumps(w, sort_keys=True), w)
+            seen.setdefault(json.dumps(w, sort_keys=True, default=str), w)
     if not seen:
         return []
-    lines = ["## Workloads", "", "Dataset parameters as stored in the records:", ""]
+    rows = []
     for w in seen.values():
-        lines += ["```json", json.dumps(w, sort_keys=True, indent=None)[:2000], "```", ""]
-    return lines
+        shape = w.get("shape_QTK")
+        rows.append([_library_cell(w), w.get("num_keywords"),
+                     " × ".join(str(x) for x in shape) if isinstance(shape, list) else None,
+                     *(w.get(k) for k, _ in _WORKLOAD_COLUMNS), _other_params(w)])
+    lines = ["## Workloads", "", "Dataset parameters as stored in the records (Q × T × K as searched; the "
+             "generator's Q, T, K and seed alongside):", ""]
+    lines += _table(["library", "keywords", "Q × T × K", *(h for _, h in _WORKLOAD_COLUMNS), "other parameters"],
+                    rows)
+    return lines + [""]
 
 
 def _arg(cmd: Sequence[str], flag: str) -> str | None:
@@ -225,27 +255,6 @@ def _input_commands(records: list[Record]) -> list[str]:
             if line not in out:
                 out.append(line)
     return out
-
-
-def _anchors_section() -> list[str]:
-    lines = [f"## Reference numbers ({anchors.LABEL})", "",
-             f"These numbers come from {anchors.SOURCE}; they were measured on other hardware and other "
-             "workloads and are shown for orientation only.", "",
-             f"**The FlashTrie paper** (800M keywords, A100, batch 1; CPU = {anchors.PAPER_CPU}):", ""]
-    rows = [[a["beam_width"], a["cpu_mean_ms"], a["cpu_p99_ms"], a["gpu_mean_ms"], a["gpu_p99_ms"],
-             a["cpu_peak_qps"], a["gpu_peak_qps"]] for a in anchors.PAPER_LATENCY]
-    lines += _table(["beam", "CPU mean ms", "CPU p99 ms", "GPU mean ms", "GPU p99 ms", "CPU peak q/s",
-                     "GPU peak q/s"], rows)
-    pi = anchors.PAPER_INDEX
-    lines += ["", f"Index for {pi['keywords']:,} keys: {pi['index_bytes'] / 1e9:.1f} GB (MARISA-Opt "
-                  f"{pi['marisa_opt_bytes'] / 1e9:.0f} GB); build {pi['build_s']} s (MARISA-Opt "
-                  f"{pi['marisa_opt_build_s']:,} s). Precision@100: 0.53 at beam 100, 0.78 at beam 1000.", "",
-              "**The public FlashTrie implementation on an H200** (its own benchmark script):", ""]
-    rows = [[a["workload"], a["keys"], a["beam_width"], a["batch"], a["mean_ms"], a["p99_ms"]]
-            for a in anchors.PUBLIC_FLASHTRIE_H200]
-    lines += _table(["workload", "keys", "beam = K", "batch", "mean ms", "p99 ms"], rows)
-    lines += [""] + [f"- {n}" for n in anchors.PUBLIC_FLASHTRIE_NOTES] + [""]
-    return lines
 
 
 def build_sweep(r: Record) -> str | None:
@@ -309,15 +318,14 @@ def _figure_links(drawn: dict[str, list[Path]], names: Sequence[str], out_dir: P
     for n in names:
         if n in drawn:
             png, svg = drawn[n]
-            lines.append(f"![{FIGURES[n][0]}]({png.relative_to(out_dir).as_posix()}) "
-                         f"([SVG]({svg.relative_to(out_dir).as_posix()}))")
+            lines.append(f"![{FIGURES[n][0]}]({png.name}) ([SVG]({svg.name}))")  # beside report.md
             lines.append("")
     return lines
 
 
 def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path, drawn: dict[str, list[Path]],
-                    title: str, include_anchors: bool = True) -> str:
-    """The report text (figures must already be drawn into ``out_dir``)."""
+                    title: str) -> str:
+    """The report text; ``drawn`` names the figures (drawn beside report.md), ``out_dir`` is where it goes."""
     now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     counts = Counter(r.status for r in records)
     runs = sorted({(r.run_id, r.timestamp[:19]) for r in records}, key=lambda x: x[1])
@@ -333,27 +341,28 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
              "Latency is host wall-clock time per `search` call (proposals in, results out), after warm-up. "
              "Speed-ups divide the marisa-trie baseline's mean by the backend's mean in the same case of the same "
              "run. Every case compares all backends' results exactly (ids, order, float32 bits); a case whose results "
-             "differ is marked `mismatch` below.", "",
+             "differ is marked `mismatch` below. Every number here was measured by the runs named above; the "
+             "method follows the FlashTrie paper (arXiv:2607.10044), none of whose numbers are shown.", "",
              "## Status", ""]
     lines += _problems(records)
     lines += _environment(records)
 
-    latest = _latest(records)
-    beam = [r for r in latest if r.kind == "latency" and r.sweep == "beam_width"]
+    newest = latest(records)
+    beam = [r for r in newest if r.kind == "latency" and r.sweep == "beam_width"]
     for g in groups_of(beam):
         lines += _latency_section([r for r in beam if workload_group(r) == g],
                                   f"Latency vs beam width (K = beam width): {g}", "beam",
                                   lambda r: r.config.get("beam_width"))
     lines += _figure_links(drawn, ["latency_vs_beam", "speedup_vs_beam"], out_dir)
-    lib = [r for r in latest if r.kind == "latency" and r.sweep == "library_size"]
+    lib = [r for r in newest if r.kind == "latency" and r.sweep == "library_size"]
     lines += _latency_section(lib, "Latency vs library size", "keywords",
                               lambda r: r.config.get("num_keywords", r.workload.get("num_keywords")))
     lines += _figure_links(drawn, ["latency_vs_library_size"], out_dir)
-    thr = [r for r in latest if r.kind == "throughput"]
+    thr = [r for r in newest if r.kind == "throughput"]
     lines += _latency_section(thr, "Throughput vs batch size", "batch", lambda r: r.config.get("batch_size"))
     lines += _figure_links(drawn, ["throughput_vs_batch"], out_dir)
 
-    qual = [r for r in latest if r.kind == "quality"]
+    qual = [r for r in newest if r.kind == "quality"]
     if qual:
         metric_names = sorted({m for r in qual for m in r.metrics if "@" in m},
                               key=lambda m: (m.split("@")[0], int(m.split("@")[1])))
@@ -370,16 +379,13 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
 
     lines += _build_section(records, drawn, out_dir)
 
-    par = [r for r in latest if r.kind in ("parity", "search")]
+    par = [r for r in newest if r.kind in ("parity", "search")]
     if par:
         lines += ["## Parity and search runs", ""]
         rows = [[r.kind, r.backend, r.config.get("beam_width"), r.metrics.get("num_queries"), _status_cell(r),
                  (r.message or "")[:200]] for r in par]
         lines += _table(["kind", "backend", "beam", "queries", "status", "message"], rows)
         lines.append("")
-
-    if include_anchors:
-        lines += _anchors_section()
 
     cmds: list[str] = []
     for r in sorted(records, key=lambda r: r.timestamp):
@@ -389,7 +395,7 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
             note = f"# run {r.run_id}" + (f", {n:,} keywords" if isinstance(n, int) and r.sweep != "library_size"
                                           else "")
             cmds += [note, c]
-    lines += _workloads(latest)
+    lines += _workloads(newest)
     inputs = _input_commands(sorted(records, key=lambda r: r.timestamp))
     lines += ["## Reproduce", "", "The commands that produced these records, run from the repository root. Input "
               "files they name come from `flashtrie gen-keywords` / `gen-queries`, which are deterministic in their "
@@ -401,9 +407,17 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
     return "\n".join(lines)
 
 
-def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str], title: str | None = None,
-                 include_anchors: bool = True) -> Path:
-    """Read records, draw figures into ``out_dir`` and write ``out_dir/report.md``; returns its path."""
+def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
+                 title: str | None = None) -> Path:
+    """Read records, draw the figures and write ``out_dir/report.md``; returns its path.
+
+    Everything is written to a temporary folder beside ``out_dir`` first; only when all of it is written
+    are the files renamed into ``out_dir`` (report.md last; other files already there, such as the records,
+    stay), so a failure (a full disk) leaves no partial report.
+    """
+    import shutil
+    import tempfile
+
     records = read_records(*sources)
     if not records:
         from flashtrie.errors import InputError
@@ -411,12 +425,18 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
         raise InputError(f"RESULTS: no records in {', '.join(str(s) for s in sources)}; run 'flashtrie bench ...' "
                          "first (it appends records to its -o file)")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    drawn = plot_all(records, out)
-    text = render_markdown(records, [str(s) for s in sources], out, drawn,
-                           title or f"flashtrie benchmark report: {out.name}", include_anchors)
-    path = out / "report.md"
-    from flashtrie.io_util import atomic_write
-
-    atomic_write(path, text.encode())
-    return path
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        drawn = plot_all(records, tmp)
+        text = render_markdown(records, [str(s) for s in sources], out, drawn,
+                               title or f"flashtrie benchmark report: {out.name}")
+        (tmp / "report.md").write_bytes(text.encode())
+        if not out.exists():
+            os.replace(tmp, out)
+            return out / "report.md"
+        for p in sorted(tmp.iterdir(), key=lambda p: p.name == "report.md"):
+            os.replace(p, out / p.name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "report.md"

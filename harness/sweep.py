@@ -15,10 +15,10 @@ far over the budget (``skip_factor`` x ``max_seconds``) is recorded as ``skipped
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as _dt
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -35,9 +35,9 @@ from flashtrie.search_types import SearchConfig, SearchResult
 
 from .backends import BASELINE, close_searchers, make_searchers, reference_first
 from .parity import compare_results
-from .records import Record, append_records, new_run_id
-from .timing import Timing, device_ms_of, summarize
-from .workloads import concat_results, tile_proposals, truncate_proposals, workload_params
+from .records import Record, append_records, config_dict, new_run_id
+from .timing import OverBudget, Timing, TimingPlan, summarize, time_searcher
+from .workloads import tile_proposals, truncate_proposals, workload_params
 
 __all__ = ["RunContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
            "sweep_library_size", "sweep_build", "workload_statistics", "num_keywords_of", "build_index_timed",
@@ -69,6 +69,17 @@ class RunContext:
         if self.library is not None and "keywords" not in fields.get("workload", {}):
             fields["workload"] = {**fields.get("workload", {}), "keywords": self.library}
         return Record(env=self.env, command=list(self.command), run_id=self.run_id, timestamp=ts, **fields)
+
+    def announce(self, backend: str) -> None:
+        """Say on stderr that ``backend`` is being set up (marisa builds its trie: seconds per million keywords)."""
+        if self.progress:
+            what = "building the marisa trie for" if backend.startswith("marisa") else "setting up"
+            tqdm.write(f"{what} backend {backend} ...", file=sys.stderr)
+
+    def make_searchers(self, backends: Sequence[str], keywords: KeywordSet | None, index: Any
+                       ) -> tuple[dict[str, Any], dict[str, str]]:
+        """`flashtrie.harness.backends.make_searchers`, announcing each backend."""
+        return make_searchers(backends, keywords, index, progress=self.announce)
 
     def emit(self, records: Sequence[Record]) -> None:
         """Keep the records and append them to the output file (if any) right away."""
@@ -125,19 +136,12 @@ class BeamStats:
                 "source": "numpy reference search (early_stop=False)"}
 
 
-def stats_searcher(index: Any, searchers: dict[str, Any] | None = None) -> NumpySearcher | None:
-    """A `NumpySearcher` over ``index`` with ``early_stop=False, collect_stats=True`` (None without an index).
-
-    Shares the decoded arrays of a `NumpySearcher` of the same index in ``searchers`` when there is one
-    (a shallow copy; the arrays are only read), else decodes the index.
-    """
+def stats_searcher(index: Any) -> NumpySearcher | None:
+    """A `NumpySearcher` of its own over ``index`` with ``early_stop=False, collect_stats=True`` (None without
+    an index): the workload statistics come from the contract's full frontiers, and the timed searchers stay
+    as they were configured."""
     if index is None:
         return None
-    for s in (searchers or {}).values():
-        if isinstance(s, NumpySearcher) and s.index is index:
-            out = copy.copy(s)
-            out.early_stop, out.collect_stats, out.last_stats = False, True, None
-            return out
     return NumpySearcher(index, early_stop=False, collect_stats=True)
 
 
@@ -163,51 +167,34 @@ def num_keywords_of(keywords: KeywordSet | None, index: Any) -> int:
 
 
 # --------------------------------------------------------------------------------------------- timing
-class _OverBudget(Exception):
-    """A warmup call showed that one pass over the batches would take far over the time budget."""
+def timing_plan(ctx: RunContext) -> TimingPlan:
+    """The run's timing settings as a `TimingPlan`: a pass predicted over ``skip_factor`` x ``max_seconds``
+    is refused."""
+    return TimingPlan(warmup=ctx.warmup, repeats=max(ctx.repeats, 1), max_seconds=ctx.max_seconds,
+                      budget_s=ctx.skip_factor * ctx.max_seconds)
 
 
 def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig, ctx: RunContext
                   ) -> tuple[Timing, SearchResult]:
-    """Warm up, then time passes over ``batches``.
+    """Time passes over ``batches`` with `flashtrie.harness.timing.time_searcher` (raises `OverBudget`)."""
+    t = time_searcher(searcher, batches, config, timing_plan(ctx))
+    assert t.first_pass is not None
+    return t, t.first_pass
 
-    The last warmup call (the first timed call when there is no warmup) is a measured sample of the
-    cost of a call: when ``len(batches)`` calls of that cost exceed ``skip_factor * max_seconds``, raises
-    `_OverBudget` instead of timing.
-    """
-    limit = ctx.skip_factor * ctx.max_seconds
 
-    def check(call_s: float) -> None:
-        if call_s * len(batches) > limit:
-            raise _OverBudget(f"one call took {call_s:.3g} s, so one pass over {len(batches)} calls would take "
-                              f"about {call_s * len(batches):.3g} s, over {ctx.skip_factor:g} x the "
-                              f"{ctx.max_seconds:g} s budget (raise --max-seconds to time it)")
+#: Attributes a searcher may expose about itself (the GPU: its arch, compile and upload costs), recorded
+#: as metrics of every case it is timed in.
+_BACKEND_INFO = ("arch", "compile_seconds", "compile_from_cache", "upload_seconds", "index_bytes")
 
-    for i in range(ctx.warmup):
-        t0 = time.perf_counter()
-        searcher.search(batches[i % len(batches)], config)
-        if i == ctx.warmup - 1:
-            check(time.perf_counter() - t0)
-    wall: list[float] = []
-    device: list[float] = []
-    first: list[SearchResult] = []
-    start = time.perf_counter()
-    for rep in range(max(ctx.repeats, 1)):
-        for b in batches:
-            t0 = time.perf_counter_ns()
-            res = searcher.search(b, config)
-            t1 = time.perf_counter_ns()
-            wall.append((t1 - t0) / 1e6)
-            if ctx.warmup == 0 and len(wall) == 1:
-                check(wall[0] / 1000.0)
-            d = device_ms_of(searcher)
-            if d is not None:
-                device.append(d)
-            if rep == 0:
-                first.append(res)
-        if time.perf_counter() - start > ctx.max_seconds:
-            break
-    return Timing(wall_ms=wall, device_ms=device, warmup=ctx.warmup), concat_results(first)
+
+def backend_info(searcher: Any) -> dict[str, Any]:
+    """The `_BACKEND_INFO` attributes ``searcher`` has (plain numbers, strings or booleans), as metrics."""
+    out: dict[str, Any] = {}
+    for name in _BACKEND_INFO:
+        v = getattr(searcher, name, None)
+        if isinstance(v, (bool, int, float, str)):
+            out[f"backend_{name}"] = v
+    return out
 
 
 def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Proposals], config: SearchConfig, *,
@@ -215,9 +202,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
                  ) -> list[Record]:
     """Time every searcher on ``batches``, check parity, and return one record per backend."""
     batch = batches[0].num_queries
-    cfg = {"beam_width": config.beam_width, "max_results": config.results, "token_threshold": config.token_threshold,
-           "score_threshold": config.score_threshold, "length_norm": config.length_norm, "batch_size": batch,
-           **extra_config}
+    cfg = {**config_dict(config), "batch_size": batch, **extra_config}
     timings: dict[str, Timing] = {}
     results: dict[str, SearchResult] = {}
     status: dict[str, tuple[str, str | None]] = {}
@@ -225,7 +210,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
         try:
             timings[name], results[name] = _time_backend(s, batches, config, ctx)
             status[name] = ("ok", None)
-        except _OverBudget as e:
+        except OverBudget as e:
             status[name] = ("skipped", str(e))
         except Exception as e:  # noqa: BLE001 - recorded as an error
             status[name] = ("error", f"{type(e).__name__}: {e}")
@@ -254,6 +239,8 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
             dev = t.device
             if dev is not None:
                 metrics.update({f"device_{k}_ms": v for k, v in dev.to_dict().items() if k != "n"})
+            metrics.update({f"host_{k}": v for k, v in t.breakdown_means().items()})  # e.g. host_prep_ms
+            metrics.update(backend_info(searchers[name]))
             if base is not None:
                 metrics["baseline"] = BASELINE
                 metrics["speedup_vs_marisa"] = base.wall.mean / w.mean if w.mean > 0 else None
@@ -285,9 +272,9 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     own = searchers is None
     wl = {**workload_params(workload), "num_keywords": num_keywords_of(keywords, index)}
     if searchers is None:
-        searchers, failed = make_searchers(backends, keywords, index)
+        searchers, failed = ctx.make_searchers(backends, keywords, index)
         ctx.emit(_construction_errors(ctx, failed, "beam_width", wl))
-    stats_search = stats_searcher(index, searchers)
+    stats_search = stats_searcher(index)
     out: list[Record] = []
     try:
         for b in tqdm(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):
@@ -307,13 +294,13 @@ def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload
                      batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), beam_width: int = 100,
                      calls: int = 4, length_norm: float = 0.0) -> list[Record]:
     """Throughput (queries per second) vs batch size at one beam width (K = B); ``calls`` batches per size."""
-    searchers, failed = make_searchers(backends, keywords, index)
+    searchers, failed = ctx.make_searchers(backends, keywords, index)
     wl = {**workload_params(workload), "num_keywords": num_keywords_of(keywords, index)}
     ctx.emit(_construction_errors(ctx, failed, "batch_size", wl))
     props = truncate_proposals(workload.proposals, beam_width)
     k = props.shape[2]
     config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-    stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
+    stats = workload_statistics(stats_searcher(index), props, config, ctx.stats_queries)
     out: list[Record] = []
     try:
         for bs in tqdm(list(batch_sizes), desc="throughput vs batch size", disable=not ctx.progress, unit="batch"):
@@ -338,14 +325,14 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
         if with_build:
             out += sweep_build(ctx, [(keywords, kw_params)], sweep="library_size")
         index = NarrowLoudsIndex.build(keywords)
-        searchers, failed = make_searchers(backends, keywords, index)
+        searchers, failed = ctx.make_searchers(backends, keywords, index)
         wl = {**workload_params(workload), "keywords": kw_params, "num_keywords": len(keywords)}
         ctx.emit(_construction_errors(ctx, failed, "library_size", wl))
         try:
             props = truncate_proposals(workload.proposals, beam_width)
             k = props.shape[2]
             config = SearchConfig(beam_width=beam_width, length_norm=length_norm)
-            stats = workload_statistics(stats_searcher(index, searchers), props, config, ctx.stats_queries)
+            stats = workload_statistics(stats_searcher(index), props, config, ctx.stats_queries)
             out += measure_case(ctx, searchers, _batches(props, 1, None), config, sweep="library_size",
                                 workload={**wl, "K_used": k}, extra_config={"K": k, "num_keywords": len(keywords)},
                                 workload_stats=stats)

@@ -1,16 +1,18 @@
-"""Wall-clock (and optional device) timing with warm-up, repetitions and summary statistics."""
+"""Timing: the one loop that times a searcher (warm-up, passes over batches, a time budget) and summary statistics."""
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Stats", "Timing", "summarize", "time_calls", "device_ms_of"]
+from flashtrie.search_types import SearchResult
+
+__all__ = ["Stats", "Timing", "TimingPlan", "OverBudget", "summarize", "time_searcher", "device_ms_of", "breakdown_of"]
 
 
 @dataclass(frozen=True)
@@ -66,14 +68,37 @@ def device_ms_of(obj: object) -> float | None:
     return f if math.isfinite(f) else None
 
 
+def breakdown_of(obj: object) -> dict[str, float]:
+    """The host-side parts of the last call (``last_breakdown``: e.g. the GPU's prep / enqueue / wait /
+    post milliseconds), finite numbers only; empty when the backend reports none."""
+    raw = getattr(obj, "last_breakdown", None)
+    if not isinstance(raw, dict):
+        return {}
+    out: dict[str, float] = {}
+    for k, v in raw.items():
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(f):
+            out[str(k)] = f
+    return out
+
+
 @dataclass
 class Timing:
-    """Raw per-call samples; ``wall`` and ``device`` summarise them (device is None when not reported)."""
+    """Raw per-call samples of one timed searcher.
+
+    ``wall`` and ``device`` summarise them (device is None when the backend reports no device time);
+    ``breakdown_ms`` holds the host-side parts per call (`breakdown_of`), ``first_pass`` the results of
+    the first timed pass over the batches, stacked (for parity checks).
+    """
 
     wall_ms: list[float]
     device_ms: list[float]
     warmup: int
-    last_result: Any = None
+    first_pass: SearchResult | None = None
+    breakdown_ms: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def wall(self) -> Stats:
@@ -83,33 +108,86 @@ class Timing:
     def device(self) -> Stats | None:
         return summarize(self.device_ms) if self.device_ms else None
 
+    def breakdown_means(self) -> dict[str, float]:
+        """Mean of each host-side part over the timed calls (``{"prep_ms": ..., ...}``)."""
+        return {k: float(np.mean(v)) for k, v in self.breakdown_ms.items() if v}
 
-def time_calls(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 20, min_repeats: int = 3,
-               max_seconds: float | None = None, device_hook: Callable[[], float | None] | None = None) -> Timing:
-    """Call ``fn`` ``warmup`` times untimed, then up to ``repeats`` times, timing each call.
 
-    ``max_seconds`` stops the timed loop early once that much time has passed (after at least
-    ``min_repeats`` calls), so slow baselines do not run for minutes.  ``device_hook`` is called after each
-    timed call and may return the device milliseconds of that call (e.g. ``searcher.last_device_ms``).
-    The last call's return value is kept in ``last_result`` (used for parity checks and statistics).
+class OverBudget(Exception):
+    """A measured call showed that one pass over the batches would take over the time budget."""
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How to time: ``warmup`` untimed calls (cycling over the batches), then passes over the batches until
+    ``repeats`` passes or, after the first full pass, ``max_seconds``.  ``budget_s``: refuse (`OverBudget`)
+    when the last warmup call (the first timed call without warmup) times the number of batches exceeds it."""
+
+    warmup: int = 2
+    repeats: int = 10
+    max_seconds: float | None = None
+    budget_s: float | None = None
+
+
+def _check_budget(call_s: float, calls: int, plan: TimingPlan) -> None:
+    if plan.budget_s is not None and call_s * calls > plan.budget_s:
+        raise OverBudget(f"one call took {call_s:.3g} s, so one pass over {calls} calls would take about "
+                         f"{call_s * calls:.3g} s, over the {plan.budget_s:g} s budget (raise --max-seconds to "
+                         "time it)")
+
+
+def time_searcher(searcher: Any, batches: Sequence[Any], config: Any, plan: TimingPlan = TimingPlan(), *,
+                  desc: str | None = None) -> Timing:
+    """The one timing loop of the harness (CLI ``search``/``parity``/``demo``, every sweep, the GPU runs).
+
+    Each timed sample is one ``searcher.search(batch, config)`` call, host wall-clock (``perf_counter_ns``),
+    with the backend's ``last_device_ms`` and ``last_breakdown`` read after it when it has them.  ``desc``
+    shows a progress bar over the calls of the first pass.
     """
-    if repeats < 1:
-        raise ValueError(f"repeats: expected >= 1, got {repeats}")
-    result: Any = None
-    for _ in range(max(0, warmup)):
-        result = fn()
+    if not batches:
+        raise ValueError("batches: expected at least one batch to time")
+    n = len(batches)
+    for i in range(plan.warmup):
+        t0 = time.perf_counter()
+        searcher.search(batches[i % n], config)
+        if i == plan.warmup - 1:
+            _check_budget(time.perf_counter() - t0, n, plan)
     wall: list[float] = []
     device: list[float] = []
+    parts: dict[str, list[float]] = {}
+    first: list[SearchResult] = []
     start = time.perf_counter()
-    for i in range(repeats):
-        t0 = time.perf_counter_ns()
-        result = fn()
-        t1 = time.perf_counter_ns()
-        wall.append((t1 - t0) / 1e6)
-        if device_hook is not None:
-            d = device_hook()
+    for rep in range(max(plan.repeats, 1)):
+        calls = batches
+        if rep == 0 and desc is not None:
+            from tqdm.auto import tqdm
+
+            calls = tqdm(batches, desc=desc, unit="call", leave=False)
+        for b in calls:
+            t0 = time.perf_counter_ns()
+            res = searcher.search(b, config)
+            wall.append((time.perf_counter_ns() - t0) / 1e6)
+            if plan.warmup == 0 and len(wall) == 1:
+                _check_budget(wall[0] / 1000.0, n, plan)
+            d = device_ms_of(searcher)
             if d is not None:
-                device.append(float(d))
-        if max_seconds is not None and i + 1 >= min_repeats and time.perf_counter() - start > max_seconds:
+                device.append(d)
+            for k, v in breakdown_of(searcher).items():
+                parts.setdefault(k, []).append(v)
+            if rep == 0:
+                first.append(res)
+        if plan.max_seconds is not None and time.perf_counter() - start > plan.max_seconds:
             break
-    return Timing(wall_ms=wall, device_ms=device, warmup=max(0, warmup), last_result=result)
+    return Timing(wall_ms=wall, device_ms=device, warmup=plan.warmup, first_pass=_stack(first),
+                  breakdown_ms=parts)
+
+
+def _stack(parts: list[SearchResult]) -> SearchResult:
+    if len(parts) == 1:
+        return parts[0]
+    concat = getattr(SearchResult, "concat", None)
+    if concat is not None:
+        return concat(parts)
+    from .workloads import concat_results
+
+    return concat_results(parts)

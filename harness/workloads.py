@@ -22,30 +22,36 @@ from flashtrie.search_types import SearchResult
 
 __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index", "save_keywords",
            "workload_params", "relevant_sets", "truncate_proposals", "concat_results", "tile_proposals",
-           "sniff_kind", "Loaded"]
+           "sniff_kind", "Loaded", "limit_workload", "generate_workload", "save_workload_file", "duplicate_count"]
 
 
 # ----------------------------------------------------------------------------------------------- files
 def sniff_kind(path: str | os.PathLike[str]) -> str:
-    """Guess what a file holds: 'index', 'npz', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes)."""
+    """Guess what a file holds: 'index', 'npz', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes;
+    blank lines before the first record are passed over)."""
     p = Path(path)
     if p.is_dir():
         raise InputError(f"{p}: is a folder; expected a file")
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"{p}: no such file")
+    if not p.is_file():
+        raise InputError(f"{p}: is not a regular file (a device or a pipe); expected a file")
     with p.open("rb") as f:
-        head = f.read(512)
+        head = f.read(4096)
     if head.startswith(b"FLTRIE"):
         return "index"
     if head.startswith(b"PK\x03\x04"):
         return "npz"
-    if head.startswith(b"{") and b'"schema"' in head:
+    body = head.lstrip(b" \t\r\n")
+    if body.startswith(b"{") and b'"schema"' in body:
         return "jsonl"
-    first = head.split(b"\n", 1)[0]
+    first = body.split(b"\n", 1)[0]
     if b"\t" in first and b"{" in first:
         return "tsv"
     if head and all(c in b"0123456789 \t\r\n" for c in head):
         return "text"
+    if b'"indices"' in first or b'"probs"' in first:
+        return "tsv"  # a proposal record without its query name: the TSV parser says what is wrong
     return "unknown"
 
 
@@ -101,12 +107,16 @@ def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: An
         keywords.to_text(path)
 
 
-def load_workload(path: str | os.PathLike[str]) -> Any:
-    """A query workload (.npz from ``flashtrie gen-queries``) via flashtrie.datasets; a proposal TSV also works."""
+def load_workload(path: str | os.PathLike[str], probabilities: bool = False) -> Any:
+    """A query workload (.npz from ``flashtrie gen-queries``) via flashtrie.datasets; a proposal TSV also works.
+
+    ``probabilities``: the TSV's ``"probs"`` are probabilities, converted to log-probabilities (by default
+    they must be log-probabilities; see `Proposals.from_tsv`).
+    """
     expected = "a query workload (.npz from 'flashtrie gen-queries' or a proposal TSV)"
     kind = sniff_kind(path)
     if kind == "tsv":
-        props, names = Proposals.from_tsv(path)
+        props, names = Proposals.from_tsv(path, probabilities=probabilities)
         return Loaded(proposals=props, relevant=None, params={"source": str(path), "queries": names})
     if kind != "npz":
         raise _wrong_kind(path, expected, kind)
@@ -115,15 +125,60 @@ def load_workload(path: str | os.PathLike[str]) -> Any:
     return load_npz(path)
 
 
+def load_index(path: str | os.PathLike[str], verify: bool = True) -> Any:
+    """A `NarrowLoudsIndex` from a file written by ``flashtrie build``.
 
-def load_index(path: str | os.PathLike[str]) -> Any:
-    """A `NarrowLoudsIndex` from a file written by ``flashtrie build``."""
+    A file of another known kind (a .npz, keywords, records) is refused by what it is; any other file goes
+    to the index loader, whose `IndexFormatError` says what is wrong with it.
+    """
     kind = sniff_kind(path)
-    if kind != "index":
+    if kind not in ("index", "unknown"):
         raise _wrong_kind(path, "a flashtrie index (from 'flashtrie build')", kind)
+    from flashtrie.errors import IndexFormatError
     from flashtrie.index import NarrowLoudsIndex
 
-    return NarrowLoudsIndex.load(path)
+    try:
+        return NarrowLoudsIndex.load(path, verify=verify)
+    except (RecursionError, OverflowError, ValueError, TypeError, KeyError, IndexError) as e:
+        if isinstance(e, InputError):
+            raise
+        raise IndexFormatError(f"{path}: not a valid flashtrie index ({type(e).__name__}: {e}); build it again "
+                               "with 'flashtrie build'") from None
+
+
+def limit_workload(workload: Any, q: int) -> Loaded:
+    """The first ``q`` queries of a workload (proposals and ground truth), with ``limit`` in its parameters."""
+    if q < 1:
+        raise InputError(f"--limit: expected a positive number of queries, got {q}")
+    rel = relevant_sets(workload)
+    params = workload_params(workload)
+    params["limit"] = q
+    return Loaded(proposals=workload.proposals[:q], relevant=rel[:q] if rel is not None else None, params=params)
+
+
+def generate_workload(keywords: KeywordSet, n: int, k: int, steps: int | None, preset: str, seed: int) -> Any:
+    """``flashtrie.datasets.generate_queries`` with the command line's arguments (``steps`` None: its default)."""
+    from flashtrie.datasets import generate_queries
+
+    extra = {} if steps is None else {"num_steps": steps}
+    return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, **extra)
+
+
+def save_workload_file(workload: Any, path: str | os.PathLike[str]) -> None:
+    """A .tsv path gets the public FlashTrie format (proposals only, no ground truth), anything else a .npz."""
+    if str(path).endswith(".tsv"):
+        workload.proposals.to_tsv(path)
+    else:
+        from flashtrie.datasets import save_workload
+
+        save_workload(path, workload)
+
+
+def duplicate_count(keywords: KeywordSet) -> int:
+    """Number of keywords that repeat an earlier one (64-bit hashes: collisions are negligible)."""
+    from flashtrie.datasets._hashing import full_keyword_hashes
+
+    return len(keywords) - int(np.unique(full_keyword_hashes(keywords)).size)
 
 
 @dataclasses.dataclass

@@ -20,7 +20,7 @@ from flashtrie.harness.quality import precision_recall_at_k
 from flashtrie.harness.records import SCHEMA, Record, append_record, append_records, read_records
 from flashtrie.harness.report import build_report, command_text
 from flashtrie.harness.sweep import stats_searcher, workload_statistics
-from flashtrie.harness.timing import summarize, time_calls
+from flashtrie.harness.timing import OverBudget, TimingPlan, summarize, time_searcher
 from flashtrie.harness.unconstrained import KeywordTable, unconstrained_search
 from flashtrie.harness.workloads import concat_results, truncate_proposals
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
@@ -121,25 +121,39 @@ def test_summarize_known_sample() -> None:
         summarize([])
 
 
-def test_time_calls_counts_and_device_hook() -> None:
-    calls = []
+class _Counting:
+    """A searcher that counts its calls and reports a device time and a host breakdown per call."""
 
-    class Dev:
-        last_device_ms = None
+    def __init__(self, sleep: float = 0.0) -> None:
+        self.calls: list[int] = []
+        self.sleep = sleep
+        self.last_device_ms: float | None = None
+        self.last_breakdown: dict[str, float] = {}
 
-    dev = Dev()
+    def search(self, proposals, config, prefixes=None):
+        self.calls.append(proposals.num_queries)
+        time.sleep(self.sleep)
+        self.last_device_ms = 0.25
+        self.last_breakdown = {"prep_ms": 0.5, "wait_ms": float(len(self.calls)), "junk": "x"}
+        return SearchResult.empty(proposals.num_queries, 2)
 
-    def fn():
-        calls.append(1)
-        dev.last_device_ms = 0.25
-        return len(calls)
 
-    from flashtrie.harness.timing import device_ms_of
-
-    t = time_calls(fn, warmup=3, repeats=5, device_hook=lambda: device_ms_of(dev))
-    assert len(calls) == 8 and len(t.wall_ms) == 5 and t.last_result == 8
+def test_time_searcher_counts_calls_passes_and_side_channels() -> None:
+    props = Proposals(np.array([[[1, 2]], [[3, 4]], [[5, 6]]]), np.zeros((3, 1, 2), np.float32))
+    batches = [props[0:1], props[1:3]]
+    s = _Counting()
+    t = time_searcher(s, batches, SearchConfig(2), TimingPlan(warmup=3, repeats=2))
+    assert s.calls == [1, 2, 1] + [1, 2] * 2  # warmup cycles the batches, then two full passes
+    assert len(t.wall_ms) == 4 and t.warmup == 3
     assert t.device is not None and t.device.mean == 0.25
-    assert time_calls(lambda: None, warmup=0, repeats=2).device is None
+    assert t.breakdown_ms["prep_ms"] == [0.5] * 4 and "junk" not in t.breakdown_ms
+    assert t.breakdown_means()["wait_ms"] == pytest.approx((4 + 5 + 6 + 7) / 4)
+    assert t.first_pass is not None and t.first_pass.shape == (3, 2)  # the first pass, stacked
+    plain = time_searcher(RefSearcher(KeywordSet.from_sequences([[1]])), [props], SearchConfig(2),
+                          TimingPlan(warmup=0, repeats=1))
+    assert plain.device is None and plain.breakdown_ms == {}
+    with pytest.raises(OverBudget, match="one pass over 2 calls"):
+        time_searcher(_Counting(sleep=0.01), batches, SearchConfig(2), TimingPlan(warmup=1, budget_s=0.001))
 
 
 # ------------------------------------------------------------------------------------------- parity
@@ -232,8 +246,8 @@ def test_workload_statistics_from_numpy_run() -> None:
     kws, props = _stats_case()
     index = NarrowLoudsIndex.build(kws)
     timed = NumpySearcher(index)
-    stats = stats_searcher(index, {"numpy": timed})
-    assert stats is not None and stats.index is index and stats._ckeys is timed._ckeys  # shares the arrays
+    stats = stats_searcher(index)
+    assert stats is not None and stats.index is index and stats is not timed
     assert (stats.early_stop, stats.collect_stats) == (False, True)
     assert (timed.early_stop, timed.collect_stats) == (True, False)  # the timed searcher is untouched
     cfg = SearchConfig(2, score_threshold=-2.5)
@@ -385,7 +399,8 @@ def test_report_from_stored_records(tmp_path: Path) -> None:
         assert f"{fig}.png" in md
     assert "## Environment" in md and env["cpu"] in md
     assert "no GPU here" in md and "**error**" in md
-    assert "taken from the anchors page, not measured by this report" in md
+    assert "anchors" not in md and "outside this repository" not in md  # only what the records measured
+    assert "arXiv:2607.10044" in md
     assert "flashtrie bench beam" in md and "## Reproduce" in md
     assert "precision@10" in md
     assert "Every measured case returned status `ok`" not in md
@@ -628,7 +643,7 @@ def test_report_names_the_run_of_each_row_when_runs_mix(tmp_path: Path) -> None:
         s = {b: NumpySearcher(idx) for b in backends}
         recs += measure_case(ctx, s, [props], SearchConfig(beam_width=2), sweep="beam_width",
                              workload={"preset": "x"}, extra_config={}, workload_stats={})
-    md = render_markdown(recs, ["r.jsonl"], tmp_path, {}, "t", include_anchors=False)
+    md = render_markdown(recs, ["r.jsonl"], tmp_path, {}, "t")
     table = md.split("## Latency vs beam width")[1]
     assert "| run |" in table and "run-a" in table and "run-b" in table
 

@@ -1,0 +1,307 @@
+"""What every command shares: argument types, option groups, progress stages, loading inputs, errors."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from flashtrie.errors import InputError
+
+__all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
+           "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
+           "choose_backends", "needs_keywords", "run_context", "BACKENDS_HELP"]
+
+PROG = "flashtrie"
+
+BACKENDS_HELP = ("comma-separated backends: marisa, numpy, gpu, and marisa-lookup (marisa with lookups only; "
+                 "run only when named); or 'all' available here")
+
+
+class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Keep the hand-wrapped descriptions and show every option's default (unless its help names it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if "default:" in text or action.default is None or action.default is False:
+            return text
+        return super()._get_help_string(action)
+
+
+def add_command(subs: Any, name: str, help_line: str, body: str, fn: Callable[[argparse.Namespace], int]
+                ) -> argparse.ArgumentParser:
+    """A subcommand parser with its description, ``--quiet`` and the function that runs it."""
+    p = subs.add_parser(name, help=help_line, description=help_line + "\n\n" + textwrap.dedent(body).strip(),
+                        formatter_class=Formatter)
+    p.set_defaults(func=fn)
+    p.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    return p
+
+
+# ------------------------------------------------------------------------------------- argument types
+def _parse_count(text: str) -> int | None:
+    """``text`` as a positive integer (200000, 200k, 2M, 1e6), or None when it is not one."""
+    t = text.strip().lower().replace("_", "")
+    mult = 1
+    if t.endswith("k"):
+        mult, t = 1_000, t[:-1]
+    elif t.endswith("m"):
+        mult, t = 1_000_000, t[:-1]
+    try:
+        v = int(t) * mult
+    except ValueError:
+        try:
+            f = float(t) * mult
+        except ValueError:
+            return None
+        if not math.isfinite(f) or f != int(f):
+            return None
+        v = int(f)
+    return v if v >= 1 else None
+
+
+def ints(text: str) -> list[int]:
+    """A comma-separated list of positive integers; each accepts what `count` does (10, 10k, 1e3)."""
+    parts = [t for t in text.replace(" ", "").split(",") if t]
+    vals = [_parse_count(t) for t in parts]
+    if not parts or any(v is None for v in vals):
+        bad = next((t for t, v in zip(parts, vals, strict=True) if v is None), text)
+        where = "" if bad == text.strip() else f" in {text!r}"
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of positive integers (such as 1,10,100 "
+                                         f"or 10k,100k), got {bad!r}{where}")
+    return [int(v) for v in vals if v is not None]
+
+
+def count(text: str) -> int:
+    """An integer >= 1; accepts 200000, 200k, 2M, 1e6."""
+    v = _parse_count(text)
+    if v is None:
+        raise argparse.ArgumentTypeError(f"expected a positive integer count such as 200000, 200k or 2M, "
+                                         f"got {text!r}")
+    return v
+
+
+def nonneg(text: str) -> int:
+    """An integer >= 0."""
+    try:
+        v = int(text.strip())
+    except ValueError:
+        v = -1
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def seconds(text: str) -> float:
+    """A finite number of seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v > 0):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return v
+
+
+def number(text: str) -> float:
+    """Any float, -inf included."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number (or -inf), got {text!r}") from None
+
+
+# ------------------------------------------------------------------------------------------- progress
+def say(msg: str) -> None:
+    """One line on stderr (notes, summaries, where results went)."""
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Stage:
+    """``with Stage("building index"):`` reports the stage and its duration on stderr.
+
+    On a terminal the stage is announced when it starts; otherwise one line is written when it ends
+    (and none when it fails, so an error stays a single line).
+    """
+
+    def __init__(self, what: str, quiet: bool = False) -> None:
+        self.what, self.quiet = what, quiet
+        self.live = not quiet and sys.stderr.isatty()
+
+    def __enter__(self) -> Stage:
+        self.t0 = time.perf_counter()
+        if self.live:
+            print(f"{self.what} ...", end="", file=sys.stderr, flush=True)
+        return self
+
+    def __exit__(self, exc_type: object, *rest: object) -> None:
+        if self.quiet:
+            return
+        dt = time.perf_counter() - self.t0
+        if self.live:
+            print(f" {'done' if exc_type is None else 'failed'} ({dt:.1f} s)", file=sys.stderr, flush=True)
+        elif exc_type is None:
+            print(f"{self.what} ... done ({dt:.1f} s)", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------- search options
+def search_config(args: argparse.Namespace) -> Any:
+    """The `SearchConfig` of the search options."""
+    from flashtrie.search_types import SearchConfig
+
+    return SearchConfig(beam_width=args.beam, max_results=args.results, token_threshold=args.token_threshold,
+                        score_threshold=args.score_threshold, length_norm=args.length_norm)
+
+
+def add_search_options(p: argparse.ArgumentParser, proposals: bool = True) -> None:
+    """--beam, --results, the thresholds, --length-norm; and (``proposals``) -K / --all-proposals."""
+    g = p.add_argument_group("search configuration (see docs/semantics.md)")
+    g.add_argument("--beam", "-B", type=count, default=100, help="beam width B")
+    g.add_argument("--results", "-R", type=count, default=None, help="results per query R (default: B)")
+    g.add_argument("--token-threshold", type=number, default=-math.inf,
+                   help="skip proposals whose logprob is <= this")
+    g.add_argument("--score-threshold", type=number, default=-math.inf,
+                   help="drop candidates whose summed score is <= this")
+    g.add_argument("--length-norm", type=float, default=0.0,
+                   help="alpha of the length normalisation (6 / (5 + length)) ** alpha used to rank results")
+    if proposals:
+        g.add_argument("-K", type=count, default=None, dest="K",
+                       help="proposals per step used: the top K of each row (default: K = beam width, as in "
+                            "'flashtrie bench'; --all-proposals keeps every one)")
+        g.add_argument("--all-proposals", action="store_true", help="use every proposal of each row")
+
+
+def proposals_k(args: argparse.Namespace, available: int) -> int:
+    """K used by search / parity: -K, else every proposal with --all-proposals, else the beam width (capped
+    at the workload's K), the same default as the sweeps of ``flashtrie bench``."""
+    if getattr(args, "all_proposals", False):
+        if getattr(args, "K", None) is not None:
+            raise InputError(f"-K: give either -K {args.K} or --all-proposals, not both")
+        return available
+    k = args.K if getattr(args, "K", None) is not None else args.beam
+    return min(int(k), available)
+
+
+# ------------------------------------------------------------------------------------------- inputs
+def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = False) -> None:
+    """--keywords, --index, --queries, --limit."""
+    g = p.add_argument_group("inputs")
+    g.add_argument("--keywords", "-k", metavar="FILE", required=keywords_required,
+                   help="keyword library (text: one keyword per line of token ids; or .npz from gen-keywords); "
+                        "needed by the marisa backend, and to build an index when --index is not given")
+    g.add_argument("--index", "-i", metavar="FILE", help="narrow-LOUDS index from 'flashtrie build'")
+    g.add_argument("--queries", "-q", metavar="FILE", required=True,
+                   help="query workload (.npz from gen-queries, or a proposal TSV)")
+    g.add_argument("--limit", type=count, default=None, metavar="Q", help="use only the first Q queries")
+    g.add_argument("--probabilities", action="store_true",
+                   help="a proposal TSV's \"probs\" hold probabilities in (0, 1]: take their logs (by default they "
+                        "must be log-probabilities, and positive values are refused)")
+
+
+def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool) -> tuple[Any, Any, Any]:
+    """(keywords or None, index or None, workload), each loaded with a progress stage."""
+    from flashtrie.harness.workloads import limit_workload, load_index, load_keywords, load_workload
+
+    if not getattr(args, "queries", None):
+        raise InputError("--queries: expected a query workload: --queries FILE (a .npz from 'flashtrie gen-queries', "
+                         "or a proposal TSV)")
+    keywords = index = None
+    if args.keywords:
+        with Stage(f"loading keywords {args.keywords}", args.quiet):
+            keywords = load_keywords(args.keywords)
+    elif need_keywords:
+        hint = ("or choose --backend numpy or gpu" if hasattr(args, "backend")
+                else "or leave marisa out, e.g. --backends numpy,gpu")
+        raise InputError(f"--keywords: the marisa backend needs the keyword library; pass --keywords FILE {hint}")
+    if need_index:
+        if args.index:
+            with Stage(f"loading index {args.index}", args.quiet):
+                index = load_index(args.index)
+        elif keywords is not None:
+            index = build_index(keywords, args.quiet)
+        else:
+            raise InputError("--index: expected an index file (or --keywords FILE to build one)")
+    with Stage(f"loading queries {args.queries}", args.quiet):
+        workload = load_workload(args.queries, probabilities=getattr(args, "probabilities", False))
+    if args.limit is not None:
+        workload = limit_workload(workload, args.limit)
+    return keywords, index, workload
+
+
+def build_index(keywords: Any, quiet: bool) -> Any:
+    """`NarrowLoudsIndex.build` with a stage line (a progress bar for large libraries)."""
+    from flashtrie.index import NarrowLoudsIndex
+
+    if quiet or len(keywords) < 500_000:
+        with Stage(f"building the index of {len(keywords):,} keywords", quiet):
+            return NarrowLoudsIndex.build(keywords)
+    return NarrowLoudsIndex.build(keywords, progress=True)
+
+
+# ----------------------------------------------------------------------------------------- backends
+def needs_keywords(name: str) -> bool:
+    """Whether backend ``name`` is built from the keyword library (marisa) rather than the index."""
+    from flashtrie.harness.backends import BACKENDS
+
+    return BACKENDS[name].needs == "keywords"
+
+
+def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> list[str]:
+    """The backends to run: those named by ``--backends``, or every one available here for 'all'.
+
+    A backend named explicitly that cannot run (not available here, or marisa without the keyword library)
+    is an error; with 'all' it is left out with a note on stderr.
+    """
+    from flashtrie.harness.backends import BACKENDS, available_backends, parse_backends
+
+    wanted = parse_backends(args.backends)
+    ok, missing = available_backends(wanted)
+    for name, why in missing.items():
+        if wanted is not None:
+            raise InputError(f"--backends: {name} is not available here: {why}")
+        if not args.quiet:
+            say(f"note: backend {name} skipped: {why}")
+    for name in [b for b in ok if BACKENDS[b].needs == "keywords" and not have_keywords]:
+        if wanted is not None:
+            raise InputError(f"--backends: {name} needs the keyword library; pass --keywords FILE, or leave {name} "
+                             "out of --backends")
+        ok.remove(name)
+        if not args.quiet:
+            say(f"note: backend {name} skipped: it needs the keyword library (--keywords FILE)")
+    if not ok:
+        raise InputError("--backends: no backend is available on this machine")
+    return ok
+
+
+def make_searchers(names: list[str], keywords: Any, index: Any, quiet: bool) -> tuple[dict[str, Any], dict[str, str]]:
+    """`flashtrie.harness.backends.make_searchers` with a stage line per backend (marisa builds its trie
+    here: seconds for a million keywords)."""
+    from flashtrie.harness.backends import make_searchers as make
+
+    made: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for name in names:
+        what = "building the marisa trie" if needs_keywords(name) else "setting up"
+        with Stage(f"{what} for backend {name}", quiet):
+            m, f = make([name], keywords, index)
+        made.update(m)
+        failed.update(f)
+    return made, failed
+
+
+def run_context(args: argparse.Namespace, out: str | None) -> Any:
+    """The sweeps' `RunContext`: output file, environment snapshot, this command line and the timing flags."""
+    from flashtrie.harness import env
+    from flashtrie.harness.sweep import RunContext
+
+    ctx = RunContext(out=Path(out) if out else None, env=env.snapshot(), command=list(args.argv),
+                     progress=not args.quiet)
+    for name in ("warmup", "repeats", "max_seconds", "stats_queries"):
+        if getattr(args, name, None) is not None:
+            setattr(ctx, name, getattr(args, name))
+    return ctx

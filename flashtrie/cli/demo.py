@@ -1,0 +1,63 @@
+"""``flashtrie demo``: generate a library and queries, build, search with every backend, compare, print a table."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from .common import BACKENDS_HELP, Stage, add_command, add_search_options, build_index, choose_backends, count, nonneg
+from .search import check_records_file, parity_run, write_parity_records
+
+__all__ = ["add_parsers"]
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from flashtrie.datasets import generate_keywords
+    from flashtrie.harness.runs import demo_rows, text_table
+    from flashtrie.harness.workloads import Loaded, generate_workload
+
+    check_records_file(args)
+    backends = choose_backends(args)
+    t_start = time.perf_counter()
+    with Stage(f"generating {args.keywords:,} keywords (seed {args.seed})", args.quiet):
+        keywords = generate_keywords(args.keywords, seed=args.seed)
+    k = args.K if args.K is not None else args.beam
+    with Stage(f"generating {args.queries} '{args.preset}' queries (K = {k})", args.quiet):
+        workload = generate_workload(keywords, args.queries, k, args.steps, args.preset, args.seed)
+    index = build_index(keywords, args.quiet)
+    q, t, kk = workload.proposals.shape
+    print(f"demo: {len(keywords):,} keywords ({index.num_nodes:,} trie nodes), {q} queries x {t} steps x "
+          f"{kk} proposals, beam {args.beam}, batch 1")
+    report, times = parity_run(args, keywords, index, Loaded(workload.proposals, None, {}), backends, timed=True)
+    head = ("backend", "mean ms/query", "p99 ms", "speed-up vs marisa", "results agree")
+    print("\n".join(text_table(head, demo_rows(report, times, backends))))
+    if not report.ok:
+        print(report.summary())
+    else:
+        n_res = report.outcomes[0].result.num_results
+        print(f"all {len(report.outcomes)} backends agree exactly (ids, order, float32 bits) on {q} queries; "
+              f"mean {float(n_res.mean()):.1f} results/query; total {time.perf_counter() - t_start:.1f} s")
+    write_parity_records(args, report, workload, times)
+    return 0 if report.ok else 1
+
+
+def add_parsers(subs: Any) -> None:
+    """Declare demo."""
+    p = add_command(subs, "demo", "end to end on a generated library: build, search with every backend, compare", """
+        Generates a keyword library and a dense query workload, builds the index, searches with every
+        backend available here (marisa, numpy, and gpu when a GPU and cuda-core are present), checks that
+        all return exactly the same results, and prints mean latency per query and the speed-up over
+        marisa.  Nothing is written unless --records is given.
+
+        example:  flashtrie demo --keywords 200k --queries 16 --beam 100
+        """, cmd_demo)
+    p.add_argument("--keywords", type=count, default=200_000, help="number of generated keywords")
+    p.add_argument("--queries", type=count, default=16, help="number of generated queries")
+    p.add_argument("-K", type=count, default=None, help="proposals per step (default: the beam width)")
+    p.add_argument("--steps", type=count, default=None, help="decoding steps (default: the generator's)")
+    p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
+    p.add_argument("--seed", type=nonneg, default=0, help="random seed")
+    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--records", metavar="FILE", help="also append the demo's records to this .jsonl")
+    add_search_options(p, proposals=False)

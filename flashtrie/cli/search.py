@@ -1,0 +1,185 @@
+"""Search commands: ``search`` (one backend, printed results) and ``parity`` (every backend, compared)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from flashtrie.errors import InputError
+from flashtrie.io_util import check_output_file
+
+from .common import (
+    BACKENDS_HELP,
+    Stage,
+    add_command,
+    add_input_options,
+    add_search_options,
+    choose_backends,
+    load_inputs,
+    make_searchers,
+    needs_keywords,
+    nonneg,
+    proposals_k,
+    run_context,
+    say,
+    search_config,
+)
+
+__all__ = ["add_parsers", "prepare_workload", "parity_run", "write_parity_records"]
+
+
+def prepare_workload(args: argparse.Namespace, workload: Any) -> Any:
+    """The workload with its proposals cut to the K the search uses (`proposals_k`), saying which K."""
+    from flashtrie.harness.workloads import Loaded, relevant_sets, truncate_proposals, workload_params
+
+    available = workload.proposals.shape[2]
+    k = proposals_k(args, available)
+    if not args.quiet:
+        say(f"K = {k} proposals per step (of {available}; " + ("-K" if getattr(args, "K", None) is not None else
+            "--all-proposals" if getattr(args, "all_proposals", False) else "the beam width, as in 'flashtrie bench'")
+            + ")")
+    if k >= available:
+        return workload
+    return Loaded(proposals=truncate_proposals(workload.proposals, k), relevant=relevant_sets(workload),
+                  params={**workload_params(workload), "K_used": k})
+
+
+def _print_results(res: Any, args: argparse.Namespace, tokens: dict[int, list[int]] | None) -> None:
+    for q in range(min(res.shape[0], args.show_queries)):
+        print(f"query {q}: {int(res.num_results[q])} results")
+        for rank, (kid, score, norm, length) in enumerate(res.query(q)[: args.show]):
+            line = f"  {rank:>4}  id {kid:>10}  score {score:.6g}  norm {norm:.6g}  length {length}"
+            if tokens is not None:
+                line += "  tokens " + " ".join(str(t) for t in tokens.get(int(kid), []))
+            print(line)
+
+
+def _shown_ids(res: Any, args: argparse.Namespace) -> list[int]:
+    return [int(e[0]) for q in range(min(res.shape[0], args.show_queries)) for e in res.query(q)[: args.show]]
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from flashtrie.harness.backends import BACKENDS, availability, close_searchers
+    from flashtrie.harness.runs import keyword_tokens, time_per_query
+    from flashtrie.harness.timing import summarize
+
+    if args.backend not in BACKENDS:
+        raise InputError(f"--backend: unknown backend {args.backend!r}; expected one of {', '.join(BACKENDS)}")
+    why = availability(args.backend)
+    if why is not None:
+        raise InputError(f"--backend: {args.backend} is not available here: {why}")
+    spec = BACKENDS[args.backend]
+    if args.output:
+        check_output_file(args.output, "--output", (args.keywords, args.index, args.queries))
+    keywords, index, workload = load_inputs(args, need_index=spec.needs == "index",
+                                            need_keywords=spec.needs == "keywords")
+    workload = prepare_workload(args, workload)
+    config = search_config(args)
+    made, failed = make_searchers([args.backend], keywords, index, args.quiet)
+    if failed:
+        raise InputError(f"--backend: could not construct {args.backend}: {failed[args.backend]}")
+    try:
+        times, res = time_per_query(made[args.backend], workload.proposals, config,
+                                    None if args.quiet else f"search ({args.backend})")
+    finally:
+        close_searchers(made)
+    tokens = keyword_tokens(_shown_ids(res, args), keywords, index) if args.show_tokens else None
+    st = summarize(times)
+    _print_results(res, args, tokens)
+    print(f"{args.backend}: {res.shape[0]} queries, K = {workload.proposals.shape[2]}, mean {st.mean:.3f} ms/query, "
+          f"p99 {st.p99:.3f} ms, mean {float(res.num_results.mean()):.1f} results/query")
+    if args.output:
+        import numpy as np
+
+        from flashtrie.io_util import atomic_write_with
+
+        atomic_write_with(args.output, lambda f: np.savez(f, keyword_ids=res.keyword_ids, scores=res.scores,
+                                                          norm_scores=res.norm_scores, lengths=res.lengths,
+                                                          num_results=res.num_results))
+        say(f"results -> {args.output}")
+    return 0
+
+
+def parity_run(args: argparse.Namespace, keywords: Any, index: Any, workload: Any, backends: list[str],
+               timed: bool) -> tuple[Any, dict[str, list[float]]]:
+    """Every backend on the workload, then the parity check: (report, per-query ms when ``timed``)."""
+    from flashtrie.harness.backends import close_searchers, reference_first
+    from flashtrie.harness.parity import check_parity
+    from flashtrie.harness.runs import run_backends
+
+    config = search_config(args)
+    searchers, failed = make_searchers(backends, keywords, index, args.quiet)
+    for name, err in failed.items():
+        say(f"warning: backend {name} could not be constructed: {err}")
+    try:
+        results, times = run_backends(searchers, workload.proposals, config, timed=timed, progress=not args.quiet,
+                                      warn=say, stage=lambda what: Stage(what, args.quiet))
+        ordered = {n: searchers[n] for n in reference_first(searchers)}
+        report = check_parity(ordered, workload.proposals, config, results=results)
+    finally:
+        close_searchers(searchers)
+    return report, times
+
+
+def write_parity_records(args: argparse.Namespace, report: Any, workload: Any, times: dict[str, list[float]]
+                         ) -> None:
+    """Append the parity records to ``--records`` (when given)."""
+    if not getattr(args, "records", None):
+        return
+    from flashtrie.harness.records import append_records
+    from flashtrie.harness.runs import parity_records
+
+    ctx = run_context(args, None)
+    recs = parity_records(report, workload, search_config(args), times, ctx.record)
+    append_records(args.records, recs)
+    say(f"{len(recs)} records -> {args.records}")
+
+
+def check_records_file(args: argparse.Namespace) -> None:
+    """Refuse a bad ``--records`` path before any work."""
+    if getattr(args, "records", None):
+        check_output_file(args.records, "--records")
+
+
+def cmd_parity(args: argparse.Namespace) -> int:
+    check_records_file(args)
+    backends = choose_backends(args, have_keywords=bool(args.keywords))
+    keywords, index, workload = load_inputs(args, need_index=any(not needs_keywords(b) for b in backends),
+                                            need_keywords=any(needs_keywords(b) for b in backends))
+    workload = prepare_workload(args, workload)
+    report, _ = parity_run(args, keywords, index, workload, backends, timed=False)
+    print(report.summary())
+    write_parity_records(args, report, workload, {})
+    return 0 if report.ok else 1
+
+
+def add_parsers(subs: Any) -> None:
+    """Declare search and parity."""
+    p = add_command(subs, "search", "search a workload with one backend and print the top results", """
+        Runs one query per call (batch 1) and prints per-query results and the mean latency.  The numpy
+        and gpu backends need --index (or --keywords to build one on the fly); marisa needs --keywords.
+        Each row keeps its top K = beam width proposals, as in 'flashtrie bench' (-K or --all-proposals
+        to change it); the K used is printed.
+
+        example:  flashtrie search --index data/kw.ftrie --queries data/q.npz --beam 100 --show 5
+        """, cmd_search)
+    add_input_options(p)
+    add_search_options(p)
+    p.add_argument("--backend", "-b", default="numpy", help="marisa, numpy or gpu")
+    p.add_argument("--show", type=nonneg, default=10, help="results to print per query")
+    p.add_argument("--show-queries", type=nonneg, default=3, help="queries to print")
+    p.add_argument("--show-tokens", action="store_true",
+                   help="also print each result's tokens (from --keywords when given, else from the index)")
+    p.add_argument("-o", "--output", metavar="FILE", help="also write all results to this .npz")
+
+    p = add_command(subs, "parity", "check that backends return exactly the same results", """
+        Runs every selected backend on the same workload and compares ids, order and float32 score bits
+        query by query against the first one; on a mismatch it prints the first differing query and rank
+        with both backends' entries.  Exit status 0 when all agree, 1 otherwise.  K as in 'search'.
+
+        example:  flashtrie parity --keywords data/kw.npz --index data/kw.ftrie --queries data/q.npz
+        """, cmd_parity)
+    add_input_options(p)
+    add_search_options(p)
+    p.add_argument("--backends", default="all", help=BACKENDS_HELP)
+    p.add_argument("--records", metavar="FILE", help="also append parity records to this .jsonl")
