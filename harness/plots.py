@@ -16,7 +16,7 @@ from .backends import BASELINE  # noqa: E402
 from .records import Record  # noqa: E402
 from .select import bytes_per_unique_keyword, groups_of, latest_builds, num_keywords, series, workload_group  # noqa: E402
 
-__all__ = ["plot_all", "FIGURES"]
+__all__ = ["plot_all", "FIGURES", "plain_number"]
 
 _STYLE = {"marisa": ("tab:gray", "o"), "marisa-lookup": ("tab:brown", "D"), "numpy": ("tab:blue", "s"),
           "gpu": ("tab:green", "^"),
@@ -38,6 +38,8 @@ def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     (`flashtrie.io_util.atomic_write_with`), so a crash never leaves half a figure."""
     from flashtrie.io_util import atomic_write_with
 
+    for ax in fig.axes:
+        _readable_ticks(ax)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for ext in ("png", "svg"):
@@ -46,6 +48,48 @@ def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
                                                             bbox_inches="tight"))
         paths.append(p)
     return paths
+
+
+def plain_number(v: float) -> str:
+    """A tick label without exponents: 0.6, 25, 1,000 -> "1k", 10,000,000 -> "10M"."""
+    for unit, word in ((1e6, "M"), (1e3, "k")):
+        if abs(v) >= unit and (v / unit) == round(v / unit, 1):
+            return f"{v / unit:g}{word}"
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """1-2-5 ticks inside [lo, hi] (positive); 1-9 ticks when fewer than two 1-2-5 values lie inside, and
+    the data's ends when even those do not."""
+    import math
+
+    for mantissas in ((1, 2, 5), (1, 1.5, 2, 3, 4, 5, 6, 7, 8, 9)):
+        ticks = [float(f"{m * 10.0 ** e:.3g}") for e in range(math.floor(math.log10(lo)) - 1,
+                                                              math.ceil(math.log10(hi)) + 1) for m in mantissas]
+        inside = [t for t in ticks if lo * 0.999 <= t <= hi * 1.001]
+        if len(inside) >= 2:
+            return inside
+    return sorted({float(f"{lo:.2g}"), float(f"{hi:.2g}")})
+
+
+def _readable_ticks(ax: Any) -> None:
+    """Plain labels at readable places on the log axes of ``ax``: the x axis at the measured values (when
+    there are few), the y axis at 1-2-5 values inside the data; no minor labels (no ``6×10⁻¹``)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lines = [ln for ln in ax.get_lines() if len(ln.get_xdata()) and not ln.get_label().startswith("_")]
+    if not lines:
+        return
+    fmt = FuncFormatter(lambda v, _pos: plain_number(v))
+    for axis, scale, values in ((ax.xaxis, ax.get_xscale(), [v for ln in lines for v in ln.get_xdata()]),
+                                (ax.yaxis, ax.get_yscale(), [v for ln in lines for v in ln.get_ydata()])):
+        pos = sorted({float(v) for v in values if float(v) > 0})
+        if scale != "log" or not pos:
+            continue
+        ticks = pos if axis is ax.xaxis and len(pos) <= 12 else _log_ticks(pos[0], pos[-1])
+        axis.set_major_locator(FixedLocator(ticks))
+        axis.set_major_formatter(fmt)
+        axis.set_minor_formatter(NullFormatter())
 
 
 def _axes_lines(ax: Any, data: dict[str, list[tuple[float, float]]], dashed: bool = False, suffix: str = "") -> None:
@@ -140,6 +184,7 @@ def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
     if not data:
         return []
     fig, (ax,) = _new("Throughput vs batch size", "queries per call (batch size)", "queries per second")
+    ax.set_title("; ".join(groups_of([r for r in records if r.kind == "throughput"])), fontsize=9)
     _axes_lines(ax, data)
     _legend(ax, 8)
     return _save(fig, out_dir, "throughput_vs_batch")
@@ -167,21 +212,31 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
 
 
 def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    """One point per structure and library size: the latest run's (the report's table lists every run)."""
+    """One point per structure and library size: the latest run's (the report's table lists every run).
+    Records of a single library size are drawn as bars (a line over one size would be lone points)."""
     recs = latest_builds(records)
     t = series(recs, "build", None, num_keywords, lambda r: r.metrics["build_s"])
     b = series(recs, "build", None, num_keywords, bytes_per_unique_keyword)
     if not t:
         return []
-    fig, (ax1, ax2) = _new("Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie", "keywords", "",
-                           ncols=2)
+    sizes = sorted({x for pts in t.values() for x, _ in pts})
+    one = len(sizes) == 1
+    title = "Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie"
+    fig, (ax1, ax2) = _new(title + (f" ({plain_number(sizes[0])} keywords)" if one else ""),
+                           "structure" if one else "keywords", "", logx=not one, logy=not one, ncols=2)
     ax1.set_ylabel("build seconds")
     ax2.set_ylabel("serialized bytes per unique keyword")
     ax2.set_yscale("linear")
-    _axes_lines(ax1, t)
-    _axes_lines(ax2, b)
-    _legend(ax1, 8)
-    _legend(ax2, 8)
+    if one:
+        for ax, data in ((ax1, t), (ax2, b)):
+            names = list(data)
+            ax.bar(names, [data[n][0][1] for n in names], color=[_color(n)[0] for n in names])
+            ax.grid(True, axis="y", alpha=0.3)
+    else:
+        _axes_lines(ax1, t)
+        _axes_lines(ax2, b)
+        _legend(ax1, 8)
+        _legend(ax2, 8)
     return _save(fig, out_dir, "build_vs_marisa")
 
 

@@ -181,8 +181,10 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
                 raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes; is the disk full?); "
                                             "the records were not appended", str(p))
             os.fsync(fd)
-        except OSError:
+        except OSError as e:
             _truncate(fd, before)
+            if e.filename is None:
+                e.filename = str(p)
             raise
     finally:
         os.close(fd)

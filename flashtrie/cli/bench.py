@@ -22,6 +22,7 @@ from .common import (
     run_context,
     say,
     seconds,
+    writing_to,
 )
 
 __all__ = ["add_parsers"]
@@ -135,7 +136,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.exists() and not out.is_dir():
         raise InputError(f"--output: {args.output} is a file; the report needs a folder, such as reports/<name>/")
-    path = build_report(args.results, args.output, title=args.title)
+    with writing_to(args.output):
+        path = build_report(args.results, args.output, title=args.title)
     say(f"report -> {path}")
     return 0
 

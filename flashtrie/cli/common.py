@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sys
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from flashtrie.errors import InputError
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
            "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
-           "choose_backends", "needs_keywords", "run_context", "BACKENDS_HELP"]
+           "choose_backends", "needs_keywords", "run_context", "BACKENDS_HELP", "writing_to"]
 
 PROG = "flashtrie"
 
@@ -114,6 +116,20 @@ def number(text: str) -> float:
         return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number (or -inf), got {text!r}") from None
+
+
+# ------------------------------------------------------------------------------------------- output
+@contextlib.contextmanager
+def writing_to(path: str | os.PathLike[str]) -> Iterator[None]:
+    """Name ``path`` in an `OSError` raised while writing it that names no file, or only the temporary file
+    it is written through (a full disk fails a ``write``, which carries no file name)."""
+    try:
+        yield
+    except OSError as e:
+        name = os.fsdecode(e.filename) if e.filename is not None else None
+        if name is None or Path(name).name.startswith(f".{Path(path).name}."):
+            e.filename = os.fspath(path)
+        raise
 
 
 # ------------------------------------------------------------------------------------------- progress

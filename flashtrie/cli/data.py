@@ -11,7 +11,7 @@ from typing import Any
 from flashtrie.errors import InputError
 from flashtrie.io_util import check_output_file
 
-from .common import Stage, add_command, build_index, count, nonneg, say
+from .common import Stage, add_command, build_index, count, nonneg, say, writing_to
 
 __all__ = ["add_parsers"]
 
@@ -25,7 +25,7 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
                                                          {"vocab_size": args.vocab_size}))
     with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
         kw = generate_keywords_from(params)
-    with Stage(f"writing {args.output}", args.quiet):
+    with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         save_keywords(kw, args.output, params)
     say(f"{len(kw):,} keywords ({duplicate_count(kw):,} exact duplicates), {kw.tokens.size:,} tokens, max length "
         f"{kw.max_length} -> {args.output}")
@@ -40,7 +40,7 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
         kw = load_keywords(args.keywords)
     with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
         wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed)
-    with Stage(f"writing {args.output}", args.quiet):
+    with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         save_workload_file(wl, args.output)
     q, t, k = wl.proposals.shape
     say(f"{q} queries x {t} steps x {k} proposals -> {args.output}")
@@ -56,7 +56,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     idx = build_index(kw, args.quiet)
     dt = time.perf_counter() - t0
-    with Stage(f"writing {args.output}", args.quiet):
+    with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         idx.save(args.output)
     size = Path(args.output).stat().st_size
     say(f"{idx.num_keywords:,} keywords ({idx.num_unique:,} unique, {idx.duplicates:,} duplicates collapsed), "

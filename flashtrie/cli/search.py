@@ -23,6 +23,7 @@ from .common import (
     run_context,
     say,
     search_config,
+    writing_to,
 )
 
 __all__ = ["add_parsers", "prepare_workload", "parity_run", "write_parity_records"]
@@ -93,9 +94,10 @@ def cmd_search(args: argparse.Namespace) -> int:
 
         from flashtrie.io_util import atomic_write_with
 
-        atomic_write_with(args.output, lambda f: np.savez(f, keyword_ids=res.keyword_ids, scores=res.scores,
-                                                          norm_scores=res.norm_scores, lengths=res.lengths,
-                                                          num_results=res.num_results))
+        with writing_to(args.output):
+            atomic_write_with(args.output, lambda f: np.savez(f, keyword_ids=res.keyword_ids, scores=res.scores,
+                                                              norm_scores=res.norm_scores, lengths=res.lengths,
+                                                              num_results=res.num_results))
         say(f"results -> {args.output}")
     return 0
 
@@ -131,7 +133,8 @@ def write_parity_records(args: argparse.Namespace, report: Any, workload: Any, t
 
     ctx = run_context(args, None)
     recs = parity_records(report, workload, search_config(args), times, ctx.record)
-    append_records(args.records, recs)
+    with writing_to(args.records):
+        append_records(args.records, recs)
     say(f"{len(recs)} records -> {args.records}")
 
 
