@@ -31,9 +31,8 @@ The contract's early stop is applied per query (``early_stop=True``, output iden
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +41,8 @@ from flashtrie.errors import InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
-from flashtrie.search_types import SearchConfig, SearchResult, check_request
+from flashtrie.search_core import check_request
+from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 __all__ = ["NumpySearcher", "SearchStats"]
 
@@ -90,60 +90,6 @@ def _group_ranks(groups_sorted: np.ndarray) -> np.ndarray:
     start[brk] = brk
     np.maximum.accumulate(start, out=start)
     return idx - start
-
-
-@dataclass(frozen=True)
-class SearchStats:
-    """Workload counts of one `NumpySearcher.search` call, per decoding step t (summed over queries).
-
-    ``per_step[t]`` = (considered, valid, kept, frontier), int64, shape (T, 4):
-
-    * ``considered``: pairs (h, x) of a hypothesis h carried into step t and a usable proposal x of its
-      query's row t (not padding, logprob > τ), i.e. ``sum_h nvalid(q(h), t)``;
-    * ``valid``: those pairs for which h + [x] is a trie prefix (step 2 of docs/semantics.md);
-    * ``kept``: valid candidates that also pass the score threshold (s(c) > σ, step 4);
-    * ``frontier``: hypotheses carried out of step t into step t + 1, i.e. ``sum_q |F_{t+1}|``
-      (the B best kept candidates with a child, per query).  At t = T − 1 it is still counted as that
-      size, although no step follows.
-
-    A query whose frontier emptied contributes 0 to every column from then on (its frontier counts as 0,
-    it is not left out), and steps after every frontier emptied are all-zero rows; queries whose forced
-    prefix is absent contribute 0 throughout.  With ``early_stop=False`` these are exactly the contract's
-    quantities.  With ``early_stop=True`` a query dropped by the early stop contributes 0 from that
-    step on (``frontier`` is counted after the drop), so the counts describe the work actually done,
-    not the contract's F_t: use ``early_stop=False`` for workload statistics.
-    """
-
-    COLUMNS: ClassVar[tuple[str, ...]] = ("considered", "valid", "kept", "frontier")
-
-    queries: int
-    beam_width: int
-    early_stop: bool
-    #: (T, 4) int64 counts, columns as in `COLUMNS`
-    per_step: np.ndarray
-    #: steps whose expansion ran (the loop ends early once every frontier is empty)
-    steps_run: int
-
-    @property
-    def steps(self) -> int:
-        """T, the number of decoding steps of the call (rows of ``per_step``)."""
-        return int(self.per_step.shape[0])
-
-    def column(self, name: str) -> np.ndarray:
-        """One column of ``per_step`` by name."""
-        return self.per_step[:, self.COLUMNS.index(name)]
-
-    @property
-    def valid_fraction(self) -> float | None:
-        """sum(valid) / sum(considered) over all steps; None when nothing was considered."""
-        c = int(self.column("considered").sum())
-        return int(self.column("valid").sum()) / c if c else None
-
-    @property
-    def beam_fill(self) -> np.ndarray:
-        """Per step t: frontier[t] / (queries · B) = mean over queries of |F_{t+1}| / B (float64, shape (T,))."""
-        denom = max(self.queries, 1) * self.beam_width
-        return self.column("frontier").astype(np.float64) / denom
 
 
 #: A batch of more queries than this runs in parts of at most this many (1M keywords, beam 100, 2-core
@@ -241,8 +187,10 @@ class NumpySearcher:
                 steps_run = self._run_parts(proposals, config, pref, result, counts, paths, parts)
         self.path_counts = paths
         self.last_stats = (None if counts is None else
-                           SearchStats(queries=q_n, beam_width=config.beam_width, early_stop=self.early_stop,
-                                       per_step=counts, steps_run=steps_run))
+                           SearchStats(backend="numpy", queries=q_n, beam_width=config.beam_width, steps=t_n,
+                                       steps_run=steps_run,
+                                       counts=dict(zip(SearchStats.COLUMNS, counts.T, strict=True)),
+                                       early_stop=self.early_stop))
         return result
 
     def _run_parts(self, proposals: Proposals, config: SearchConfig, pref: list[np.ndarray] | None,
