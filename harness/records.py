@@ -29,21 +29,11 @@ from typing import Any
 from flashtrie.errors import InputError
 
 __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_records", "read_records",
-           "iter_records", "validate_record", "new_run_id", "config_dict", "DamagedRecordWarning"]
+           "iter_records", "validate_record", "new_run_id", "DamagedRecordWarning"]
 
 SCHEMA = "flashtrie.record/1"
 KINDS = ("latency", "throughput", "build", "quality", "parity", "search")
 STATUSES = ("ok", "mismatch", "error", "skipped")
-
-
-def config_dict(config: Any) -> dict[str, Any]:
-    """A `flashtrie.SearchConfig` as the record's config fields (``SearchConfig.to_dict``: beam_width,
-    max_results (resolved R), token_threshold, score_threshold, length_norm)."""
-    to_dict = getattr(config, "to_dict", None)
-    if callable(to_dict):
-        return dict(to_dict())
-    return {"beam_width": config.beam_width, "max_results": config.results, "token_threshold": config.token_threshold,
-            "score_threshold": config.score_threshold, "length_norm": config.length_norm}
 
 
 def new_run_id() -> str:

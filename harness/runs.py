@@ -17,7 +17,7 @@ from flashtrie.errors import FlashTrieError
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult
 
-from .records import Record, config_dict
+from .records import Record
 from .timing import TimingPlan, summarize, time_searcher
 from .workloads import workload_params
 
@@ -72,7 +72,7 @@ def _timing_metrics(ms: list[float], base: list[float] | None) -> dict[str, Any]
 def parity_records(report: Any, workload: Any, config: SearchConfig, times: dict[str, list[float]],
                    make_record: Callable[..., Record], kind: str = "parity") -> list[Record]:
     """One record per backend of a parity report: its status, the first difference, and (timed) latency."""
-    cfg = {**config_dict(config), "batch_size": 1, "K": workload.proposals.shape[2]}
+    cfg = {**config.to_dict(), "batch_size": 1, "K": workload.proposals.shape[2]}
     base = times.get("marisa")
     recs = []
     for o in report.outcomes:

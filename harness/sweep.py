@@ -26,16 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flashtrie.reference_cpu.numpy_search import NumpySearcher, SearchStats
+from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from tqdm.auto import tqdm
 
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
-from flashtrie.search_types import SearchConfig, SearchResult
+from flashtrie.search_types import SearchConfig, SearchResult, SearchStats, result_difference
 
 from .backends import BASELINE, close_searchers, make_searchers, reference_first
-from .parity import compare_results
-from .records import Record, append_records, config_dict, new_run_id
+from .records import Record, append_records, new_run_id
 from .timing import OverBudget, Timing, TimingPlan, summarize, time_searcher
 from .workloads import tile_proposals, truncate_proposals, workload_params
 
@@ -202,7 +201,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
                  ) -> list[Record]:
     """Time every searcher on ``batches``, check parity, and return one record per backend."""
     batch = batches[0].num_queries
-    cfg = {**config_dict(config), "batch_size": batch, **extra_config}
+    cfg = {**config.to_dict(), "batch_size": batch, **extra_config}
     timings: dict[str, Timing] = {}
     results: dict[str, SearchResult] = {}
     status: dict[str, tuple[str, str | None]] = {}
@@ -218,12 +217,9 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
     for name in results:
         if name == ref:
             continue
-        m = compare_results(results[ref], results[name])
-        if m is not None and m.query is None:
-            status[name] = ("mismatch", f"differs from {ref}: {m.detail}")
-        elif m is not None:
-            status[name] = ("mismatch", f"differs from {ref} at query {m.query}, rank {m.rank} ({m.field}): "
-                                        f"{ref} = {m.left}, {name} = {m.right}")
+        d = result_difference(results[ref], results[name])
+        if d is not None:
+            status[name] = ("mismatch", f"differs from {ref} (left = {ref}, right = {name}): {d}")
     base = timings.get(BASELINE)
     out = []
     for name in searchers:
@@ -241,6 +237,9 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
                 metrics.update({f"device_{k}_ms": v for k, v in dev.to_dict().items() if k != "n"})
             metrics.update({f"host_{k}": v for k, v in t.breakdown_means().items()})  # e.g. host_prep_ms
             metrics.update(backend_info(searchers[name]))
+            last = getattr(searchers[name], "last_stats", None)
+            if isinstance(last, SearchStats):  # the backend's own counters of its last call (the GPU's)
+                metrics["last_stats"] = last.to_dict()
             if base is not None:
                 metrics["baseline"] = BASELINE
                 metrics["speedup_vs_marisa"] = base.wall.mean / w.mean if w.mean > 0 else None

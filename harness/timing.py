@@ -183,11 +183,4 @@ def time_searcher(searcher: Any, batches: Sequence[Any], config: Any, plan: Timi
 
 
 def _stack(parts: list[SearchResult]) -> SearchResult:
-    if len(parts) == 1:
-        return parts[0]
-    concat = getattr(SearchResult, "concat", None)
-    if concat is not None:
-        return concat(parts)
-    from .workloads import concat_results
-
-    return concat_results(parts)
+    return parts[0] if len(parts) == 1 else SearchResult.concat(parts)

@@ -22,7 +22,7 @@ from flashtrie.harness.report import build_report, command_text
 from flashtrie.harness.sweep import stats_searcher, workload_statistics
 from flashtrie.harness.timing import OverBudget, TimingPlan, summarize, time_searcher
 from flashtrie.harness.unconstrained import KeywordTable, unconstrained_search
-from flashtrie.harness.workloads import concat_results, truncate_proposals
+from flashtrie.harness.workloads import truncate_proposals
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
 from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
@@ -360,7 +360,7 @@ def test_truncate_and_concat() -> None:
     t = truncate_proposals(Proposals(tok, lp), 2)
     assert t.tokens.tolist() == [[[7, 1]]]  # highest logprob, then the smaller token on a tie; padding last
     a, b = SearchResult.empty(1, 3), SearchResult.empty(2, 3)
-    assert concat_results([a, b]).shape == (3, 3)
+    assert SearchResult.concat([a, b]).shape == (3, 3)
 
 
 # ------------------------------------------------------------------------------------------- report
