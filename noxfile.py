@@ -1,4 +1,4 @@
-"""nox sessions: `nox -s lint tests` (what CI runs), `bench`, `report`, `gpu`, `demo`."""
+"""nox sessions: `nox -s lint tests` (what CI runs), `bench`, `report`, `gpu` (GPU runners), `demo`."""
 
 from __future__ import annotations
 
@@ -39,8 +39,39 @@ def report(session: nox.Session) -> None:
 
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """On a GPU machine, in the current environment: GPU tests, sanitizer, parity and the GPU benchmark."""
-    session.run("bash", "gpu_impl/device_check.sh", *session.posargs, external=True)
+    """On a CUDA 12/13 machine, in the current environment (``pip install -e ".[gpu,test]"`` first): kernel
+    compile and GPU tests, exact parity gpu = numpy = marisa on a standard workload, a short beam sweep and
+    its report.  Fails when there is no usable GPU, a test fails or any result differs.
+
+    Records and the report go to $FLASHTRIE_GPU_OUT (default gpu-report/); GPU_N sets the library size
+    (default 200k keywords)."""
+    import glob
+    import os
+    import tempfile
+
+    out = os.environ.get("FLASHTRIE_GPU_OUT", "gpu-report")
+    n = os.environ.get("GPU_N", "200k")
+    records = os.path.join(out, "records")
+    os.makedirs(records, exist_ok=True)
+    for old in glob.glob(os.path.join(records, "*.jsonl")):
+        os.remove(old)
+    session.run("python", "-c", "import sys; from flashtrie.harness.backends import availability; "
+                "why = availability('gpu'); sys.exit(f'the gpu backend cannot run here: {why}' if why else 0)")
+    session.run("python", "-m", "pytest", "-q", "-ra", "tests/test_gpu_compile.py", "tests/test_gpu_search.py",
+                *session.posargs)
+    data = tempfile.mkdtemp(prefix="flashtrie-gpu-")
+    kw, q, idx = (os.path.join(data, f) for f in ("kw.npz", "q.npz", "kw.ftrie"))
+    session.run("flashtrie", "gen-keywords", "-n", n, "-o", kw, "--quiet")
+    session.run("flashtrie", "gen-queries", kw, "-n", "16", "-K", "1000", "--preset", "dense", "-o", q, "--quiet")
+    session.run("flashtrie", "build", kw, "-o", idx, "--quiet")
+    for beam in ("100", "1000"):  # exit status 1 on any difference in ids, order or float32 bits
+        session.run("flashtrie", "parity", "--keywords", kw, "--index", idx, "--queries", q, "--beam", beam,
+                    "--backends", "numpy,gpu,marisa", "--records", os.path.join(records, "parity.jsonl"), "--quiet")
+    session.run("flashtrie", "bench", "beam", "--index", idx, "--queries", q, "--backends", "gpu,numpy",
+                "--beams", "10,100,1000", "--repeats", "3", "--max-seconds", "5",
+                "-o", os.path.join(records, "beam.jsonl"), "--quiet")
+    session.run("flashtrie", "report", *sorted(glob.glob(os.path.join(records, "*.jsonl"))), "-o", out,
+                "--title", f"flashtrie GPU session ({n} keywords, dense workload)")
 
 
 @nox.session

@@ -17,3 +17,6 @@ def test_readme_decoder_example_runs(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "library.ftrie").exists()
     out = capsys.readouterr().out
     assert out.startswith("[1 3 0]")  # keywords [12, 7], [40], [12, 7, 9] for this input
+    shown = re.search(r"^# prints: (.*)$", m.group(1), re.M)
+    assert shown, "README: the example should show its expected output as '# prints: ...'"
+    assert out.splitlines()[0] == shown.group(1)

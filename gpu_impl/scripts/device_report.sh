@@ -1,6 +1,6 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: the H200 report's runs, in one call.
-#   FLASHTRIE_COMMIT=<commit> bash gpu_impl/device_report.sh   (N=10M keywords, Q=16 dense queries, K = beam width)
+#   FLASHTRIE_COMMIT=<commit> bash gpu_impl/scripts/device_report.sh   (N=10M keywords, Q=16 dense queries, K = beam width)
 # (the device gets a copy of the working tree without .git: FLASHTRIE_COMMIT names the commit in the records)
 # 1. installs the carried wheels (.whl/) and the project;  2. GPU tests + compute-sanitizer (device_check.sh);
 # 3. generates the library and the workload;  4. `flashtrie bench beam` (gpu, numpy, marisa: parity checked
@@ -17,7 +17,7 @@ Q=${Q:-16}
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 mkdir -p "$OUT" /tmp/ftdata
 export FLASHTRIE_COMMIT=${FLASHTRIE_COMMIT:-}
-STAGES=${CHECK_STAGES:-"tests sanitizer"} TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/device_check.sh \
+STAGES=${CHECK_STAGES:-"tests sanitizer"} TESTS_TIMEOUT=150 SAN_TIMEOUT=60 OUT="$OUT/check" bash gpu_impl/scripts/device_check.sh \
   > "$OUT/check.log" 2>&1
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 tail -6 "$OUT/check.log"

@@ -1,10 +1,11 @@
 #!/bin/bash
-# On the GPU machine, from the repository root:  bash gpu_impl/device_check.sh
-# Installs the carried wheels (.whl/, from ../shared/device/fetch-wheels.sh) and the project, then runs
-# the GPU tests, compute-sanitizer memcheck + racecheck on a small case, a parity check and the benchmark.
-# Logs go to $OUT (default ./out); a short table is printed last.
+# On the project's device machine, from the repository root:  bash gpu_impl/scripts/device_check.sh
+# Installs the carried wheels (.whl/) and the project, then runs the GPU tests, compute-sanitizer memcheck
+# + racecheck on a small case, a parity check and a short benchmark (`flashtrie bench beam`, gpu and numpy,
+# records with the GPU's device time and host breakdown). Logs and records go to $OUT (default ./out).
+# (Any other CUDA machine: `nox -s gpu`, see the README.)
 #   STAGES="smoke tests sanitizer bench"   which stages to run (default: all; each has its own timeout)
-#   BENCH_ARGS="..."                       extra arguments for bench_gpu.py
+#   BENCH_N=1M BENCH_BEAMS=1,10,100,1000   library size and beams of the bench stage
 #   PYTEST_ARGS="..."                      extra arguments for pytest
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -41,7 +42,7 @@ PY
 
 rc_tests=skipped; rc_mem=skipped; rc_race=skipped; rc_smoke=skipped; rc_bench=skipped
 if [[ " $STAGES " == *" smoke "* ]]; then
-  timeout 150 python3 -m flashtrie.gpu_impl.device_smoke --keywords 200000 --queries 8 2>&1 | tee -a "$S"
+  timeout 150 python3 gpu_impl/scripts/device_smoke.py --keywords 200000 --queries 8 2>&1 | tee -a "$S"
   rc_smoke=${PIPESTATUS[0]}
 fi
 # a hung test is stopped after 120 s where pytest-timeout is installed (the stage's timeout still applies)
@@ -54,17 +55,24 @@ if [[ " $STAGES " == *" tests "* ]]; then
   tail -15 "$OUT/pytest.log"
 fi
 if [[ " $STAGES " == *" bench "* ]]; then
-  timeout ${BENCH_TIMEOUT:-480} python3 -m flashtrie.gpu_impl.bench_gpu --out "$OUT/bench.jsonl" ${BENCH_ARGS:-} \
+  D=$(mktemp -d)
+  timeout ${BENCH_TIMEOUT:-480} bash -c "set -e
+    flashtrie gen-keywords -n ${BENCH_N:-1M} -o $D/kw.npz --quiet
+    flashtrie gen-queries $D/kw.npz -n 16 -K 1000 --preset dense -o $D/q.npz --quiet
+    flashtrie build $D/kw.npz -o $D/kw.ftrie --quiet
+    flashtrie bench beam --index $D/kw.ftrie --queries $D/q.npz --backends gpu,numpy \
+      --beams ${BENCH_BEAMS:-1,10,100,1000} --repeats 10 --max-seconds 10 -o $OUT/bench.jsonl" \
     > "$OUT/bench.log" 2>&1
   rc_bench=$?
+  rm -rf "$D"
 fi
 if [[ " $STAGES " == *" sanitizer "* ]]; then
   timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool memcheck --error-exitcode 9 \
-    python3 -m flashtrie.gpu_impl.device_smoke --keywords 3000 --queries 2 --steps 4 > "$OUT/memcheck.log" 2>&1
+    python3 gpu_impl/scripts/device_smoke.py --keywords 3000 --queries 2 --steps 4 > "$OUT/memcheck.log" 2>&1
   rc_mem=$?
   tail -4 "$OUT/memcheck.log"
   timeout ${SAN_TIMEOUT:-150} compute-sanitizer --tool racecheck --error-exitcode 9 \
-    python3 -m flashtrie.gpu_impl.device_smoke --keywords 3000 --queries 2 --steps 3 > "$OUT/racecheck.log" 2>&1
+    python3 gpu_impl/scripts/device_smoke.py --keywords 3000 --queries 2 --steps 3 > "$OUT/racecheck.log" 2>&1
   rc_race=$?
   tail -4 "$OUT/racecheck.log"
 fi

@@ -1,6 +1,6 @@
 """A small GPU-vs-numpy parity run (used under compute-sanitizer by device_check.sh).
 
-    python -m flashtrie.gpu_impl.device_smoke [--keywords 20000] [--queries 4]
+    python3 gpu_impl/scripts/device_smoke.py [--keywords 20000] [--queries 4]
 
 Exit status 0 when every configuration matches bit for bit.
 """
@@ -23,9 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from flashtrie.datasets.keywords import generate_keywords
     from flashtrie.datasets.queries import generate_queries
+    from flashtrie.gpu_impl import GpuSearcher
     from flashtrie.reference_cpu.numpy_search import NumpySearcher
-
-    from .searcher import GpuSearcher
 
     ks = generate_keywords(args.keywords, vocab_size=50_000, seed=1)
     index = NarrowLoudsIndex.build(ks)
