@@ -17,7 +17,8 @@ import errno
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TextIO
 
 from flashtrie.errors import FlashTrieError
 
@@ -101,15 +102,40 @@ def _error(msg: str) -> int:
     return 2
 
 
+class _Stdout:
+    """sys.stdout, with a failed write (a full disk behind ``> file``) raised as an `OSError` naming
+    "standard output"; a reader that went away (`| head`) is still a `BrokenPipeError`."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+
+    def _guard(self, call: Callable[[], object]) -> object:
+        try:
+            return call()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            raise OSError(e.errno, e.strerror or str(e), "standard output") from None
+
+    def write(self, text: str) -> object:
+        return self._guard(lambda: self.inner.write(text))
+
+    def flush(self) -> object:
+        return self._guard(self.inner.flush)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flashtrie`` command; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     args.argv = [PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
-        with _warnings_as_lines():
+        with _warnings_as_lines(), contextlib.redirect_stdout(_Stdout(sys.stdout)):  # type: ignore[arg-type]
             rc = int(args.func(args) or 0)
-        sys.stdout.flush()  # here, so a full or closed stdout is reported like any other failed write
+            sys.stdout.flush()  # here, so a full stdout is reported like any other failed write
         return rc
     except FlashTrieError as e:
         return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
@@ -122,16 +148,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_stdout()
         return 0
     except OSError as e:
-        on_stdout = e.filename is None and _is_stdout_error()
-        if on_stdout:
+        if e.filename == "standard output":
             _quiet_stdout()
-        return _error(os_error_line(e, "standard output" if on_stdout else None))
-
-
-def _is_stdout_error() -> bool:
-    """Whether stdout can no longer be written (the failed write was the output, not a file)."""
-    try:
-        sys.stdout.flush()
-    except OSError:
-        return True
-    return False
+        return _error(os_error_line(e))
