@@ -692,3 +692,71 @@ def test_skip_rule_counts_every_call_of_a_pass() -> None:
     (rec,) = measure_case(ctx, {"numpy": _Slow(NumpySearcher(idx), 0.02)}, [props] * 100, SearchConfig(beam_width=2),
                           sweep="beam_width", workload={}, extra_config={}, workload_stats={})
     assert rec.status == "skipped" and "100 calls" in rec.message
+
+
+# ------------------------------------------------------------------------------------- figures (#11)
+def _captured_figures(monkeypatch: pytest.MonkeyPatch, records: list[Record], tmp_path: Path) -> dict[str, Any]:
+    """Draw every figure of ``records``; {name: matplotlib Figure} as `_save` received them (ticks fixed)."""
+    from flashtrie.harness import plots
+
+    figs: dict[str, Any] = {}
+    real = plots._save
+
+    def keep(fig: Any, out_dir: Path, name: str) -> list[Path]:
+        paths = real(fig, out_dir, name)
+        figs[name] = fig
+        return paths
+
+    monkeypatch.setattr(plots, "_save", keep)
+    plots.plot_all(records, tmp_path)
+    return figs
+
+
+def _labels(axis: Any) -> list[str]:
+    return [t.get_text() for t in axis.get_majorticklabels() if t.get_text()]
+
+
+def test_figures_have_plain_ticks_at_the_measured_values(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    recs = []
+    for b, ms in ((1, 0.6), (10, 0.7), (100, 0.8)):  # less than a decade on y: matplotlib writes 6×10⁻¹ there
+        recs.append(_record(config={"beam_width": b, "batch_size": 1, "K": b},
+                            metrics={"mean_ms": ms, "p99_ms": ms * 1.1}))
+    for bs, qps in ((1, 900.0), (4, 2500.0), (16, 7000.0)):
+        recs.append(_record(kind="throughput", sweep="batch_size", config={"beam_width": 100, "batch_size": bs},
+                            workload={"preset": "dense", "num_keywords": 10_000_000, "shape_QTK": [16, 8, 100]},
+                            metrics={"throughput_qps": qps, "mean_ms": 1.0}))
+    recs += [_record(kind="build", backend=name, sweep="build", config={"num_keywords": 1_000_000},
+                     metrics={"build_s": s, "bytes": 7_000_000, "unique_keywords": 1_000_000})
+             for name, s in (("narrow-louds", 0.3), ("marisa-trie", 0.8))]
+    figs = _captured_figures(monkeypatch, recs, tmp_path)
+    ax = figs["latency_vs_beam"].axes[0]
+    assert _labels(ax.xaxis) == ["1", "10", "100"]
+    ys = _labels(ax.yaxis)
+    assert len(ys) >= 2 and not any("10^" in y or "×" in y or "$" in y for y in ys), ys
+    tax = figs["throughput_vs_batch"].axes[0]
+    assert _labels(tax.xaxis) == ["1", "4", "16"]
+    assert tax.get_title() == "dense, 10,000,000 keywords"  # the workload subtitle, as on the latency chart
+    assert all("$" not in y for y in _labels(tax.yaxis))
+    bax = figs["build_vs_marisa"].axes[0]
+    assert bax.get_xscale() == "linear" and not bax.get_lines() and len(bax.patches) == 2  # bars, not lone points
+    assert "1M keywords" in figs["build_vs_marisa"].get_suptitle()
+
+
+def test_plain_number() -> None:
+    from flashtrie.harness.plots import plain_number
+
+    assert [plain_number(v) for v in (0.6, 0.05, 25, 1000, 1500, 10_000_000, 123456)] == \
+        ["0.6", "0.05", "25", "1k", "1.5k", "10M", "123,456"]
+
+
+def test_report_workloads_section_is_a_table(tmp_path: Path) -> None:
+    from flashtrie.harness.report import render_markdown
+
+    w = {"preset": "dense", "num_queries": 16, "num_steps": 8, "proposals_per_step": 1000, "seed": 3,
+         "density": 0.95, "shape_QTK": [16, 8, 100], "num_keywords": 1000,
+         "keywords": {"source": "kw.npz", "generator": {"n": 1000, "seed": 5}}}
+    md = render_markdown([_record(workload=w)], ["r.jsonl"], tmp_path, {}, "t")
+    section = md.split("## Workloads")[1].split("## Reproduce")[0]
+    assert "```" not in section
+    assert "| library | keywords | Q × T × K | preset | Q | T | K | seed | other parameters |" in section
+    assert "| kw.npz, n 1000, seed 5 | 1,000 | 16 × 8 × 100 | dense | 16 | 8 | 1,000 | 3 | density = 0.95 |" in section
