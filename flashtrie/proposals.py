@@ -84,9 +84,10 @@ class Proposals:
         """Read the public FlashTrie proposal TSV; short rows are padded to the longest row (K).
 
         Returns the proposals and the query names.  Every query must have the same number of steps.
-        ``"probs"`` are log-probabilities (<= 0; a positive value, which no log-probability can be, is
-        refused as a probability passed by mistake); with ``probabilities=True`` they are probabilities in
-        [0, 1] and their natural logs are used (0 becomes -inf).
+        ``"probs"`` are log-probabilities (model scores: any finite value or -inf).  A file whose values all
+        lie in [0, 1], some above 0, holds probabilities, not log-probabilities, and is refused (ranking
+        probabilities as logprobs puts them above every real logprob); with ``probabilities=True`` the
+        values must be probabilities in [0, 1] and their natural logs are used (0 becomes -inf).
         """
         names: list[str] = []
         rows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
@@ -128,6 +129,8 @@ class Proposals:
                 n = idx[t].size
                 tokens[q, t, :n] = idx[t]
                 logprobs[q, t, :n] = probs[t]
+        if not probabilities:
+            _refuse_probabilities(path, tokens, logprobs, linenos)
         try:
             return cls(tokens, logprobs), names
         except InputError as e:  # only the T / K limits are left to check here
@@ -247,16 +250,22 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
     return out
 
 
+def _refuse_probabilities(path: object, tokens: np.ndarray, logprobs: np.ndarray, linenos: list[int]) -> None:
+    """Refuse a TSV whose "probs" are all in [0, 1] with some above 0: probabilities passed as logprobs."""
+    real = tokens != PAD_TOKEN
+    vals = logprobs[real]
+    if vals.size == 0 or not (vals >= 0).all() or not (vals > 0).any():
+        return
+    q, t, k = (int(i[0]) for i in np.nonzero(real & (logprobs > 0)))
+    raise InputError(f"{path}: line {linenos[q]}: probs[{t}][{k}]: {float(logprobs[q, t, k]):.6g} and every other "
+                     "value lie in [0, 1]: these look like probabilities; pass log-probabilities (log p), or "
+                     "--probabilities to take their logs")
+
+
 def _as_logprobs(lp: np.ndarray, tok: np.ndarray, t: int, row: list[Any], probabilities: bool) -> np.ndarray:
-    """Row ``t`` of a TSV's "probs" as log-probabilities: refused when positive (probabilities passed by
-    mistake), or converted from probabilities in [0, 1] when ``probabilities``."""
+    """Row ``t`` of a TSV's "probs" as parsed (``probabilities``: converted from probabilities in [0, 1])."""
     real = tok != PAD_TOKEN
     if not probabilities:
-        pos = np.flatnonzero(real & (lp > 0))
-        if pos.size:
-            k = int(pos[0])
-            raise InputError(f"probs[{t}][{k}]: {row[k]!r} is positive; these look like probabilities; pass "
-                             "log-probabilities (log p), or --probabilities to take their logs")
         return lp
     out = np.where(real & ~((lp >= 0) & (lp <= 1)), np.nan, lp)
     bad = np.flatnonzero(real & np.isnan(out))

@@ -269,9 +269,12 @@ def _prob_tsv(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_probabilities_are_refused_unless_asked_for(tmp_path: Path) -> None:
     probs, logs = _prob_tsv(tmp_path)
-    with pytest.raises(InputError, match=r"probs\[0\]\[0\]: 0.6 is positive; these look like probabilities; "
-                                         r"pass log-probabilities \(log p\)"):
+    with pytest.raises(InputError, match=r"line 1: probs\[0\]\[0\]: 0.6 and every other value lie in \[0, 1\]: "
+                                         r"these look like probabilities; pass log-probabilities \(log p\)"):
         Proposals.from_tsv(probs)
+    mixed = tmp_path / "mixed.tsv"  # model scores with a positive value among negative ones: accepted as given
+    mixed.write_text('q\t{"indices": [[1, 2]], "probs": [[0.25, -1.5]]}\n')
+    assert Proposals.from_tsv(mixed)[0].logprobs[0, 0].tolist() == [0.25, -1.5]
     converted, _ = Proposals.from_tsv(probs, probabilities=True)
     direct, _ = Proposals.from_tsv(logs)
     assert np.array_equal(converted.tokens, direct.tokens)

@@ -215,8 +215,8 @@ def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = Fals
                    help="query workload (.npz from gen-queries, or a proposal TSV)")
     g.add_argument("--limit", type=count, default=None, metavar="Q", help="use only the first Q queries")
     g.add_argument("--probabilities", action="store_true",
-                   help="a proposal TSV's \"probs\" hold probabilities in (0, 1]: take their logs (by default they "
-                        "must be log-probabilities, and positive values are refused)")
+                   help="a proposal TSV's \"probs\" hold probabilities in [0, 1]: take their logs (by default they "
+                        "are log-probabilities, and a file of values all in [0, 1] is refused as probabilities)")
 
 
 def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool) -> tuple[Any, Any, Any]:
