@@ -760,3 +760,21 @@ def test_report_workloads_section_is_a_table(tmp_path: Path) -> None:
     assert "```" not in section
     assert "| library | keywords | Q × T × K | preset | Q | T | K | seed | other parameters |" in section
     assert "| kw.npz, n 1000, seed 5 | 1,000 | 16 × 8 × 100 | dense | 16 | 8 | 1,000 | 3 | density = 0.95 |" in section
+
+
+def test_case_records_carry_device_time_host_breakdown_and_backend_costs() -> None:
+    """What gpu_impl/bench_gpu.py used to print lands in the records of `flashtrie bench` (a stand-in GPU)."""
+    from flashtrie.harness.sweep import RunContext, measure_case
+
+    class FakeGpu(_Counting):
+        arch, compile_seconds, upload_seconds = "sm_90", 1.5, 0.25
+
+    props = Proposals(np.array([[[1, 2]], [[3, 4]]]), np.zeros((2, 1, 2), np.float32))
+    ctx = RunContext(warmup=0, repeats=2, progress=False)
+    (rec,) = measure_case(ctx, {"gpu": FakeGpu()}, [props[0:1], props[1:2]], SearchConfig(2), sweep="beam_width",
+                          workload={}, extra_config={}, workload_stats={})
+    m = rec.metrics
+    assert rec.status == "ok" and m["device_mean_ms"] == 0.25 and m["samples"] == 4
+    assert m["host_prep_ms"] == 0.5 and m["host_wait_ms"] == pytest.approx(2.5)
+    assert (m["backend_arch"], m["backend_compile_seconds"], m["backend_upload_seconds"]) == ("sm_90", 1.5, 0.25)
+    assert rec.config["beam_width"] == 2 and rec.config["max_results"] == 2  # SearchConfig.to_dict
