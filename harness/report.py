@@ -435,6 +435,9 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
                                title or f"flashtrie benchmark report: {out.name}")
         (tmp / "report.md").write_bytes(text.encode())
         if not out.exists():
+            from flashtrie.io_util import _umask
+
+            os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's 0700
             os.replace(tmp, out)
             return out / "report.md"
         for p in sorted(tmp.iterdir(), key=lambda p: p.name == "report.md"):

@@ -16,6 +16,7 @@ import pytest
 from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals
 from flashtrie.cli import main
 from flashtrie.errors import InputError
+from flashtrie.io_util import _umask
 
 
 def _files(tmp_path: Path) -> dict[str, Path]:
@@ -202,6 +203,9 @@ def test_report_failing_midway_leaves_no_folder(tmp_path: Path, monkeypatch: pyt
     monkeypatch.undo()
     assert main(["report", str(res), "-o", str(out)]) == 0
     assert (out / "report.md").exists() and (out / "README.md").read_text() == "keep me"
+    new = tmp_path / "new-rep"
+    assert main(["report", str(res), "-o", str(new)]) == 0
+    assert new.stat().st_mode & 0o777 == 0o777 & ~_umask()  # renamed into place with the usual permissions
 
 
 # ------------------------------------------------------------------------- damaged records (#11.2)
@@ -385,3 +389,12 @@ def test_keyword_tokens_from_the_index_alone() -> None:
     assert sorted(got) == kept
     assert all(got[i] == seqs[i] for i in kept)
     assert keyword_tokens(ids[:5], kws, index) == {i: seqs[i] for i in range(5)}
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero")
+@pytest.mark.parametrize("path, expected", [("/dev/zero", "/dev/zero: is not a regular file"),
+                                            ("{tmp}", "{tmp}: is a folder; expected a file")])
+def test_info_on_what_is_not_a_file(path: str, expected: str, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", path.format(tmp=tmp_path)]) == 2
+    assert expected.format(tmp=tmp_path) in _error_line(capsys)
