@@ -17,7 +17,8 @@ from flashtrie.errors import InputError
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
            "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
-           "choose_backends", "needs_keywords", "run_context", "BACKENDS_HELP", "writing_to"]
+           "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
+           "writing_to"]
 
 PROG = "flashtrie"
 

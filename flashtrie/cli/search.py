@@ -35,10 +35,14 @@ def prepare_workload(args: argparse.Namespace, workload: Any) -> Any:
 
     available = workload.proposals.shape[2]
     k = proposals_k(args, available)
+    if getattr(args, "K", None) is not None:
+        why = "-K"
+    elif getattr(args, "all_proposals", False):
+        why = "--all-proposals"
+    else:
+        why = "the beam width, as in 'flashtrie bench'"
     if not args.quiet:
-        say(f"K = {k} proposals per step (of {available}; " + ("-K" if getattr(args, "K", None) is not None else
-            "--all-proposals" if getattr(args, "all_proposals", False) else "the beam width, as in 'flashtrie bench'")
-            + ")")
+        say(f"K = {k} proposals per step (of {available}; {why})")
     if k >= available:
         return workload
     return Loaded(proposals=truncate_proposals(workload.proposals, k), relevant=relevant_sets(workload),
