@@ -8,9 +8,11 @@
 
 Every case runs each backend on the same batches, checks all results against the first backend that
 produced them (exact: ids, order, float32 bits), and stores the speed-up over marisa measured in the
-same case.  Timing: ``warmup`` untimed calls, then passes over the batches until ``repeats`` passes or
-``max_seconds`` (after one full pass).  A backend whose last warmup call shows that one pass would take
-far over the budget (``skip_factor`` x ``max_seconds``) is recorded as ``skipped`` rather than timed.
+same case.  Timing (`flashtrie.harness.timing.time_searcher`, the harness's one timing loop): ``warmup``
+untimed calls, then passes over the batches until ``repeats`` passes or ``max_seconds`` (after one full
+pass); a backend's device time, host breakdown and own counters are recorded with its wall times.  A
+backend whose last warmup call shows that one pass would take far over the budget (``skip_factor`` x
+``max_seconds``) is recorded as ``skipped`` rather than timed.
 """
 
 from __future__ import annotations
