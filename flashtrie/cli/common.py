@@ -303,8 +303,8 @@ def make_searchers(names: list[str], keywords: Any, index: Any, quiet: bool) -> 
     made: dict[str, Any] = {}
     failed: dict[str, str] = {}
     for name in names:
-        what = "building the marisa trie" if needs_keywords(name) else "setting up"
-        with Stage(f"{what} for backend {name}", quiet):
+        what = f"building the marisa trie for backend {name}" if needs_keywords(name) else f"setting up backend {name}"
+        with Stage(what, quiet):
             m, f = make([name], keywords, index)
         made.update(m)
         failed.update(f)
