@@ -398,3 +398,16 @@ def test_info_on_what_is_not_a_file(path: str, expected: str, tmp_path: Path,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", path.format(tmp=tmp_path)]) == 2
     assert expected.format(tmp=tmp_path) in _error_line(capsys)
+
+
+def test_every_package_folder_is_installed() -> None:
+    """A wheel holds flashtrie/cli/ (the entry point `flashtrie.cli:main`) and every other package folder."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    conf = tomllib.loads((root / "pyproject.toml").read_text())
+    listed = set(conf["tool"]["setuptools"]["packages"])
+    found = {"flashtrie." + p.parent.relative_to(root / "flashtrie").as_posix().replace("/", ".")
+             for p in (root / "flashtrie").glob("*/__init__.py")}
+    assert found <= listed, found - listed
+    assert conf["project"]["scripts"]["flashtrie"] == "flashtrie.cli:main"
