@@ -186,11 +186,12 @@ class NumpySearcher:
         q_n, t_n, k_n = proposals.shape
         paths = dict.fromkeys(_PATHS, 0)
         counts = np.zeros((t_n, len(STAT_FIELDS)), dtype=np.int64) if self.collect_stats else None
-        result, steps_run = SearchResult.empty(q_n, config.results), 0
         if q_n and t_n and k_n and self.index.num_nodes:
             # big batches run in parts (cache-sized work); threads only for parts big enough to pay for them
             parts = max(-(-q_n // MAX_PART_QUERIES), min(self.threads, q_n // MIN_THREAD_QUERIES), 1)
             result, steps_run = self._run_parts(proposals, config, pref, counts, paths, parts)
+        else:
+            result, steps_run = SearchResult.empty(q_n, config.results), 0
         self.path_counts = paths
         self.last_stats = (None if counts is None else
                            SearchStats(backend="numpy", queries=q_n, beam_width=config.beam_width, steps=t_n,
@@ -277,12 +278,13 @@ class NumpySearcher:
         mid = frontier.off < elen
         deg = self._deg[frontier.node]
         nv = row.nvalid[frontier.q]
-        found = [self._expand_mid(frontier, row, np.flatnonzero(mid)),
-                 self._expand_enum(frontier, row, np.flatnonzero(~mid & (deg > 0) & (deg <= nv)), deg),
-                 self._expand_pair(frontier, row, np.flatnonzero(~mid & (deg > nv) & (nv > 0)), nv)]
-        for name, part in zip(_PATHS, found, strict=True):
-            paths[name] += part.size
-        parts = [p for p in found if p.size]
+        mid_ = self._expand_mid(frontier, row, np.flatnonzero(mid))
+        enum = self._expand_enum(frontier, row, np.flatnonzero(~mid & (deg > 0) & (deg <= nv)), deg)
+        pair = self._expand_pair(frontier, row, np.flatnonzero(~mid & (deg > nv) & (nv > 0)), nv)
+        paths["mid"] += mid_.size
+        paths["enum"] += enum.size
+        paths["pair"] += pair.size
+        parts = [p for p in (mid_, enum, pair) if p.size]
         if len(parts) <= 1:
             return parts[0] if parts else _NO_EXPANSION
         return _Expansion(*(np.concatenate(c) for c in zip(*(p.arrays() for p in parts), strict=True)))
