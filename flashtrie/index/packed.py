@@ -69,7 +69,28 @@ class PackedInts:
         return ((lo | hi) & mask).astype(np.int64)
 
     def to_array(self) -> np.ndarray:
-        return self.get(np.arange(self.size, dtype=np.int64))
+        """Every value (int64), decoded one residue class of the period at a time (strided, no gathers)."""
+        n, w = self.size, self.width
+        out = np.zeros(n, dtype=np.int64)
+        if n == 0 or w == 0:
+            return out
+        period, wpp = self._period(w)
+        mask = np.uint64((1 << w) - 1)
+        for c in range(min(period, n)):
+            count = -(-(n - c) // period)
+            bit = c * w
+            wi, sh = bit >> 6, bit & 63
+            vals = self.words[wi : wi + wpp * count : wpp] >> np.uint64(sh)
+            if sh + w > 64:
+                vals = vals | (self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(64 - sh))
+            out[c::period] = (vals & mask).view(np.int64)
+        return out
+
+    def padding_is_clear(self) -> bool:
+        """True when every bit past the last value is zero (reads only the last words)."""
+        end = self.size * self.width
+        tail = self.words[end >> 6:]
+        return bool(tail.size) and (int(tail[0]) >> (end & 63)) == 0 and not bool(tail[1:].any())
 
     @property
     def nbytes(self) -> int:
