@@ -167,6 +167,7 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
             return f"bit vector {name}: its rank directory does not match its bits"
     try:
         flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers)
+        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers)
     except ValueError as e:
         return f"LOUDS: {e}"
     if not np.array_equal(flags, ix.node_flags):
@@ -179,12 +180,11 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
     leaf_not_end[(n >> 3) + 1 :] = 0
     if bool(leaf_not_end.any()) or bool((flags & np.uint32(0x8888_8888)).any()):
         return "a leaf that ends no keyword, or a flag bit 3"
-    L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length)
     if L != ix.max_keyword_length:
         return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
-    top = max(_max_label(ix), int(ix.suffix.to_array().max()) if ix.suffix.size else 0)
-    if top != ix.max_token:
-        return f"max_token is {ix.max_token}, the largest token is {top}"
-    if ix.keyword_ids.size and int(ix.keyword_ids.to_array().max()) >= ix.num_keywords:
+    label, tail, kid = in_parallel([lambda: _max_label(ix), ix.suffix.max_value, ix.keyword_ids.max_value], workers)
+    if max(label, tail) != ix.max_token:
+        return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
+    if ix.keyword_ids.size and kid >= ix.num_keywords:
         return f"a keyword id is not below the {ix.num_keywords} keywords"
     return None

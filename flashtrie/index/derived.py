@@ -96,22 +96,34 @@ def tree_height(louds: BitVector, n: int, limit: int) -> int:
     return height
 
 
-def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, limit: int) -> int:
-    """Tokens on the longest root-to-node path (the longest keyword in a valid trie), level by level;
-    stops early once it passes ``limit``.  ``starts`` are the decoded ``link_starts``."""
+def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, limit: int,
+                    workers: int | None = None) -> int:
+    """Tokens on the longest root-to-node path (the longest keyword in a valid trie), level by level, each
+    level in pieces of `CHUNK_NODES` parents on threads; stops early once it passes ``limit``.
+    ``starts`` are the decoded ``link_starts``."""
     tails = np.diff(starts)
-    pd = np.zeros(1, dtype=np.int64)
-    a, b, bit_a, best = 0, 1, 0, 0
-    while best <= limit:
-        bit_b = _code_start(louds, b)
+    workers = workers or usable_cpus()
+
+    def piece(pd: np.ndarray, a: int, b: int, bit_a: int, bit_b: int) -> np.ndarray:
+        """Plain depths of the children of nodes [a, b) (their codes fill LOUDS bits [bit_a, bit_b))."""
         deg = _degrees(louds, bit_a, bit_b, b - a)
-        c = b + int(deg.sum())
-        if c == b:
-            break
-        child = np.repeat(pd, deg) + 1
-        lk = _bits(linked, b, c)
-        r0 = int(linked.rank1(np.array([b]))[0])
+        first = bit_a - a + 1  # ones before node a's code: the children of nodes < a
+        child = np.repeat(pd, deg)
+        child += 1
+        lk = _bits(linked, first, first + child.size)
+        r0 = int(linked.rank1(np.array([first]))[0])
         child[lk] += tails[r0 : r0 + int(np.count_nonzero(lk))]
-        best = max(best, int(child.max()))
-        a, b, bit_a, pd = b, c, bit_b, child
+        return child
+
+    pd = np.zeros(1, dtype=np.int64)
+    a, b, best = 0, 1, 0
+    while best <= limit and b > a:
+        cuts = list(range(a, b, CHUNK_NODES)) + [b]
+        bits = [_code_start(louds, c) for c in cuts]
+        parts = in_parallel([lambda k=k: piece(pd[cuts[k] - a : cuts[k + 1] - a], cuts[k], cuts[k + 1], bits[k],
+                                                bits[k + 1]) for k in range(len(cuts) - 1)], workers)
+        pd = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        a, b = b, b + pd.size
+        if pd.size:
+            best = max(best, int(pd.max()))
     return best

@@ -243,9 +243,9 @@ class NarrowLoudsIndex:
                 inv[self.keyword_ids.to_array()] = np.arange(self.keyword_ids.size, dtype=np.int64)
                 self._node_of_id = inv
             rank = int(self._node_of_id[rank])
-            if rank < 0:
-                raise InputError(f"i: keyword id {i} is not stored: it was a duplicate of an earlier keyword, "
-                                 "collapsed at build time")
+        if rank < 0 or rank >= self.num_unique:  # with no map, the kept ids of input order are 0 .. unique - 1
+            raise InputError(f"i: keyword id {i} is not stored: it was a duplicate of an earlier keyword, "
+                             "collapsed at build time")
         node = int(self.terminal.select1(np.array([rank]))[0])
         edges: list[np.ndarray] = []
         while node > 0:
