@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import struct
@@ -15,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
-from flashtrie.proposals import Proposals
-from flashtrie.search_types import SearchConfig
 from flashtrie.index import derived, fileformat
 from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_temporaries
 from flashtrie.limits import MAX_TOKEN
+from flashtrie.proposals import Proposals
+from flashtrie.search_types import SearchConfig
 from reference_cpu.numpy_search import NumpySearcher
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -413,7 +414,8 @@ _FIELD_VALUES = st.one_of(st.integers(-3, 3), st.integers(-(2**70), 2**70), st.s
      True, False, None, "", "7", [], {}, [1], [8, 2**61 + 43]]))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_fuzz_header_fields_only_index_format_errors(tmp_path, saved, data):
     _, raw = saved
@@ -423,7 +425,7 @@ def test_fuzz_header_fields_only_index_format_errors(tmp_path, saved, data):
         if not (isinstance(doc.get("meta"), dict) and isinstance(doc.get("arrays"), list) and doc["arrays"]
                 and isinstance(doc.get("checksum"), dict)):
             where = "top"
-        value = data.draw(_FIELD_VALUES)
+        value = copy.deepcopy(data.draw(_FIELD_VALUES))  # sampled lists and dicts are shared objects
         if where == "meta":
             doc["meta"][data.draw(st.sampled_from(sorted(doc["meta"])))] = value
         elif where == "entry":
@@ -431,7 +433,7 @@ def test_fuzz_header_fields_only_index_format_errors(tmp_path, saved, data):
             if not isinstance(e, dict):
                 continue
             field = data.draw(st.sampled_from(["name", "dtype", "shape", "offset", "nbytes", "crc32s"]))
-            e[field] = data.draw(st.one_of(st.just(value), st.lists(_FIELD_VALUES, max_size=3)))
+            e[field] = copy.deepcopy(data.draw(st.one_of(st.just(value), st.lists(_FIELD_VALUES, max_size=3))))
         elif where == "top":
             doc[data.draw(st.sampled_from(["format", "version", "meta", "arrays", "checksum"]))] = value
         else:

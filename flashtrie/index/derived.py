@@ -7,6 +7,8 @@ compares.  Everything works on ranges of nodes (multiples of 8) on threads; nump
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
@@ -51,7 +53,12 @@ def _degrees(louds: BitVector, bit_start: int, bit_stop: int, count: int) -> np.
     zeros = np.flatnonzero(~_bits(louds, bit_start, bit_stop))
     if zeros.size != count:
         raise ValueError(f"LOUDS bits [{bit_start}, {bit_stop}) hold {zeros.size} node ends, expected {count}")
-    return np.diff(zeros, prepend=-1) - 1
+    deg = np.empty(count, dtype=np.int64)
+    if count:
+        deg[0] = zeros[0]
+        np.subtract(zeros[1:], zeros[:-1], out=deg[1:])
+        deg[1:] -= 1
+    return deg
 
 
 def _code_start(louds: BitVector, node: int) -> int:
@@ -101,7 +108,9 @@ def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, lim
     """Tokens on the longest root-to-node path (the longest keyword in a valid trie), level by level, each
     level in pieces of `CHUNK_NODES` parents on threads; stops early once it passes ``limit``.
     ``starts`` are the decoded ``link_starts``."""
-    tails = np.diff(starts)
+    # int32 where no depth can overflow it: each level adds at most 1 + the longest tail to a depth <= limit
+    dt = np.int32 if limit < 2**30 and (starts.size == 0 or int(starts[-1]) < 2**30) else np.int64
+    tails = np.diff(starts).astype(dt)
     workers = workers or usable_cpus()
 
     def piece(pd: np.ndarray, a: int, b: int, bit_a: int, bit_b: int) -> np.ndarray:
@@ -115,13 +124,14 @@ def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, lim
         child[lk] += tails[r0 : r0 + int(np.count_nonzero(lk))]
         return child
 
-    pd = np.zeros(1, dtype=np.int64)
+    pd = np.zeros(1, dtype=dt)
     a, b, best = 0, 1, 0
     while best <= limit and b > a:
         cuts = list(range(a, b, CHUNK_NODES)) + [b]
         bits = [_code_start(louds, c) for c in cuts]
-        parts = in_parallel([lambda k=k: piece(pd[cuts[k] - a : cuts[k + 1] - a], cuts[k], cuts[k + 1], bits[k],
-                                                bits[k + 1]) for k in range(len(cuts) - 1)], workers)
+        tasks = [partial(piece, pd[cuts[k] - a : cuts[k + 1] - a], cuts[k], cuts[k + 1], bits[k], bits[k + 1])
+                 for k in range(len(cuts) - 1)]
+        parts = in_parallel(tasks, workers)
         pd = np.concatenate(parts) if len(parts) > 1 else parts[0]
         a, b = b, b + pd.size
         if pd.size:
