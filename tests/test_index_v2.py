@@ -285,6 +285,8 @@ CRAFTED = {
     "huge int": (_meta("num_keywords", 2**64 + 344), "corrupt header"),
     "bigger than int64 wraps": (_meta("num_nodes", 2**62), "corrupt metadata"),
     "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length"),
+    "long keyword claim as float": (_meta("max_keyword_length", 1e9), "corrupt metadata"),
+    "keyword claim one longer": (lambda d: d["meta"].__setitem__("max_keyword_length", 7), "longest keyword has 6"),
     "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length"),
     "max_token too small": (lambda d: d["meta"].__setitem__("max_token", d["meta"]["max_token"] // 2), "max_token"),
     "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "degrees"),
@@ -310,7 +312,7 @@ CRAFTED = {
 }
 
 
-VERIFY_ONLY = {"max_degree_nonroot"}  # a smaller degree below the root than the root's: only the bits tell
+VERIFY_ONLY = {"max_degree_nonroot", "keyword claim one longer"}  # a smaller degree below the root than the root's: only the bits tell
 
 
 @pytest.mark.parametrize("name", sorted(CRAFTED))

@@ -14,7 +14,8 @@ Steps (all numpy, no per-keyword Python work; ``u`` unique keywords, ``L`` the l
    by depth, then its end; two passes over the levels place every node and give each keyword's parent
    and compressed depth (`_preorder`).
 4. level order = a stable sort of preorder by compressed depth; then the arrays of
-   `docs/index-format.md`.
+   `docs/index-format.md`, the keyword ids (a map only when they need one), and the node flags and
+   largest degrees from the finished bit vectors (`derived.node_flags`).
 
 Steps 1-3 run per part on threads: keywords with different first tokens share only the root, so
 ranges of first token are independent subtries, joined under one root afterwards.  The arrays of step 4
