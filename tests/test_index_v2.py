@@ -218,6 +218,8 @@ def test_paths_that_are_not_index_files(tmp_path):
         NarrowLoudsIndex.load("")
     with pytest.raises(IndexFormatError, match="is a directory"):
         NarrowLoudsIndex.load(tmp_path)
+    with pytest.raises(IndexFormatError, match="is a directory"):
+        NarrowLoudsIndex.load(".")
     with pytest.raises(IndexFormatError, match="is not a regular file"):
         NarrowLoudsIndex.load("/dev/zero")
     with pytest.raises(IndexFormatError, match="no such index file"):
@@ -363,6 +365,25 @@ def test_header_length_over_the_limit(tmp_path):
 def test_arrays_crafted_with_valid_checksums(tmp_path, saved, array, edit, match):
     _, raw = saved
     refused(tmp_path, with_array(raw, array, edit), match)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["louds.rank", "louds.select0", "hi_flag.rank", "linked.rank", "terminal.rank",
+                        "link_starts.words", "louds.words", "node_flags", "labels_hi.words"]),
+       st.integers(0, 10**6), st.integers(0, 255))
+def test_fuzz_array_bytes_with_valid_checksums_only_index_format_errors(tmp_path, saved, name, where, value):
+    _, raw = saved
+
+    def edit(b: bytearray) -> None:
+        b[where % len(b)] = value
+
+    bad = tmp_path / "fuzz.ftrie"
+    bad.write_bytes(with_array(raw, name, edit))
+    for verify in (True, False):
+        try:
+            NarrowLoudsIndex.load(bad, verify=verify)
+        except IndexFormatError:
+            pass
 
 
 def test_every_array_is_covered_by_checksums_and_padding(tmp_path, saved):

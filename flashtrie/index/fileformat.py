@@ -116,8 +116,6 @@ class IndexFile:
 
 def _open_checked(p: Path) -> int:
     """An fd of ``p`` opened for reading, refusing what is not a regular file with a precise message."""
-    if str(p) == "" or str(p) == ".":
-        raise IndexFormatError("empty path: give the path of an index file")
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
@@ -253,7 +251,9 @@ def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict
 def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, copy: bool = False) -> IndexFile:
     """Open ``path``: check the header and table (``expected``: array name -> dtype name) and the file size,
     then map the arrays (``copy=True``: read them into memory).  Checksums are left to `IndexFile.verify`."""
-    p = Path(path)
+    if os.fspath(path) in ("", b""):
+        raise IndexFormatError("empty path: give the path of an index file")
+    p = Path(os.fsdecode(path))
     fd = _open_checked(p)
     try:
         size = os.fstat(fd).st_size
