@@ -314,7 +314,8 @@ CRAFTED = {
 }
 
 
-VERIFY_ONLY = {"max_degree_nonroot", "keyword claim one longer"}  # a smaller degree below the root than the root's: only the bits tell
+# a smaller degree below the root than the root's, a longest keyword one too long: only the bits tell
+VERIFY_ONLY = {"max_degree_nonroot", "keyword claim one longer"}
 
 
 @pytest.mark.parametrize("name", sorted(CRAFTED))
