@@ -16,7 +16,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
 from .bits import HINT_STEP, BitVector
-from .derived import flag_word_count, max_plain_depth, node_flags, tree_height
+from .derived import degrees, flag_word_count, max_plain_depth, node_flags, tree_height
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -166,8 +166,10 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
         if not good:
             return f"bit vector {name}: its rank directory does not match its bits"
     try:
-        flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers)
-        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers)
+        deg = degrees(ix.louds, ix.num_nodes, workers)  # one pass over the LOUDS for both checks below
+        flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers, deg)
+        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers, deg)
+        del deg
     except ValueError as e:
         return f"LOUDS: {e}"
     if not np.array_equal(flags, ix.node_flags):

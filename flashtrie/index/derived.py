@@ -14,7 +14,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from .bits import BitVector
 
-__all__ = ["flag_word_count", "node_flags", "tree_height", "max_plain_depth", "NODE_LINKED", "NODE_TERMINAL",
+__all__ = ["flag_word_count", "degrees", "node_flags", "tree_height", "max_plain_depth", "NODE_LINKED", "NODE_TERMINAL",
            "NODE_HAS_CHILDREN"]
 
 NODE_LINKED = 1  # the incoming edge has two tokens or more
@@ -66,29 +66,47 @@ def _code_start(louds: BitVector, node: int) -> int:
     return 0 if node == 0 else int(louds.select0(np.array([node - 1]))[0]) + 1
 
 
-def node_flags(louds: BitVector, linked: BitVector, terminal: BitVector, n: int,
-               workers: int | None = None) -> tuple[np.ndarray, int, int]:
-    """``(node_flags, max_degree, max_degree_nonroot)`` of a trie of ``n`` nodes.
+def degrees(louds: BitVector, n: int, workers: int | None = None) -> np.ndarray:
+    """Number of children of every node (int32 below 2**31 nodes), from the LOUDS, on threads.
 
-    ``node_flags`` is uint32, node j in bits ``4 (j % 8) ..`` of word ``j // 8``: bit 0 linked, bit 1 terminal,
-    bit 2 has children; zero nodes pad it to `flag_word_count` words.  Needs a LOUDS with ``2 n - 1`` bits,
-    ``n`` zeros, and a valid select0 directory; the flag vectors' bits past ``n`` must be clear.
+    Needs a LOUDS with ``2 n - 1`` bits, ``n`` zeros and a valid select0 directory.
     """
-    out = np.zeros(flag_word_count(n), dtype=np.uint32)
+    out = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
     cuts = list(range(0, n, CHUNK_NODES)) + [n]
     starts = [_code_start(louds, a) for a in cuts[:-1]] + [louds.nbits]
 
+    def one(k: int) -> None:
+        out[cuts[k] : cuts[k + 1]] = _degrees(louds, starts[k], starts[k + 1], cuts[k + 1] - cuts[k])
+
+    in_parallel([partial(one, k) for k in range(len(cuts) - 1)], workers or usable_cpus())
+    return out
+
+
+def node_flags(louds: BitVector, linked: BitVector, terminal: BitVector, n: int,
+               workers: int | None = None, deg: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
+    """``(node_flags, max_degree, max_degree_nonroot)`` of a trie of ``n`` nodes (``deg``: its `degrees`,
+    computed here when not given).
+
+    ``node_flags`` is uint32, node j in bits ``4 (j % 8) ..`` of word ``j // 8``: bit 0 linked, bit 1 terminal,
+    bit 2 has children; zero nodes pad it to `flag_word_count` words.  The flag vectors' bits past ``n``
+    must be clear.
+    """
+    workers = workers or usable_cpus()
+    deg = degrees(louds, n, workers) if deg is None else deg
+    out = np.zeros(flag_word_count(n), dtype=np.uint32)
+    cuts = list(range(0, n, CHUNK_NODES)) + [n]
+
     def one(k: int) -> tuple[int, int]:
         a, b = cuts[k], cuts[k + 1]
-        deg = _degrees(louds, starts[k], starts[k + 1], b - a)
-        kids = np.packbits(deg > 0, bitorder="little")
+        d = deg[a:b]
+        kids = np.packbits(d > 0, bitorder="little")
         w = out[a >> 3 : (a >> 3) + kids.size]
         np.bitwise_or(_SPREAD[_bytes(linked, a, b)], _SPREAD[_bytes(terminal, a, b)] << np.uint32(1), out=w)
         w |= _SPREAD[kids] << np.uint32(2)
-        rest = deg[1:] if a == 0 else deg
-        return int(deg.max()), int(rest.max()) if rest.size else 0
+        rest = d[1:] if a == 0 else d
+        return int(d.max()), int(rest.max()) if rest.size else 0
 
-    parts = in_parallel([lambda k=k: one(k) for k in range(len(cuts) - 1)], workers or usable_cpus())
+    parts = in_parallel([partial(one, k) for k in range(len(cuts) - 1)], workers)
     return out, max(p[0] for p in parts), max(p[1] for p in parts)
 
 
@@ -104,20 +122,20 @@ def tree_height(louds: BitVector, n: int, limit: int) -> int:
 
 
 def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, limit: int,
-                    workers: int | None = None) -> int:
+                    workers: int | None = None, deg: np.ndarray | None = None) -> int:
     """Tokens on the longest root-to-node path (the longest keyword in a valid trie), level by level, each
     level in pieces of `CHUNK_NODES` parents on threads; stops early once it passes ``limit``.
-    ``starts`` are the decoded ``link_starts``."""
+    ``starts`` are the decoded ``link_starts``; ``deg`` the `degrees` (computed here when not given)."""
+    workers = workers or usable_cpus()
+    n = linked.nbits
+    deg = degrees(louds, n, workers) if deg is None else deg
     # int32 where no depth can overflow it: each level adds at most 1 + the longest tail to a depth <= limit
     dt = np.int32 if limit < 2**30 and (starts.size == 0 or int(starts[-1]) < 2**30) else np.int64
     tails = np.diff(starts).astype(dt)
-    workers = workers or usable_cpus()
 
-    def piece(pd: np.ndarray, a: int, b: int, bit_a: int, bit_b: int) -> np.ndarray:
-        """Plain depths of the children of nodes [a, b) (their codes fill LOUDS bits [bit_a, bit_b))."""
-        deg = _degrees(louds, bit_a, bit_b, b - a)
-        first = bit_a - a + 1  # ones before node a's code: the children of nodes < a
-        child = np.repeat(pd, deg)
+    def piece(pd: np.ndarray, d: np.ndarray, first: int) -> np.ndarray:
+        """Plain depths of the children (ids from ``first``) of parents with depths ``pd``, degrees ``d``."""
+        child = np.repeat(pd, d)
         child += 1
         lk = _bits(linked, first, first + child.size)
         r0 = int(linked.rank1(np.array([first]))[0])
@@ -128,8 +146,11 @@ def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, lim
     a, b, best = 0, 1, 0
     while best <= limit and b > a:
         cuts = list(range(a, b, CHUNK_NODES)) + [b]
-        bits = [_code_start(louds, c) for c in cuts]
-        tasks = [partial(piece, pd[cuts[k] - a : cuts[k + 1] - a], cuts[k], cuts[k + 1], bits[k], bits[k + 1])
+        sums = [int(deg[cuts[k] : cuts[k + 1]].sum()) for k in range(len(cuts) - 1)]
+        firsts = np.concatenate(([b], b + np.cumsum(sums)))
+        if int(firsts[-1]) > n:
+            raise ValueError(f"the children of nodes [{a}, {b}) run past the {n} nodes")
+        tasks = [partial(piece, pd[cuts[k] - a : cuts[k + 1] - a], deg[cuts[k] : cuts[k + 1]], int(firsts[k]))
                  for k in range(len(cuts) - 1)]
         parts = in_parallel(tasks, workers)
         pd = np.concatenate(parts) if len(parts) > 1 else parts[0]
