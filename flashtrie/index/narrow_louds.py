@@ -323,7 +323,7 @@ class NarrowLoudsIndex:
             f"format version {s['format_version']}, {s['keywords']:,} keywords ({s['unique_keywords']:,} unique, "
             f"{s['duplicates']:,} duplicates), {s['nodes']:,} nodes",
             f"longest {s['max_keyword_length']} tokens, largest token {s['max_token']:,}, "
-            f"largest fan-out {s['max_degree']:,} (root) / {s['max_degree_nonroot']:,} (below the root)",
+            f"most children {s['max_degree']:,} (any node), {s['max_degree_nonroot']:,} (below the root)",
             f"keyword ids: {ids}",
             f"{s['bytes']:,} bytes, {s['bytes_per_keyword']:.2f} B/keyword "
             f"({s['bytes_per_keyword_without_id_map']:.2f} without the id map)",
