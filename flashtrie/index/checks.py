@@ -15,7 +15,7 @@ import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import HINT_STEP, BitVector
+from .bits import HINT_STEP, BitVector, rank_entries, select0_hints
 from .derived import degrees, flag_word_count, max_plain_depth, node_flags, tree_height
 from .packed import PackedInts
 
@@ -139,29 +139,48 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]
         problem = check(ix)
         if problem:
             return problem, None
-    starts = ix.link_starts.to_array()  # always: a bad link would send the GPU outside the suffix store
+    starts = ix.link_starts.to_array(usable_cpus())  # always: a bad link would send the GPU outside the suffix
     return _bounds(ix, starts), starts
 
 
-def _ranks_match(bv: BitVector) -> bool:
-    ref = BitVector.from_words(bv.words, bv.nbits, with_select0=bv.select0_hints is not None)
-    return np.array_equal(ref.rank, bv.rank) and (
-        ref.select0_hints is None or np.array_equal(ref.select0_hints, bv.select0_hints))
+#: 4-word blocks per thread task when a rank directory is checked.
+RANK_CHUNK_BLOCKS = 1 << 16
 
 
-def _max_label(ix: NarrowLoudsIndex) -> int:
+def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
+    """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
+    nblocks = bv.words.size // 4
+    cuts = list(range(0, nblocks, RANK_CHUNK_BLOCKS)) + [nblocks]
+    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[4 * a : 4 * b]).sum(dtype=np.int64))
+                        for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
+    before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
+    if int(before[-1]) >= 1 << 40 or int(bv.rank[-1]) != int(before[-1]):
+        return False
+
+    def piece(k: int) -> bool:
+        a, b = cuts[k], cuts[k + 1]
+        return np.array_equal(rank_entries(bv.words[4 * a : 4 * b], int(before[k]))[0], bv.rank[a:b])
+
+    if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
+        return False
+    return bv.select0_hints is None or np.array_equal(select0_hints(bv.rank, bv.nbits), bv.select0_hints)
+
+
+def _max_label(ix: NarrowLoudsIndex, workers: int = 1) -> int:
+    step = 1 << 24
+    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + step].max(initial=0))
+                          for a in range(0, ix.num_nodes, step)], workers))
     if ix.labels_hi.size == 0:
-        return int(ix.labels_lo[1:].max())
-    hi = ix.labels_hi.to_array()
-    top = int(hi.max())
-    nodes = ix.hi_flag.select1(np.flatnonzero(hi == top))
-    return max(top << 16 | int(ix.labels_lo[nodes].max()), int(ix.labels_lo[1:].max()))
+        return lo
+    top = ix.labels_hi.max_value(workers)
+    ranks = np.flatnonzero(ix.labels_hi.to_array(workers) == top)
+    return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
 
 
 def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | None = None) -> str | None:
     """Full checks against the bits (after `layout_problem` passed and the checksums matched)."""
     workers = workers or usable_cpus()
-    ok = in_parallel([lambda b=b: _ranks_match(getattr(ix, b)) for b in BITVECTORS], workers)
+    ok = [_ranks_match(getattr(ix, b), workers) for b in BITVECTORS]
     for name, good in zip(BITVECTORS, ok, strict=True):
         if not good:
             return f"bit vector {name}: its rank directory does not match its bits"
@@ -184,7 +203,8 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
         return "a leaf that ends no keyword, or a flag bit 3"
     if L != ix.max_keyword_length:
         return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
-    label, tail, kid = in_parallel([lambda: _max_label(ix), ix.suffix.max_value, ix.keyword_ids.max_value], workers)
+    label = _max_label(ix, workers)
+    tail, kid = ix.suffix.max_value(workers), ix.keyword_ids.max_value(workers)
     if max(label, tail) != ix.max_token:
         return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
     if ix.keyword_ids.size and kid >= ix.num_keywords:
