@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BitVector", "popcount64", "select_in_words"]
+__all__ = ["BitVector", "popcount64", "rank_entries", "select0_hints", "select_in_words"]
 
 _ABS_BITS = 40
 _ABS_MASK = np.uint64((1 << _ABS_BITS) - 1)
@@ -44,6 +44,34 @@ def select_in_words(words: np.ndarray, k: np.ndarray) -> np.ndarray:
     return byte_idx * 8 + _SELECT_TABLE[bval, k - before]
 
 
+def rank_entries(words: np.ndarray, ones_before: int) -> tuple[np.ndarray, int]:
+    """Rank-directory entries of the whole 4-word blocks in ``words``, counting ``ones_before`` ones before
+    the first, and the ones counted after the last (so a directory can be built or checked in pieces)."""
+    counts = popcount64(words).reshape(-1, 4)
+    abs_before = np.empty(counts.shape[0] + 1, dtype=np.int64)
+    abs_before[0] = ones_before
+    np.cumsum(counts.sum(axis=1), out=abs_before[1:])
+    abs_before[1:] += ones_before
+    rel1 = counts[:, 0]
+    rel2 = rel1 + counts[:, 1]
+    rel3 = rel2 + counts[:, 2]
+    entries = abs_before[:-1].astype(np.uint64)
+    entries |= (rel1.astype(np.uint64) << np.uint64(40)) | (rel2.astype(np.uint64) << np.uint64(48)) \
+        | (rel3.astype(np.uint64) << np.uint64(56))
+    return entries, int(abs_before[-1])
+
+
+def select0_hints(rank: np.ndarray, nbits: int) -> np.ndarray:
+    """The select0 hints of a bit vector with directory ``rank``: the block of every 256th zero, then the last."""
+    nblocks = rank.size - 1
+    abs_before = (rank & _ABS_MASK).astype(np.int64)
+    zeros_before = BLOCK_BITS * np.arange(nblocks + 1, dtype=np.int64) - abs_before
+    nzeros = nbits - int(abs_before[-1])
+    targets = np.arange(0, max(nzeros, 0), HINT_STEP, dtype=np.int64)
+    blocks = np.searchsorted(zeros_before, targets, side="right") - 1
+    return np.append(blocks, nblocks - 1).astype(np.uint32)
+
+
 @dataclass(frozen=True, eq=False)
 class BitVector:
     """``nbits`` bits in ``words`` (uint64, bit i in word i >> 6 at bit i & 63, plus a zero padding word).
@@ -73,26 +101,11 @@ class BitVector:
 
     @classmethod
     def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
-        nblocks = words.size // 4
-        counts = popcount64(words).reshape(nblocks, 4)
-        block_ones = counts.sum(axis=1)
-        abs_before = np.zeros(nblocks + 1, dtype=np.int64)
-        np.cumsum(block_ones, out=abs_before[1:])
-        if abs_before[-1] >= 1 << _ABS_BITS:
+        entries, total = rank_entries(words, 0)
+        if total >= 1 << _ABS_BITS:
             raise ValueError(f"bit vector too large: {nbits} bits (limit {1 << _ABS_BITS})")
-        rel1 = counts[:, 0]
-        rel2 = rel1 + counts[:, 1]
-        rel3 = rel2 + counts[:, 2]
-        rank = abs_before.astype(np.uint64)
-        rank[:-1] |= (rel1.astype(np.uint64) << np.uint64(40)) | (rel2.astype(np.uint64) << np.uint64(48)) \
-            | (rel3.astype(np.uint64) << np.uint64(56))
-        hints = None
-        if with_select0:
-            zeros_before = BLOCK_BITS * np.arange(nblocks + 1, dtype=np.int64) - abs_before
-            nzeros = nbits - int(abs_before[-1])
-            targets = np.arange(0, nzeros, HINT_STEP, dtype=np.int64)
-            blocks = np.searchsorted(zeros_before, targets, side="right") - 1
-            hints = np.append(blocks, nblocks - 1).astype(np.uint32)
+        rank = np.append(entries, np.uint64(total))
+        hints = select0_hints(rank, nbits) if with_select0 else None
         return cls(words, rank, nbits, hints)
 
     # ------------------------------------------------------------------ queries (vectorised)
@@ -150,6 +163,30 @@ class BitVector:
         word_idx = 4 * b + k
         inv = ~self.words[word_idx]
         return word_idx * 64 + select_in_words(inv, r - zeros_before_word)
+
+    def select1(self, j: np.ndarray) -> np.ndarray:
+        """Position of one number j (0-based, ``0 <= j < num_ones``): a binary search over the directory's
+        absolute counts (one pass over the directory per call), then the word and the bit."""
+        j = np.asarray(j, dtype=np.int64)
+        abs_counts = (self.rank & _ABS_MASK).astype(np.int64)
+        b = np.searchsorted(abs_counts, j, side="right") - 1  # last block with ones_before(b) <= j
+        r = j - abs_counts[b]
+        entry = self.rank[b]
+        rel = [np.zeros_like(r)] + [((entry >> np.uint64(s)) & np.uint64(0xFF)).astype(np.int64) for s in (40, 48, 56)]
+        k = np.zeros_like(r)
+        for w in (1, 2, 3):
+            k = np.where(rel[w] <= r, w, k)
+        word_idx = 4 * b + k
+        return word_idx * 64 + select_in_words(self.words[word_idx], r - np.choose(k, rel))
+
+    def padding_is_clear(self) -> bool:
+        """True when every bit at or past ``nbits`` is zero (reads only the last words)."""
+        w0 = self.nbits >> 6
+        tail = self.words[w0:]
+        if tail.size == 0:
+            return False
+        first = int(tail[0]) >> (self.nbits & 63)
+        return first == 0 and not bool(tail[1:].any())
 
     def to_bools(self) -> np.ndarray:
         return np.unpackbits(self.words.view(np.uint8), bitorder="little")[: self.nbits].astype(bool)

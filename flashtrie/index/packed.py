@@ -7,7 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cpus import in_parallel
+
 __all__ = ["PackedInts"]
+
+#: Values per thread task when a packed array is decoded or scanned.
+PART_VALUES = 1 << 22
 
 
 @dataclass(frozen=True, eq=False)
@@ -68,8 +73,56 @@ class PackedInts:
         mask = np.uint64((1 << self.width) - 1)
         return ((lo | hi) & mask).astype(np.int64)
 
-    def to_array(self) -> np.ndarray:
-        return self.get(np.arange(self.size, dtype=np.int64))
+    def _residues(self):
+        """(c, values c, c + P, c + 2P, ... as uint64) for each residue class c of the period P."""
+        n, w = self.size, self.width
+        period, wpp = self._period(w)
+        mask = np.uint64((1 << w) - 1)
+        for c in range(min(period, n) if w else 0):
+            count = -(-(n - c) // period)
+            bit = c * w
+            wi, sh = bit >> 6, bit & 63
+            vals = self.words[wi : wi + wpp * count : wpp] >> np.uint64(sh)
+            if sh + w > 64:
+                vals = vals | (self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(64 - sh))
+            vals &= mask
+            yield c, vals
+
+    def _parts(self) -> list[PackedInts]:
+        """The values in pieces of about `PART_VALUES` (whole periods), each a PackedInts over the same words."""
+        period, wpp = self._period(self.width)
+        step = max(period, PART_VALUES - PART_VALUES % period)
+        return [PackedInts(self.words[i // period * wpp :], self.width, min(step, self.size - i))
+                for i in range(0, self.size, step)] or [self]
+
+    def _decode_into(self, out: np.ndarray) -> None:
+        period = self._period(self.width)[0]
+        for c, vals in self._residues():
+            out[c::period] = vals.view(np.int64)
+
+    def to_array(self, workers: int = 1) -> np.ndarray:
+        """Every value (int64), decoded one residue class of the period at a time (strided, no gathers),
+        in pieces on up to ``workers`` threads."""
+        out = np.zeros(self.size, dtype=np.int64)
+        parts, start = [], 0
+        for part in self._parts():
+            parts.append(lambda part=part, start=start: part._decode_into(out[start : start + part.size]))
+            start += part.size
+        in_parallel(parts, workers)
+        return out
+
+    def max_value(self, workers: int = 1) -> int:
+        """The largest value (0 when empty), without materialising the values; in pieces on threads."""
+        def one(part: PackedInts) -> int:
+            return max((int(vals.max()) for _, vals in part._residues()), default=0)
+
+        return max(in_parallel([lambda p=p: one(p) for p in self._parts()], workers), default=0)
+
+    def padding_is_clear(self) -> bool:
+        """True when every bit past the last value is zero (reads only the last words)."""
+        end = self.size * self.width
+        tail = self.words[end >> 6:]
+        return bool(tail.size) and (int(tail[0]) >> (end & 63)) == 0 and not bool(tail[1:].any())
 
     @property
     def nbytes(self) -> int:
