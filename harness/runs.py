@@ -141,39 +141,15 @@ def bench_table(records: Sequence[Record]) -> list[str]:
 
 def keyword_tokens(ids: Sequence[int], keywords: Any = None, index: Any = None) -> dict[int, list[int]]:
     """The tokens of each keyword id: from the `KeywordSet` when one is given, else from the index
-    (``index.keyword(i)`` where the index has it, else by climbing from the id's node to the root)."""
+    (`NarrowLoudsIndex.keyword`).  An id the index does not store (a duplicate collapsed at build time) is
+    left out."""
     want = sorted({int(i) for i in ids if int(i) >= 0})
-    if not want:
-        return {}
     if keywords is not None:
         return {i: [int(t) for t in keywords[i]] for i in want}
-    lookup = getattr(index, "keyword", None)
-    if callable(lookup):
-        return {i: [int(t) for t in lookup(i)] for i in want}
-    return _tokens_by_climbing(index, want)
-
-
-def _tokens_by_climbing(index: Any, ids: list[int]) -> dict[int, list[int]]:
-    """Tokens of keyword ids from the index alone: node of each id (terminal nodes' ids), then the edges
-    from that node up to the root (a parent table from the child ranges)."""
-    n = int(index.num_nodes)
-    nodes = np.arange(n, dtype=np.int64)
-    first, end = (np.asarray(a, dtype=np.int64) for a in index.child_range(nodes))
-    deg = end - first
-    parent = np.full(n, -1, dtype=np.int64)
-    kids = np.repeat(first - np.concatenate(([0], np.cumsum(deg)[:-1])), deg) + np.arange(int(deg.sum()))
-    parent[kids] = np.repeat(nodes, deg)
-    term = nodes[np.asarray(index.is_terminal(nodes), dtype=bool)]
-    node_of = dict(zip(np.asarray(index.keyword_ids_of(term)).tolist(), term.tolist(), strict=True))
     out: dict[int, list[int]] = {}
-    for i in ids:
-        v = node_of.get(i)
-        if v is None:
+    for i in want:
+        try:
+            out[i] = [int(t) for t in index.keyword(i)]
+        except InputError:
             continue
-        segs: list[list[int]] = []
-        while v > 0:
-            m = int(index.edge_lengths(np.array([v]))[0])
-            segs.append(np.asarray(index.edge_tokens(np.full(m, v), np.arange(m))).tolist())
-            v = int(parent[v])
-        out[i] = [t for seg in reversed(segs) for t in seg]
     return out
