@@ -13,7 +13,7 @@ from typing import Any
 
 from flashtrie.keywords import KeywordSet
 
-__all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available_backends",
+__all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available", "available_backends",
            "make_searchers", "close_searchers", "parse_backends", "reference_first", "REFERENCE", "BASELINE"]
 
 #: Display and timing order; marisa first because it is the speed-up baseline.
@@ -48,6 +48,9 @@ BACKENDS: dict[str, BackendSpec] = {
                                  "CPU baseline, lookups only: one marisa-trie get per (hypothesis, valid proposal), "
                                  "as a trie library without child iteration allows (not run unless named)",
                                  options=(("enum_ratio", 0.0),)),
+    "oracle": BackendSpec("oracle", "flashtrie.reference_cpu", "OracleSearcher", "keywords",
+                          "brute-force reading of docs/semantics.md over every keyword prefix; small inputs only "
+                          "(not run unless named)"),
     "numpy": BackendSpec("numpy", "flashtrie.reference_cpu", "NumpySearcher", "index",
                          "CPU reference: vectorised numpy over the narrow-LOUDS index"),
     "gpu": BackendSpec("gpu", "flashtrie.gpu_impl", "GpuSearcher", "index",
@@ -82,6 +85,12 @@ def availability(name: str) -> str | None:
     except Exception as e:  # noqa: BLE001
         return f"{spec.package}.{spec.cls} is not available ({type(e).__name__}: {e})"
     return None
+
+
+def available(names: Iterable[str] | None = None) -> list[str]:
+    """The registered backends (all of `BACKENDS`, or ``names``) that can run here, in registry order."""
+    wanted = set(BACKENDS if names is None else names)
+    return [n for n in BACKENDS if n in wanted and availability(n) is None]
 
 
 def available_backends(names: Iterable[str] | None = None) -> tuple[list[str], dict[str, str]]:
