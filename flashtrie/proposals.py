@@ -181,7 +181,7 @@ def _from_torch(name: str, a: object) -> object:
     widened to float32 (exact: every such value is a float32).  Other objects pass unchanged."""
     if not type(a).__module__.startswith("torch") or not hasattr(a, "detach"):
         return a
-    t = a.detach()  # type: ignore[attr-defined]
+    t = a.detach()
     device = str(getattr(t, "device", "cpu"))
     if device != "cpu":
         raise InputError(f"{name}: a torch tensor on {device}; Proposals takes host arrays (call .cpu(), or pass "

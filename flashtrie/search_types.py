@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class SearchResult:
     scores: np.ndarray  # float32 [Q, R]
     norm_scores: np.ndarray  # float32 [Q, R]
     lengths: np.ndarray  # int32 [Q, R]
-    num_results: np.ndarray = field(default=None)  # int32 [Q]
+    num_results: np.ndarray = field(default=cast(np.ndarray, None))  # int32 [Q]; None: counted from the ids
 
     def __post_init__(self) -> None:
         if self.num_results is None:

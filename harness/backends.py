@@ -9,9 +9,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from flashtrie.keywords import KeywordSet
+from flashtrie.search_types import Searcher
+
+if TYPE_CHECKING:
+    from flashtrie.index import NarrowLoudsIndex
 
 __all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available", "available_backends",
            "make_searchers", "close_searchers", "parse_backends", "reference_first", "REFERENCE", "BASELINE"]
@@ -37,7 +41,7 @@ class BackendSpec:
     cls: str
     needs: str  # "keywords" or "index"
     description: str
-    options: tuple[tuple[str, Any], ...] = ()  # keyword arguments of the constructor
+    options: tuple[tuple[str, object], ...] = ()  # keyword arguments of the constructor
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -58,11 +62,11 @@ BACKENDS: dict[str, BackendSpec] = {
 }
 
 
-def find_class(package: str, name: str) -> Any:
+def find_class(package: str, name: str) -> type:
     """``package.name`` (the backend packages export their searcher classes); raises ImportError."""
     obj = getattr(importlib.import_module(package), name, None)
-    if obj is None:
-        raise ImportError(f"{package} has no {name}")
+    if not isinstance(obj, type):
+        raise ImportError(f"{package} has no class {name}")
     return obj
 
 
@@ -124,10 +128,10 @@ def parse_backends(text: str | None) -> list[str] | None:
     return names
 
 
-def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any,
-                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: NarrowLoudsIndex | None,
+                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Searcher], dict[str, str]]:
     """Construct each named searcher: ({name: searcher}, {name: error}).  Construction errors are kept."""
-    made: dict[str, Any] = {}
+    made: dict[str, Searcher] = {}
     failed: dict[str, str] = {}
     for n in names:
         spec = BACKENDS[n]
@@ -146,7 +150,7 @@ def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any
     return made, failed
 
 
-def close_searchers(searchers: dict[str, Any]) -> None:
+def close_searchers(searchers: dict[str, Searcher]) -> None:
     """Release worker pools / device memory of searchers that hold any."""
     for s in searchers.values():
         close = getattr(s, "close", None)
