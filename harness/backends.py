@@ -66,7 +66,7 @@ def find_class(package: str, name: str) -> type:
     """``package.name`` (the backend packages export their searcher classes); raises ImportError."""
     obj = getattr(importlib.import_module(package), name, None)
     if not isinstance(obj, type):
-        raise ImportError(f"{package} has no class {name}")
+        raise ImportError(f"{package} has no {name} (or it is not a class)")
     return obj
 
 
