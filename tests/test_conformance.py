@@ -96,21 +96,21 @@ def scores(res: SearchResult, q: int = 0) -> list[float]:
 
 
 # ------------------------------------------------------------------------------------ random cases
-@settings(max_examples=40)
+@settings(max_examples=200)
 @given(case=search_cases())
 def test_matches_oracle(make: Make, case) -> None:
     keywords, proposals, config, prefixes = case
     check(make, keywords, proposals, config, prefixes)
 
 
-@settings(max_examples=15)
+@settings(max_examples=30)
 @given(case=search_cases(max_queries=4, max_steps=6, max_k=8, max_keywords=25, max_length=6, max_beam=5))
 def test_matches_oracle_bigger(make: Make, case) -> None:
     keywords, proposals, config, prefixes = case
     check(make, keywords, proposals, config, prefixes)
 
 
-@settings(max_examples=15)
+@settings(max_examples=30)
 @given(case=search_cases(max_queries=4))
 def test_batch_equals_per_query(make: Make, case) -> None:
     keywords, proposals, config, prefixes = case
