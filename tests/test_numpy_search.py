@@ -250,6 +250,10 @@ def test_stats_do_not_change_results_and_add_up_over_queries(case) -> None:
     assert (v <= c).all() and (k <= v).all() and (f <= k).all() and (f <= q_n * config.beam_width).all()
     assert (st_early.per_step <= st.per_step).all()  # the early stop only skips work
     assert (np.flatnonzero(c)[-1] + 1 if c.any() else 0) <= st.steps_run <= t_n
+    offers, live = st.column("pool_offers"), st.column("live_queries")
+    assert st.backend == "numpy" and int(offers.sum()) >= int(early.num_results.sum()) and (offers <= k).all()
+    assert (live <= q_n).all() and not ((c > 0) & (live == 0)).any()  # work only where a frontier lives
+    assert st.to_dict()["counts"]["live_queries"] == live.tolist()
     total = np.zeros_like(st.per_step)
     for q in range(q_n):
         searcher.search(proposals[q], config, None if prefixes is None else [prefixes[q]])
