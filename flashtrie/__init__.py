@@ -7,7 +7,7 @@ backends live in `flashtrie.reference_cpu` (MarisaSearcher, NumpySearcher) and `
 
 from __future__ import annotations
 
-from .errors import DeviceError, FlashTrieError, IndexFormatError, InputError
+from .errors import DeviceError, FlashTrieError, IndexFormatError, InputError, WorkerError
 from .keywords import KeywordSet
 from .limits import MAX_BEAM_WIDTH, MAX_PROPOSALS, MAX_RESULTS, MAX_STEPS, MAX_TOKEN, PAD_TOKEN
 from .proposals import Proposals
@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "KeywordSet", "Proposals", "SearchConfig", "SearchResult", "Searcher", "NarrowLoudsIndex",
-    "FlashTrieError", "InputError", "IndexFormatError", "DeviceError",
+    "FlashTrieError", "InputError", "IndexFormatError", "DeviceError", "WorkerError",
     "PAD_TOKEN", "MAX_TOKEN", "MAX_BEAM_WIDTH", "MAX_PROPOSALS", "MAX_STEPS", "MAX_RESULTS",
 ]
 

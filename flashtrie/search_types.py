@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
@@ -92,7 +92,7 @@ class SearchResult:
     scores: np.ndarray  # float32 [Q, R]
     norm_scores: np.ndarray  # float32 [Q, R]
     lengths: np.ndarray  # int32 [Q, R]
-    num_results: np.ndarray = field(default=None)  # int32 [Q]
+    num_results: np.ndarray = field(default=cast(np.ndarray, None))  # int32 [Q]; None: counted from the ids
 
     def __post_init__(self) -> None:
         if self.num_results is None:
@@ -142,14 +142,15 @@ class SearchResult:
         q = np.asarray(q, dtype=np.int64)
         if q.size == 0:
             return out
-        if int(q[0]) < 0 or int(q[-1]) >= num_queries or bool(np.any(q[1:] < q[:-1])):
-            raise InputError(f"pool: query numbers must be sorted and in [0, {num_queries}), got "
-                             f"{q[:8].tolist()}{' ...' if q.size > 8 else ''}")
+        if int(q[0]) < 0 or int(q[-1]) >= num_queries:
+            raise InputError(f"pool: query numbers must be in [0, {num_queries}), got {int(q[0])} .. {int(q[-1])}")
         counts = np.bincount(q, minlength=num_queries)
+        col = np.arange(q.size, dtype=np.int64) - (np.cumsum(counts) - counts)[q]
+        if int(col.min()) < 0:  # some entry sits before its query's first column: q is not sorted
+            raise InputError("pool: query numbers must be sorted (entries grouped by query, in query order)")
         if int(counts.max()) > results:
             over = int(np.argmax(counts))
             raise InputError(f"pool: query {over} has {int(counts[over])} entries, over R = {results}")
-        col = np.arange(q.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         out.keyword_ids[q, col] = keyword_ids
         out.scores[q, col] = scores
         out.norm_scores[q, col] = norm_scores

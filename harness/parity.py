@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from flashtrie.proposals import Proposals
-from flashtrie.search_types import ResultDifference, SearchConfig, SearchResult, result_difference
+from flashtrie.search_types import ResultDifference, SearchConfig, Searcher, SearchResult, result_difference
 
 __all__ = ["Mismatch", "BackendOutcome", "ParityReport", "check_parity", "compare_results"]
 
@@ -93,7 +93,7 @@ class ParityReport:
         }
 
 
-def check_parity(searchers: Mapping[str, Any], proposals: Proposals, config: SearchConfig,
+def check_parity(searchers: Mapping[str, Searcher], proposals: Proposals, config: SearchConfig,
                  prefixes: Sequence[Sequence[int]] | None = None, *,
                  results: Mapping[str, SearchResult] | None = None) -> ParityReport:
     """Run every searcher on the same input and compare each with the first, exactly.

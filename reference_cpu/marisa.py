@@ -28,11 +28,11 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any
+from multiprocessing.process import BaseProcess
 
 import marisa_trie
 import numpy as np
@@ -290,7 +290,11 @@ def _worker_ready() -> int:
     return os.getpid()
 
 
-def _worker_search(args: tuple[Any, ...]) -> tuple[SearchResult, dict[str, int]]:
+#: One worker job: tokens, logprobs, config, forced prefixes as bytes, early stop.
+_Job = tuple[np.ndarray, np.ndarray, SearchConfig, "list[bytes] | None", bool]
+
+
+def _worker_search(args: _Job) -> tuple[SearchResult, dict[str, int]]:
     tokens, logprobs, config, prefixes, early_stop = args
     engine = _WORKER["engine"]
     engine.counts = dict.fromkeys(_COUNTS, 0)
@@ -305,7 +309,7 @@ def _shutdown(pool: ProcessPoolExecutor | None, tmpdir: str | None) -> None:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
-def _died(processes: dict[int, Any]) -> str:
+def _died(processes: Mapping[int, BaseProcess]) -> str:
     """The workers that ended, as ``pid N (exit code C)``, for the error message."""
     gone = [f"pid {pid} (exit code {p.exitcode})" for pid, p in processes.items() if p.exitcode not in (None, 0)]
     return ", ".join(gone) or "a worker"
@@ -419,7 +423,7 @@ class MarisaSearcher:
             self._start_pool()
         assert self._pool is not None
         chunks = [c for c in np.array_split(np.arange(proposals.num_queries), 4 * self.processes) if c.size]
-        jobs = [(proposals.tokens[c[0]:c[-1] + 1], proposals.logprobs[c[0]:c[-1] + 1], config,
+        jobs: list[_Job] = [(proposals.tokens[c[0]:c[-1] + 1], proposals.logprobs[c[0]:c[-1] + 1], config,
                  pbytes[c[0]:c[-1] + 1] if pbytes is not None else None, self.early_stop) for c in chunks]
         workers = dict(getattr(self._pool, "_processes", None) or {})
         try:

@@ -1,4 +1,5 @@
-"""MarisaSearcher equals the brute-force oracle bit for bit; multi-process, batch and early stop agree."""
+"""`MarisaSearcher`'s own paths: the adaptive intersection, worker processes (and their deaths), early stop,
+refusals.  The shared adversarial cases are in test_conformance.py."""
 
 from __future__ import annotations
 
@@ -17,15 +18,14 @@ from flashtrie import InputError, KeywordSet, Proposals, SearchConfig, Searcher
 PAD = 2**32 - 1
 
 
-@settings(max_examples=1000)
+@settings(max_examples=300)
 @given(search_cases())
-def test_matches_oracle(case) -> None:
+def test_children_table_only_matches_oracle(case) -> None:
+    """The conformance suite runs the default crossover ("marisa") and lookups only ("marisa-lookup")."""
     keywords, proposals, config, prefixes = case
     expected = oracle_search(keywords, proposals, config, prefixes)
-    # Default crossover, marisa lookups only, children table only.
-    for ratio in (ENUM_RATIO, 0.0, np.inf):
-        got = MarisaSearcher(keywords, enum_ratio=ratio).search(proposals, config, prefixes)
-        assert expected.first_difference(got) is None, (ratio, expected.first_difference(got))
+    got = MarisaSearcher(keywords, enum_ratio=np.inf).search(proposals, config, prefixes)
+    assert expected.first_difference(got) is None, expected.first_difference(got)
 
 
 @settings(max_examples=300)
@@ -35,19 +35,6 @@ def test_early_stop_changes_nothing(case) -> None:
     a = MarisaSearcher(keywords, early_stop=True).search(proposals, config, prefixes)
     b = MarisaSearcher(keywords, early_stop=False).search(proposals, config, prefixes)
     assert a.first_difference(b) is None, a.first_difference(b)
-
-
-@settings(max_examples=100)
-@given(search_cases(max_queries=4))
-def test_batch_equals_per_query(case) -> None:
-    keywords, proposals, config, prefixes = case
-    searcher = MarisaSearcher(keywords)
-    batch = searcher.search(proposals, config, prefixes)
-    for q in range(proposals.num_queries):
-        single = searcher.search(proposals[q], config, prefixes[q:q + 1] if prefixes is not None else None)
-        assert single.query(0) == batch.query(q)
-        assert single.scores[0].view(np.uint32).tolist() == batch.scores[q].view(np.uint32).tolist()
-        assert single.norm_scores[0].view(np.uint32).tolist() == batch.norm_scores[q].view(np.uint32).tolist()
 
 
 def _random_case(seed: int, n_kw: int = 400, q_n: int = 23, t_n: int = 6, k: int = 24
@@ -176,14 +163,6 @@ def test_keywords_over_the_length_limit_are_refused_up_front() -> None:
 
 def test_bad_arguments() -> None:
     keywords = KeywordSet.from_sequences([[1]])
-    s = MarisaSearcher(keywords)
-    p = Proposals(np.array([[[1]]]), np.zeros((1, 1, 1), np.float32))
-    with pytest.raises(InputError, match="prefixes"):
-        s.search(p, SearchConfig(beam_width=1), prefixes=[[1], [2]])
-    with pytest.raises(InputError, match="prefixes"):
-        s.search(p, SearchConfig(beam_width=1), prefixes=[[-3]])
-    with pytest.raises(InputError, match="proposals"):
-        s.search(np.zeros((1, 1, 1)), SearchConfig(beam_width=1))  # type: ignore[arg-type]
     with pytest.raises(InputError, match="processes"):
         MarisaSearcher(keywords, processes=0)
     with pytest.raises(InputError, match="enum_ratio"):

@@ -49,9 +49,11 @@ def test_from_pool_refuses_overfull_or_unsorted_pools() -> None:
     with pytest.raises(InputError, match="query 0 has 3 entries, over R = 2"):
         _result([[(1, -1.0, -1.0, 1)] * 3], 2)
     one = np.ones(2)
-    with pytest.raises(InputError, match="sorted"):
+    with pytest.raises(InputError, match="must be sorted"):
         SearchResult.from_pool(2, 2, np.array([1, 0]), one, one, one, one)
-    with pytest.raises(InputError, match="sorted and in"):
+    with pytest.raises(InputError, match="must be sorted"):
+        SearchResult.from_pool(3, 2, np.array([0, 2, 1, 2]), np.ones(4), np.ones(4), np.ones(4), np.ones(4))
+    with pytest.raises(InputError, match=r"must be in \[0, 1\), got 0 .. 1"):
         SearchResult.from_pool(1, 2, np.array([0, 1]), one, one, one, one)
 
 
