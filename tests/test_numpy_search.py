@@ -342,8 +342,10 @@ def test_group_order_packed_equals_lexsort() -> None:
     dk = rng.integers(0, 4, n).astype(np.uint32) * np.uint32(0x4000_0001)
     r = rng.integers(0, 40, n)
     x = rng.permutation(n)  # (q, r, x) unique, like candidates
-    packed = NumpySearcher._group_order(q, dk, r, x, q_bits=2, r_bits=6, x_bits=13)
-    wide = NumpySearcher._group_order(q, dk, r, x, q_bits=40, r_bits=16, x_bits=16)
+    from flashtrie.reference_cpu.numpy_state import SortKeys
+
+    packed = SortKeys(q_bits=2, r_bits=6, x_bits=13).order(q, dk, r, x)
+    wide = SortKeys(q_bits=40, r_bits=16, x_bits=16).order(q, dk, r, x)
     np.testing.assert_array_equal(packed, wide)
     np.testing.assert_array_equal(packed, np.lexsort((x, r, dk, q)))
 

@@ -353,11 +353,11 @@ def test_keywordset_from_sequences_integer_kinds() -> None:
 
 def test_one_shared_token_check() -> None:
     import flashtrie.keywords
-    import flashtrie.search_types
+    import flashtrie.search_core
     from flashtrie import tokens
 
     assert flashtrie.keywords.check_token_sequence is tokens.check_token_sequence
-    assert flashtrie.search_types.check_token_sequence is tokens.check_token_sequence
+    assert flashtrie.search_core.check_token_sequence is tokens.check_token_sequence
 
 
 # ----------------------------------------------------------------------------- Proposals indexing
