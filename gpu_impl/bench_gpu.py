@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                    "mean_ms": float(h.mean()), "p50_ms": float(np.percentile(h, 50)),
                    "p99_ms": float(np.percentile(h, 99)), "device_mean_ms": float(d.mean()),
                    "device_p99_ms": float(np.percentile(d, 99)), "qps": bs / (float(h.mean()) / 1e3)}
-            rec["last_stats"] = gpu.last_stats.tolist()
+            rec["last_stats"] = gpu.last_stats.to_dict()
             rec["host_breakdown_ms"] = {k: float(np.mean([p[k] for p in parts])) for k in parts[0]}
             emit(rec)
             rows.append((b, bs, rec["mean_ms"], rec["p99_ms"], rec["device_mean_ms"], rec["device_p99_ms"],
