@@ -263,10 +263,11 @@ class GpuSearcher:
             raise DeviceError(f"kernel launch failed (grid {ws.grid} x {THREADS}, {ws.smem} bytes shared): {e}") from e
         self.stream.record(e1)
         if not device_out:
-            ws.out.copy_to(ws.out_host, stream=self.stream)
+            dst, src = ws.copy_pair(ctx, "out", int(ws.out_host.handle), int(ws.out.handle), lo.total)
+            dst.copy_from(src, stream=self.stream)
             return None
         out_buf = ctx.allocate(lo.total, "device results")
-        out_buf.copy_from(ws.out, stream=self.stream)
+        ctx.copy(int(out_buf.handle), int(ws.out.handle), lo.total)
         for name in ("out_err", "out_stats"):  # the error word and the step statistics come to the host
             ctx.copy(int(ws.out_host.handle) + lo.offsets[name], int(ws.out.handle) + lo.offsets[name], lo.sizes[name])
         return out_buf
