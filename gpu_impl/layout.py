@@ -73,19 +73,21 @@ class CStruct:
 
     def pack(self, values: Mapping[str, int | float]) -> bytes:
         """The struct's bytes; ``values`` names every field exactly once."""
-        names = [n for n, _ in self.fields]
-        missing = [n for n in names if n not in values]
-        extra = [n for n in values if n not in self.offsets]
-        if missing or extra:
-            raise ValueError(f"{self.name}: missing fields {missing}, unknown fields {extra}")
-        return struct.pack(self.format, *(values[n] for n in names))
+        try:
+            if len(values) != len(self.fields):
+                raise KeyError
+            return struct.pack(self.format, *[values[n] for n, _ in self.fields])
+        except KeyError:
+            missing = [n for n, _ in self.fields if n not in values]
+            extra = [n for n in values if n not in self.offsets]
+            raise ValueError(f"{self.name}: missing fields {missing}, unknown fields {extra}") from None
 
     def static_asserts(self) -> str:
         """C++ lines that fail to compile unless the struct has this table's size and offsets."""
         lines = [f'static_assert(sizeof({self.name}) == {self.size}, "{self.name}: sizeof differs from '
                  f'gpu_impl/layout.py");']
         for name, off in self.offsets.items():
-            lines.append(f'static_assert(__builtin_offsetof({self.name}, {name}) == {off}, '
+            lines.append(f'static_assert(FT_OFFSETOF({self.name}, {name}) == {off}, '
                          f'"{self.name}.{name}: offset differs from gpu_impl/layout.py");')
         body = "\n".join(lines) + "\n"
         return f"#ifdef {self.guard}\n{body}#endif\n" if self.guard else body
@@ -118,4 +120,12 @@ STRUCTS: tuple[CStruct, ...] = (INDEX_VIEW, PARAMS)
 
 def static_asserts(structs: tuple[CStruct, ...] = STRUCTS) -> str:
     """The layout checks `compile_kernel` appends to a kernel source that defines these structs."""
-    return "\n// ---- generated from gpu_impl/layout.py\n" + "".join(s.static_asserts() for s in structs)
+    return "\n// ---- generated from gpu_impl/layout.py\n" + _OFFSETOF + "".join(s.static_asserts() for s in structs)
+
+
+# A constant offsetof for NVRTC (its front end's address-as-integer builtin): NVRTC 13.0 has no
+# __builtin_offsetof, and cuda/std's offsetof is not a constant expression there.
+_OFFSETOF = """#ifndef FT_OFFSETOF
+#define FT_OFFSETOF(T, f) __INTADDR__(&((T*)0)->f)
+#endif
+"""

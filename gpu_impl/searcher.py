@@ -172,7 +172,10 @@ class GpuSearcher:
             return self._empty(q_n, t_n, b, r, device_out, t_start)
         shared_bytes(k_n, b, r, self._static_smem, self._smem_optin)  # refused before any allocation
         ln = self._ln_table(float(config.length_norm))  # may refuse length_norm: before any allocation
-        starts = pack_start_states(self.index, start_states(self.index, pref, q_n), q_n)
+        if pref is None:  # every query starts at the root, (node 0, off 0, L 0): all-zero hypotheses
+            starts = np.zeros((q_n, 4), dtype=np.uint32)
+        else:
+            starts = pack_start_states(self.index, start_states(self.index, pref, q_n), q_n)
         self.make_current()
         ws = self._workspace(Shape(q_n, t_n, k_n, b, r, not intake.on_device))
         upload_end = self._stage(ws, intake, config, ln, starts)

@@ -129,14 +129,15 @@ class Workspace:
     nbytes: int
     launch_config: Any = None
     _spans: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    _pointers: dict[str, int] = field(default_factory=dict)
 
     def pointers(self) -> dict[str, int]:
-        """Device address of every named array of the three buffers."""
-        ptr = {}
-        for buf, lay in ((self.work, self.lw), (self.up, self.lu), (self.out, self.lo)):
-            base = int(buf.handle)
-            ptr.update({name: base + off for name, off in lay.offsets.items()})
-        return ptr
+        """Device address of every named array of the three buffers (a new dict; computed once)."""
+        if not self._pointers:
+            for buf, lay in ((self.work, self.lw), (self.up, self.lu), (self.out, self.lo)):
+                base = int(buf.handle)
+                self._pointers.update({name: base + off for name, off in lay.offsets.items()})
+        return dict(self._pointers)
 
     def copy_pair(self, ctx: GpuContext, name: str, dst_ptr: int, src_ptr: int, nbytes: int) -> tuple[Any, Any]:
         """(dst, src) `Buffer` spans of a copy made on every call, made once per workspace."""

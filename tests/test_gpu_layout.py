@@ -53,7 +53,7 @@ def test_static_asserts_name_every_field() -> None:
     for s in (PARAMS, INDEX_VIEW):
         assert f"sizeof({s.name}) == {s.size}" in text
         for name, off in s.offsets.items():
-            assert f"__builtin_offsetof({s.name}, {name}) == {off}" in text
+            assert f"FT_OFFSETOF({s.name}, {name}) == {off}" in text
 
 
 # ------------------------------------------------------------------------------ compile-time checks (NVRTC)
@@ -87,7 +87,7 @@ def test_kernel_source_carries_the_checks_and_compiles() -> None:
         assert _compile(src) == ""
 
 
-@pytest.mark.parametrize("change", ["insert", "retype", "drop"])
+@pytest.mark.parametrize("change", ["insert", "retype", "drop", "swap"])
 def test_a_table_that_drifts_from_the_struct_fails_to_compile(change: str) -> None:
     from flashtrie.gpu_impl.compile import KERNEL_DIR
 
@@ -97,6 +97,9 @@ def test_a_table_that_drifts_from_the_struct_fails_to_compile(change: str) -> No
         f.insert(i, ("extra", "u32"))  # every later offset moves by 4
     elif change == "retype":
         f[i] = ("Q", "u64")
+    elif change == "swap":  # same size, other order: only the offsets tell
+        j = [n for n, _ in f].index("lp_in")
+        f[j - 1], f[j] = f[j], f[j - 1]
     else:
         del f[[n for n, _ in f].index("cand_cap")]
     drifted = CStruct("Params", tuple(f), guard="FT_PARAMS_CUH")
