@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import InputError
 
-__all__ = ["atomic_write", "atomic_write_with", "check_output_file"]
+__all__ = ["atomic_write", "atomic_write_with", "check_output_file", "remove_stale_temporaries"]
 
 
 def check_output_file(path: str | os.PathLike[str], arg: str,
@@ -56,22 +57,64 @@ def atomic_write(path: str | os.PathLike[str], data: bytes) -> None:
     atomic_write_with(path, lambda f: f.write(data))
 
 
+#: A temporary file of a save older than this is taken for the leftover of a killed save and removed.
+STALE_TEMP_SECONDS = 3600
+_TEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _temp_names(target: Path) -> tuple[str, str]:
+    return f".{target.name}.", ".tmp"
+
+
+def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Remove the temporary files that killed saves of ``target`` left beside it (``.NAME.XXXXXXXX.tmp``,
+    as `tempfile.mkstemp` names them), if older than ``older_than`` seconds; returns what was removed.
+
+    Younger ones may belong to a save still running in another process, so they stay.
+    """
+    prefix, suffix = _temp_names(target)
+    now, removed = time.time(), []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for e in entries:
+        mid = e.name[len(prefix) : -len(suffix)]
+        if not (e.name.startswith(prefix) and e.name.endswith(suffix) and len(mid) == 8 and set(mid) <= _TEMP_CHARS):
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > older_than:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            pass  # gone already, or not ours to remove
+    return removed
+
+
 def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[BinaryIO], object]) -> None:
     """Call ``writer(f)`` on a temporary file beside ``path``; fsync and rename it over ``path``.
 
     A crash leaves either the old file or the new one, never half of one.  A symbolic link at ``path``
     is followed (the file it points to is replaced, the link stays); the new file gets the old file's
     permission bits, or the usual ones for a new file (0666 less the umask), not mkstemp's 0600.
+    Any failure removes the temporary file.  A killed process cannot: it leaves ``.NAME.XXXXXXXX.tmp``
+    beside the target, which the next save of the same target removes once it is an hour old.
     """
+    if str(path) == "":
+        raise InputError("empty path: give the name of the file to write")
     target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise InputError(f"{path}: is a directory; give a file name inside it, such as {Path(path) / 'out'}")
     if target.exists() and not target.is_file():
         raise InputError(f"{path}: exists and is not a regular file; refusing to replace it")
     target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target)
     mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    prefix, suffix = _temp_names(target)
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=target.parent)
     try:
-        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), mode)
             writer(f)
             f.flush()
             os.fsync(f.fileno())

@@ -351,7 +351,7 @@ def test_load_refuses_bad_array_table_and_trailing_bytes(tmp_path, small_index):
     rank = next(i for i, e in enumerate(small_index.arrays) if e == "louds.rank")
 
     def corrupt_rank(d):
-        d["arrays"][rank]["crc32"] = 0
+        d["arrays"][rank]["crc32s"] = [0]
 
     bad.write_bytes(_rewrite_header(raw, corrupt_rank))  # the table lies about a checksum only
     with pytest.raises(IndexFormatError, match="checksum"):
@@ -439,7 +439,7 @@ def test_rank_directory_recomputed_when_verifying(tmp_path, small_index):
     crc = zlib.crc32(bytes(raw[start : start + entry["nbytes"]])) & 0xFFFF_FFFF
 
     def fix(d):
-        next(e for e in d["arrays"] if e["name"] == "louds.rank")["crc32"] = crc
+        next(e for e in d["arrays"] if e["name"] == "louds.rank")["crc32s"] = [crc]
 
     bad = tmp_path / "bad.ftrie"
     bad.write_bytes(_rewrite_header(bytes(raw), fix))

@@ -151,6 +151,30 @@ class BitVector:
         inv = ~self.words[word_idx]
         return word_idx * 64 + select_in_words(inv, r - zeros_before_word)
 
+    def select1(self, j: np.ndarray) -> np.ndarray:
+        """Position of one number j (0-based, ``0 <= j < num_ones``): a binary search over the directory's
+        absolute counts (one pass over the directory per call), then the word and the bit."""
+        j = np.asarray(j, dtype=np.int64)
+        abs_counts = (self.rank & _ABS_MASK).astype(np.int64)
+        b = np.searchsorted(abs_counts, j, side="right") - 1  # last block with ones_before(b) <= j
+        r = j - abs_counts[b]
+        entry = self.rank[b]
+        rel = [np.zeros_like(r)] + [((entry >> np.uint64(s)) & np.uint64(0xFF)).astype(np.int64) for s in (40, 48, 56)]
+        k = np.zeros_like(r)
+        for w in (1, 2, 3):
+            k = np.where(rel[w] <= r, w, k)
+        word_idx = 4 * b + k
+        return word_idx * 64 + select_in_words(self.words[word_idx], r - np.choose(k, rel))
+
+    def padding_is_clear(self) -> bool:
+        """True when every bit at or past ``nbits`` is zero (reads only the last words)."""
+        w0 = self.nbits >> 6
+        tail = self.words[w0:]
+        if tail.size == 0:
+            return False
+        first = int(tail[0]) >> (self.nbits & 63)
+        return first == 0 and not bool(tail[1:].any())
+
     def to_bools(self) -> np.ndarray:
         return np.unpackbits(self.words.view(np.uint8), bitorder="little")[: self.nbits].astype(bool)
 

@@ -14,7 +14,8 @@ Steps (all numpy, no per-keyword Python work; ``u`` unique keywords, ``L`` the l
    by depth, then its end; two passes over the levels place every node and give each keyword's parent
    and compressed depth (`_preorder`).
 4. level order = a stable sort of preorder by compressed depth; then the arrays of
-   `docs/index-format.md`.
+   `docs/index-format.md`, the keyword ids (a map only when they need one), and the node flags and
+   largest degrees from the finished bit vectors (`derived.node_flags`).
 
 Steps 1-3 run per part on threads: keywords with different first tokens share only the root, so
 ranges of first token are independent subtries, joined under one root afterwards.  The arrays of step 4
@@ -33,6 +34,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from ..keywords import KeywordSet
 from .bits import BitVector
+from .derived import node_flags
 from .packed import PackedInts
 
 Progress = Callable[[str], None]
@@ -50,7 +52,12 @@ class BuiltArrays:
     link_starts: PackedInts
     suffix: PackedInts
     terminal: BitVector
-    keyword_ids: PackedInts
+    keyword_ids: PackedInts  # empty (width 0) when the ids are the terminals' ranks
+    node_flags: np.ndarray
+    max_degree: int
+    max_degree_nonroot: int
+    order: np.ndarray  # input id (the smallest of its duplicates) of the r-th terminal node in level order
+    id_order: str  # "input" or "index"
     num_nodes: int
     num_keywords: int
     num_unique: int
@@ -304,8 +311,14 @@ def _sorted_preorder(ks: KeywordSet, max_len: int) -> tuple[np.ndarray, _Preorde
     return np.concatenate(orders), pre
 
 
-def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArrays:
-    """Build every index array from ``ks``; ``progress(stage)`` is called as stages start."""
+def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input") -> BuiltArrays:
+    """Build every index array from ``ks``; ``progress(stage)`` is called as stages start.
+
+    ``ids="input"``: results carry input ids, through the map ``keyword_ids`` unless the input order already
+    is the index order (then no map is stored).  ``ids="index"``: the r-th terminal node has id r, no map.
+    """
+    if ids not in ("input", "index"):
+        raise ValueError(f"ids must be 'input' or 'index', got {ids!r}")
     say = progress or (lambda stage: None)
     n_in = len(ks)
     if n_in == 0:
@@ -367,12 +380,16 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None) -> BuiltArray
     def terminals() -> tuple[BitVector, PackedInts]:
         term = depth == lens[creator]
         term[0] = False
-        return BitVector.from_bools(term), PackedInts.from_values(order[creator[term]])
+        kid = order[creator[term]]
+        identity = ids == "index" or bool(np.array_equal(kid, np.arange(kid.size)))
+        return BitVector.from_bools(term), kid, PackedInts.from_values(kid[:0] if identity else kid)
 
     (louds_bv, (labels_lo, hi_flag, labels_hi), (linked, link_starts, suffix),
-     (terminal, keyword_ids)) = _in_parallel(louds, labels, links, terminals)
+     (terminal, kid, keyword_ids)) = _in_parallel(louds, labels, links, terminals)
+    flags, max_deg, max_deg_nonroot = node_flags(louds_bv, linked, terminal, n, _cores())
     return BuiltArrays(
         louds=louds_bv, labels_lo=labels_lo, hi_flag=hi_flag, labels_hi=labels_hi, linked=linked,
         link_starts=link_starts, suffix=suffix, terminal=terminal, keyword_ids=keyword_ids,
+        node_flags=flags, max_degree=max_deg, max_degree_nonroot=max_deg_nonroot, order=kid, id_order=ids,
         num_nodes=n, num_keywords=n_in, num_unique=u, max_keyword_length=max_len, max_token=max_tok,
     )

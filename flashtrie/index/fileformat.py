@@ -1,130 +1,300 @@
-"""The index file: magic, format version, a JSON table of named arrays with CRC-32s, aligned array data.
+"""The index file: magic, format version, a JSON table of named arrays with chunked CRC-32s, aligned data.
 
 Layout: ``MAGIC`` (8 bytes) | version u32 | header CRC-32 u32 | header length u64 | header JSON |
-zero padding to 64 bytes | arrays, each at a 64-byte aligned offset.  Written to a temporary file and
-renamed; read memory-mapped, with every length, offset and checksum checked.
+zero padding to 64 bytes | arrays, each at a 64-byte aligned offset and zero-padded to 64 bytes.
+Each array has one CRC-32 per `CHUNK_BYTES` of its bytes, so a load verifies them on threads.
+Written to a temporary file and renamed; read memory-mapped (or copied), with every length, offset and
+type checked before any array byte is read, and checksums verified on request (`IndexFile.verify`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import stat
 import struct
 import zlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..cpus import in_parallel, usable_cpus
 from ..errors import IndexFormatError
 from ..io_util import atomic_write_with
 
+__all__ = ["FORMAT_VERSION", "IndexFile", "read_index_file", "write_index_file", "CHUNK_BYTES"]
+
 MAGIC = b"FLTRIE\x00\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 FORMAT_NAME = "flashtrie.narrow-louds"
+CHECKSUM = "crc32"
+CHUNK_BYTES = 8 << 20  # one CRC-32 per 8 MiB of an array
+MAX_HEADER_BYTES = 16 << 20
 _PREFIX = struct.Struct("<8sIIQ")
 _ALIGN = 64
-_DTYPES = {"uint8", "uint16", "uint32", "uint64", "int64"}
+_TOP_KEYS = {"format", "version", "meta", "arrays", "checksum"}
+_ENTRY_KEYS = {"name", "dtype", "shape", "offset", "nbytes", "crc32s"}
+_REBUILD = "rebuild it with `flashtrie build KEYWORDS -o FILE`"
 
 
-def _crc(a: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(a)).cast("B")) & 0xFFFF_FFFF
+def _aligned(n: int) -> int:
+    return -(-n // _ALIGN) * _ALIGN
+
+
+def _chunks(buf: memoryview, chunk: int) -> list[memoryview]:
+    return [buf[i : i + chunk] for i in range(0, len(buf), chunk)]
+
+
+def _crc32s(parts: list[memoryview], workers: int) -> list[int]:
+    """CRC-32 of each buffer, on up to ``workers`` threads (zlib releases the GIL on large buffers)."""
+    return in_parallel([lambda p=p: zlib.crc32(p) & 0xFFFF_FFFF for p in parts], workers)
+
+
+def _bytes_of(a: np.ndarray) -> memoryview:
+    return memoryview(np.ascontiguousarray(a)).cast("B")
 
 
 def write_index_file(path: str | os.PathLike[str], arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-    table = []
-    offset = 0
+    """Write ``arrays`` (1-D) and ``meta`` (JSON values) to ``path`` atomically."""
+    workers = usable_cpus()
+    table, offset = [], 0
     for name, a in arrays.items():
         a = np.ascontiguousarray(a)
-        if a.dtype.name not in _DTYPES:
-            raise TypeError(f"array {name}: unsupported dtype {a.dtype}")
-        table.append({"name": name, "dtype": a.dtype.name, "shape": list(a.shape), "offset": offset,
-                      "nbytes": int(a.nbytes), "crc32": _crc(a)})
-        offset += -(-a.nbytes // _ALIGN) * _ALIGN
-    header = json.dumps({"format": FORMAT_NAME, "version": FORMAT_VERSION, "meta": meta, "arrays": table},
-                        sort_keys=True).encode()
+        if a.ndim != 1:
+            raise TypeError(f"array {name}: expected a 1-D array, got shape {a.shape}")
+        table.append({"name": name, "dtype": a.dtype.name, "shape": [int(a.size)], "offset": offset,
+                      "nbytes": int(a.nbytes), "crc32s": _crc32s(_chunks(_bytes_of(a), CHUNK_BYTES), workers)})
+        offset += _aligned(a.nbytes)
+    doc = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "meta": meta, "arrays": table,
+           "checksum": {"algorithm": CHECKSUM, "chunk_bytes": CHUNK_BYTES}}
+    header = json.dumps(doc, sort_keys=True, allow_nan=False).encode()
     head_len = _PREFIX.size + len(header)
-    data_start = -(-head_len // _ALIGN) * _ALIGN
 
     def write(f) -> None:
         f.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, zlib.crc32(header) & 0xFFFF_FFFF, len(header)))
         f.write(header)
-        f.write(b"\0" * (data_start - head_len))
-        pos = 0
-        for entry, a in zip(table, arrays.values(), strict=False):
-            assert pos == entry["offset"]
-            f.write(memoryview(np.ascontiguousarray(a)).cast("B"))
-            pad = -(-a.nbytes // _ALIGN) * _ALIGN - a.nbytes
-            f.write(b"\0" * pad)
-            pos += a.nbytes + pad
+        f.write(b"\0" * (_aligned(head_len) - head_len))
+        for a in arrays.values():
+            data = _bytes_of(a)
+            f.write(data)
+            f.write(b"\0" * (_aligned(len(data)) - len(data)))
 
     atomic_write_with(path, write)
 
 
-def read_index_file(path: str | os.PathLike[str], verify: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Map ``path`` and return its arrays (read-only views of the mapping) and metadata."""
-    p = Path(path)
-    if not p.is_file():
-        raise IndexFormatError(f"{p}: no such index file")
-    size = p.stat().st_size
+@dataclass
+class IndexFile:
+    """An opened index file: its arrays (views of the mapping, or of one in-memory copy) and metadata."""
+
+    path: Path
+    arrays: dict[str, np.ndarray]
+    meta: dict[str, Any]
+    table: list[dict[str, Any]] = field(repr=False)
+    data: np.ndarray = field(repr=False)  # uint8 view of the array area (padding included)
+    chunk_bytes: int = CHUNK_BYTES
+
+    def verify(self, workers: int | None = None) -> None:
+        """Check every array's CRC-32s (on threads) and that the alignment padding is zero."""
+        jobs: list[tuple[str, int, memoryview, int]] = []
+        for e in self.table:
+            raw = memoryview(self.data[e["offset"] : e["offset"] + e["nbytes"]])
+            for k, part in enumerate(_chunks(raw, self.chunk_bytes)):
+                jobs.append((e["name"], k, part, e["crc32s"][k]))
+        got = _crc32s([j[2] for j in jobs], workers or usable_cpus())
+        for (name, k, _, want), crc in zip(jobs, got, strict=True):
+            if crc != want:
+                raise IndexFormatError(f"{self.path}: array {name} is corrupt (checksum mismatch in bytes from "
+                                       f"{k * self.chunk_bytes:,}); {_REBUILD}")
+        for e in self.table:
+            pad = self.data[e["offset"] + e["nbytes"] : e["offset"] + _aligned(e["nbytes"])]
+            if pad.any():
+                raise IndexFormatError(f"{self.path}: corrupt padding after array {e['name']}; {_REBUILD}")
+
+
+def _open_checked(p: Path) -> int:
+    """An fd of ``p`` opened for reading, refusing what is not a regular file with a precise message."""
+    if str(p) == "" or str(p) == ".":
+        raise IndexFormatError("empty path: give the path of an index file")
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise IndexFormatError(f"{p}: no such index file") from None
+    except IsADirectoryError:
+        raise IndexFormatError(f"{p}: is a directory, not an index file") from None
+    except PermissionError:
+        raise IndexFormatError(f"{p}: cannot read the index file (permission denied)") from None
+    except OSError as e:
+        raise IndexFormatError(f"{p}: cannot open the index file ({e.strerror})") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "is a directory" if stat.S_ISDIR(mode) else "is not a regular file (a device, pipe or socket)"
+        raise IndexFormatError(f"{p}: {what}, not an index file")
+    return fd
+
+
+class _Bad(ValueError):
+    pass
+
+
+def _parse_json(header: bytes) -> Any:
+    """The header's JSON, refusing duplicate keys, NaN / Infinity, huge numbers and deep nesting."""
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, v in items:
+            if k in out:
+                raise _Bad(f"duplicate key {k!r}")
+            out[k] = v
+        return out
+
+    def const(name: str) -> Any:
+        raise _Bad(f"{name} is not allowed")
+
+    def pint(s: str) -> int:
+        if len(s) > 20 or not -(2**63) <= int(s) < 2**63:
+            raise _Bad(f"integer {s[:30]} is out of range")
+        return int(s)
+
+    def pfloat(s: str) -> float:
+        v = float(s)
+        if not math.isfinite(v):
+            raise _Bad(f"number {s[:30]} is out of range")
+        return v
+
+    try:
+        return json.loads(header, object_pairs_hook=pairs, parse_constant=const, parse_int=pint, parse_float=pfloat)
+    except RecursionError:
+        raise _Bad("nested too deeply") from None
+
+
+def _read_prefix(p: Path, fd: int, size: int) -> bytes:
+    """The header bytes, after the magic, version, length and header-checksum checks."""
     if size < _PREFIX.size:
         raise IndexFormatError(f"{p}: not a flashtrie index (file of {size} bytes is too short)")
-    with open(p, "rb") as f:
-        magic, version, head_crc, head_len = _PREFIX.unpack(f.read(_PREFIX.size))
-        if magic[:6] != MAGIC[:6]:
-            raise IndexFormatError(f"{p}: not a flashtrie index (bad magic {magic!r}); "
-                                   "build one with `flashtrie build`")
-        if version > FORMAT_VERSION:
-            raise IndexFormatError(f"{p}: index format version {version} is newer than this flashtrie reads "
-                                   f"({FORMAT_VERSION}); upgrade flashtrie or rebuild the index")
-        if version != FORMAT_VERSION or magic != MAGIC:
-            raise IndexFormatError(f"{p}: unsupported index format version {version}; rebuild the index")
-        if _PREFIX.size + head_len > size:
-            raise IndexFormatError(f"{p}: truncated (header of {head_len} bytes does not fit in {size} bytes)")
-        header = f.read(head_len)
+    magic, version, head_crc, head_len = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
+    if magic[:6] != MAGIC[:6]:
+        what = "a numpy .npz archive" if magic.startswith(b"PK\x03\x04") else f"bad magic {magic!r}"
+        raise IndexFormatError(f"{p}: not a flashtrie index ({what}); build one with `flashtrie build`")
+    if version > FORMAT_VERSION:
+        raise IndexFormatError(f"{p}: index format version {version} is newer than this flashtrie reads "
+                               f"({FORMAT_VERSION}); upgrade flashtrie or rebuild the index")
+    if version == 1 and magic == MAGIC:
+        raise IndexFormatError(f"{p}: index format version 1 is no longer read (this flashtrie reads version "
+                               f"{FORMAT_VERSION}); {_REBUILD}")
+    if version != FORMAT_VERSION or magic != MAGIC:
+        raise IndexFormatError(f"{p}: unsupported index format version {version}; {_REBUILD}")
+    if head_len > MAX_HEADER_BYTES:
+        raise IndexFormatError(f"{p}: corrupt header (length {head_len:,} is over the limit {MAX_HEADER_BYTES:,})")
+    if _PREFIX.size + head_len > size:
+        raise IndexFormatError(f"{p}: truncated (header of {head_len} bytes does not fit in {size} bytes)")
+    header = os.pread(fd, head_len, _PREFIX.size)
+    if len(header) != head_len:
+        raise IndexFormatError(f"{p}: truncated while reading the header")
     if zlib.crc32(header) & 0xFFFF_FFFF != head_crc:
         raise IndexFormatError(f"{p}: corrupt header (checksum mismatch)")
-    try:
-        doc = json.loads(header)
-        table = doc["arrays"]
-        meta = doc["meta"]
-    except (ValueError, KeyError, TypeError) as e:
-        raise IndexFormatError(f"{p}: corrupt header ({e})") from None
+    return header
+
+
+def _nonneg(v: Any, limit: int = 2**62) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < limit
+
+
+def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+    """The array table (checked entry by entry against ``expected`` names and dtypes) and the chunk size."""
+    def bad(what: str) -> IndexFormatError:
+        return IndexFormatError(f"{p}: corrupt header ({what}); {_REBUILD}")
+
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-        raise IndexFormatError(f"{p}: not a narrow-LOUDS index (format {doc.get('format')!r})")
-    if doc.get("version") != FORMAT_VERSION or not isinstance(meta, dict) or not isinstance(table, list):
-        raise IndexFormatError(f"{p}: corrupt header (version {doc.get('version')!r}, or no array table)")
-    data_start = -(-(_PREFIX.size + head_len) // _ALIGN) * _ALIGN
-    offset = 0
-    for e in table:  # the arrays follow each other, each padded to the alignment, as written
-        if not _valid_entry(e) or e["offset"] != offset:
-            raise IndexFormatError(f"{p}: corrupt header (bad array entry {str(e)[:200]})")
-        offset += -(-e["nbytes"] // _ALIGN) * _ALIGN
-    if data_start + offset > size:
-        raise IndexFormatError(f"{p}: truncated: arrays need {data_start + offset} bytes, the file has {size}")
-    if data_start + offset < size:
-        raise IndexFormatError(f"{p}: {size - data_start - offset} unexpected bytes after the last array "
-                               "(a damaged or foreign file)")
-    mm = np.memmap(p, dtype=np.uint8, mode="r")  # size >= _PREFIX.size > 0, checked above
-    arrays: dict[str, np.ndarray] = {}
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        raise IndexFormatError(f"{p}: not a narrow-LOUDS index (format {str(fmt)[:80]!r})")
+    if set(doc) != _TOP_KEYS:
+        raise bad(f"fields {sorted(doc)[:10]}, expected {sorted(_TOP_KEYS)}")
+    if doc["version"] != FORMAT_VERSION or type(doc["version"]) is not int:
+        raise bad(f"version {str(doc['version'])[:40]}")
+    ck, table = doc["checksum"], doc["arrays"]
+    if not isinstance(ck, dict) or set(ck) != {"algorithm", "chunk_bytes"} or ck["algorithm"] != CHECKSUM \
+            or not _nonneg(ck["chunk_bytes"], 2**31) or ck["chunk_bytes"] < 4096:
+        raise bad(f"checksum {str(ck)[:80]}")
+    if not isinstance(doc["meta"], dict) or not isinstance(table, list):
+        raise bad("no metadata or no array table")
+    chunk, offset, seen = ck["chunk_bytes"], 0, set()
     for e in table:
-        dt = np.dtype(e["dtype"])
-        start = data_start + int(e["offset"])
-        count = int(np.prod(e["shape"], dtype=np.int64))
-        if count * dt.itemsize != e["nbytes"]:
-            raise IndexFormatError(f"{p}: array {e['name']}: shape {e['shape']} does not match {e['nbytes']} bytes")
-        a = mm[start : start + e["nbytes"]].view(dt).reshape(e["shape"])
-        if verify and _crc(a) != e["crc32"]:
-            raise IndexFormatError(f"{p}: array {e['name']} is corrupt (checksum mismatch); rebuild the index")
-        arrays[e["name"]] = a
-    return arrays, meta
+        if not isinstance(e, dict) or set(e) != _ENTRY_KEYS or not isinstance(e["name"], str):
+            raise bad(f"bad array entry {str(e)[:200]}")
+        name = e["name"]
+        if name in seen:
+            raise bad(f"array {name[:60]!r} appears twice")
+        if name not in expected:
+            raise bad(f"unknown array {name[:60]!r}")
+        seen.add(name)
+        shape, nbytes = e["shape"], e["nbytes"]
+        crcs = e["crc32s"]
+        if e["dtype"] != expected[name]:
+            raise bad(f"array {name}: dtype {str(e['dtype'])[:20]}, expected {expected[name]}")
+        if not (isinstance(shape, list) and len(shape) == 1 and _nonneg(shape[0])):
+            raise bad(f"bad array entry {name}: shape {str(shape)[:80]} is not one count")
+        if not _nonneg(nbytes) or shape[0] * np.dtype(expected[name]).itemsize != nbytes:
+            raise bad(f"array {name}: shape {shape} does not match {str(nbytes)[:30]} bytes")
+        if e["offset"] != offset or type(e["offset"]) is not int:
+            raise bad(f"bad array entry {name}: offset {str(e['offset'])[:30]}, expected {offset}")
+        if not (isinstance(crcs, list) and len(crcs) == -(-nbytes // chunk)
+                and all(_nonneg(c, 2**32) for c in crcs)):
+            raise bad(f"bad array entry {name}: checksums")
+        offset += _aligned(nbytes)
+    missing = sorted(set(expected) - seen)
+    if missing:
+        raise IndexFormatError(f"{p}: incomplete index: missing arrays {missing}; {_REBUILD}")
+    return table, chunk
 
 
-def _valid_entry(e: Any) -> bool:
-    """An array-table entry with the right fields and types."""
-    def nonneg(v: Any) -> bool:
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, copy: bool = False) -> IndexFile:
+    """Open ``path``: check the header and table (``expected``: array name -> dtype name) and the file size,
+    then map the arrays (``copy=True``: read them into memory).  Checksums are left to `IndexFile.verify`."""
+    p = Path(path)
+    fd = _open_checked(p)
+    try:
+        size = os.fstat(fd).st_size
+        header = _read_prefix(p, fd, size)
+        try:
+            doc = _parse_json(header)
+        except ValueError as e:  # _Bad, JSON syntax, UTF-8
+            raise IndexFormatError(f"{p}: corrupt header ({str(e)[:200]}); {_REBUILD}") from None
+        table, chunk = _check_table(p, doc, expected)
+        data_start = _aligned(_PREFIX.size + len(header))
+        end = data_start + (table[-1]["offset"] + _aligned(table[-1]["nbytes"]) if table else 0)
+        if end > size:
+            raise IndexFormatError(f"{p}: truncated: arrays need {end} bytes, the file has {size}")
+        if end < size:
+            raise IndexFormatError(f"{p}: {size - end} unexpected bytes after the last array "
+                                   "(a damaged or foreign file)")
+        if end == data_start:
+            data = np.zeros(0, dtype=np.uint8)
+        elif copy:
+            data = _read_all(fd, data_start, end - data_start)
+        else:
+            with os.fdopen(os.dup(fd), "rb") as f:  # the mapping keeps its own reference to the file
+                data = np.memmap(f, dtype=np.uint8, mode="r", offset=data_start, shape=(end - data_start,))
+    finally:
+        os.close(fd)
+    arrays = {e["name"]: data[e["offset"] : e["offset"] + e["nbytes"]].view(expected[e["name"]]) for e in table}
+    return IndexFile(p, arrays, doc["meta"], table, data, chunk)
 
-    return (isinstance(e, dict) and isinstance(e.get("name"), str) and e.get("dtype") in _DTYPES
-            and isinstance(e.get("shape"), list) and all(nonneg(d) for d in e["shape"])
-            and nonneg(e.get("offset")) and nonneg(e.get("nbytes")) and nonneg(e.get("crc32")))
+
+def _read_all(fd: int, start: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` from ``start`` into one read-only array, read in 64 MiB pieces on threads."""
+    buf = np.empty(nbytes, dtype=np.uint8)
+    view = memoryview(buf)
+    step = 64 << 20
+
+    def piece(i: int) -> None:
+        part = view[i : i + step]
+        got = os.preadv(fd, [part], start + i)
+        if got != len(part):
+            raise IndexFormatError(f"the index file shrank while it was read ({got} of {len(part)} bytes)")
+
+    in_parallel([lambda i=i: piece(i) for i in range(0, nbytes, step)], usable_cpus())
+    buf.flags.writeable = False
+    return buf

@@ -6,23 +6,30 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 
 from ..errors import IndexFormatError, InputError
 from ..keywords import KeywordSet
 from ..tokens import check_token_sequence
-from .bits import HINT_STEP, BitVector
+from .bits import BitVector
 from .builder import BuiltArrays, build_arrays
-from .fileformat import read_index_file, write_index_file
+from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem
+from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .packed import PackedInts
 
-__all__ = ["NarrowLoudsIndex"]
+__all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
-_BITVECTORS = ("louds", "hi_flag", "linked", "terminal")
-_PACKED = ("labels_hi", "link_starts", "suffix", "keyword_ids")
 _BUILD_STAGES = ("sort+trie", "order", "arrays")  # as `build_arrays` reports them
+#: Every array of a version-2 file and its dtype, in file order.
+ARRAY_DTYPES: dict[str, str] = {
+    **{f"{b}.{part}": ("uint32" if part == "select0" else "uint64") for b in BITVECTORS
+       for part in (("words", "rank", "select0") if b == "louds" else ("words", "rank"))},
+    "labels_lo": "uint16", **{f"{p}.words": "uint64" for p in PACKED}, "node_flags": "uint32",
+}
+IdOrder = Literal["input", "index"]
+Progress = bool | Callable[[str], None] | None
 
 
 class NarrowLoudsIndex:
@@ -30,7 +37,7 @@ class NarrowLoudsIndex:
 
     def __init__(self, louds: BitVector, labels_lo: np.ndarray, hi_flag: BitVector, labels_hi: PackedInts,
                  linked: BitVector, link_starts: PackedInts, suffix: PackedInts, terminal: BitVector,
-                 keyword_ids: PackedInts, meta: dict[str, Any]) -> None:
+                 keyword_ids: PackedInts, node_flags: np.ndarray, meta: dict[str, Any]) -> None:
         self.louds = louds
         self.labels_lo = labels_lo
         self.hi_flag = hi_flag
@@ -39,7 +46,10 @@ class NarrowLoudsIndex:
         self.link_starts = link_starts
         self.suffix = suffix
         self.terminal = terminal
+        #: input id of the r-th keyword end; empty (width 0) when the ids are the ranks themselves
         self.keyword_ids = keyword_ids
+        #: per node, 4 bits at 4 (j % 8) of word j // 8: bit 0 linked, 1 terminal, 2 has children
+        self.node_flags = node_flags
         self.meta = meta
         self.num_nodes: int = int(meta["num_nodes"])
         self.num_keywords: int = int(meta["num_keywords"])
@@ -47,43 +57,68 @@ class NarrowLoudsIndex:
         self.duplicates: int = self.num_keywords - self.num_unique
         self.max_keyword_length: int = int(meta["max_keyword_length"])
         self.max_token: int = int(meta["max_token"])
+        self.max_degree: int = int(meta["max_degree"])
+        self.max_degree_nonroot: int = int(meta["max_degree_nonroot"])
+        #: "input": ids are input positions; "index": the r-th keyword end (level order) has id r
+        self.id_order: str = str(meta["id_order"])
+        self._node_of_id: np.ndarray | None = None  # lazily built inverse of keyword_ids (see `keyword`)
 
     # ------------------------------------------------------------------ build / save / load
+    @overload
     @classmethod
-    def build(cls, keywords: KeywordSet, progress: bool | Callable[[str], None] | None = None) -> NarrowLoudsIndex:
+    def build(cls, keywords: KeywordSet, progress: Progress = None, *, ids: IdOrder = "input",
+              return_order: Literal[False] = False) -> NarrowLoudsIndex: ...
+
+    @overload
+    @classmethod
+    def build(cls, keywords: KeywordSet, progress: Progress = None, *, ids: IdOrder = "input",
+              return_order: Literal[True]) -> tuple[NarrowLoudsIndex, np.ndarray]: ...
+
+    @classmethod
+    def build(cls, keywords: KeywordSet, progress: Progress = None, *, ids: IdOrder = "input",
+              return_order: bool = False) -> NarrowLoudsIndex | tuple[NarrowLoudsIndex, np.ndarray]:
         """Build from a `KeywordSet` (unsorted, duplicates allowed: the smaller id is kept).
 
         ``progress=True`` prints the build stages to stderr; a callable receives each stage name.
+        ``ids="input"`` (default): results carry input positions, through a map stored in as few bits as
+        they need, or no map at all when the input order already is the index order.  ``ids="index"``:
+        the r-th keyword end in level order has id r and no map is stored.  ``return_order=True`` also
+        returns ``order`` (int64): ``order[i]`` is the input position (the smallest of its duplicates) of
+        the keyword at index rank i, so a caller of ``ids="index"`` keeps its own mapping.
         """
         if not isinstance(keywords, KeywordSet):
             raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+        if ids not in ("input", "index"):
+            raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
         if len(keywords) == 0:
             raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
         t0 = time.perf_counter()
         cb = _progress_printer(len(keywords)) if progress is True else (progress or None)
-        built = build_arrays(keywords, cb)
+        built = build_arrays(keywords, cb, ids=ids)
         seconds = time.perf_counter() - t0
         if progress is True:
             print(f"  built {built.num_nodes:,} nodes in {seconds:.1f} s", file=sys.stderr)
-        return cls._from_built(built, seconds)
+        idx = cls._from_built(built, seconds)
+        return (idx, built.order.astype(np.int64)) if return_order else idx
 
     @classmethod
     def _from_built(cls, b: BuiltArrays, seconds: float) -> NarrowLoudsIndex:
         meta = {
             "num_nodes": b.num_nodes, "num_keywords": b.num_keywords, "num_unique": b.num_unique,
             "max_keyword_length": b.max_keyword_length, "max_token": b.max_token,
+            "max_degree": b.max_degree, "max_degree_nonroot": b.max_degree_nonroot, "id_order": b.id_order,
             "build_seconds": round(seconds, 3),
         }
         idx = cls(b.louds, b.labels_lo, b.hi_flag, b.labels_hi, b.linked, b.link_starts, b.suffix, b.terminal,
-                  b.keyword_ids, meta)
+                  b.keyword_ids, b.node_flags, meta)
         idx.meta.update(idx._layout_meta())
         return idx
 
     def _layout_meta(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in _BITVECTORS:
+        for name in BITVECTORS:
             out[f"{name}.nbits"] = getattr(self, name).nbits
-        for name in _PACKED:
+        for name in PACKED:
             p: PackedInts = getattr(self, name)
             out[f"{name}.width"] = p.width
             out[f"{name}.size"] = p.size
@@ -91,98 +126,52 @@ class NarrowLoudsIndex:
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
-        """Every array by name, as stored in the file and uploaded to the GPU."""
+        """Every array by name, as stored in the file and uploaded to the GPU (`ARRAY_DTYPES` order)."""
         out: dict[str, np.ndarray] = {}
-        for name in _BITVECTORS:
+        for name in BITVECTORS:
             bv: BitVector = getattr(self, name)
             out[f"{name}.words"] = bv.words
             out[f"{name}.rank"] = bv.rank
             if bv.select0_hints is not None:
                 out[f"{name}.select0"] = bv.select0_hints
         out["labels_lo"] = self.labels_lo
-        for name in _PACKED:
+        for name in PACKED:
             out[f"{name}.words"] = getattr(self, name).words
+        out["node_flags"] = self.node_flags
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the index file (to a temporary name, then renamed)."""
+        """Write the index file (to a temporary name, then renamed; see `flashtrie.io_util.atomic_write_with`)."""
         write_index_file(path, self.arrays, self.meta)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], verify: bool = True) -> NarrowLoudsIndex:
-        """Memory-map an index file; refuses corrupt, truncated, foreign or newer-version files.
+    def load(cls, path: str | os.PathLike[str], verify: bool = True, copy: bool = False) -> NarrowLoudsIndex:
+        """Open an index file; refuses corrupt, truncated, foreign, old or newer-version files.
 
-        ``verify=False`` skips the CRC-32s and the recomputation of the rank directories (faster on a large
-        file): only for a file you trust, since a damaged directory can then send a search outside an array.
+        Header, table, sizes and the cheap cross-array checks come first; then, with ``verify=True``, the
+        CRC-32s (on threads) and the full recomputation of every derived array.  ``verify=False`` is only
+        for a file you trust: a damaged directory can then send a search outside an array.
+        The arrays are memory-mapped: a file overwritten in place while mapped (``cp`` over it; `save`
+        renames instead) can kill the process with SIGBUS.  ``copy=True`` reads them into memory instead.
         """
-        arrays, meta = read_index_file(path, verify=verify)
-        try:
-            bvs = {}
-            for name in _BITVECTORS:
-                bvs[name] = BitVector(arrays[f"{name}.words"], arrays[f"{name}.rank"], int(meta[f"{name}.nbits"]),
-                                      arrays.get(f"{name}.select0"))
-            pks = {name: PackedInts(arrays[f"{name}.words"], int(meta[f"{name}.width"]), int(meta[f"{name}.size"]))
-                   for name in _PACKED}
-            idx = cls(bvs["louds"], arrays["labels_lo"], bvs["hi_flag"], pks["labels_hi"], bvs["linked"],
-                      pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], dict(meta))
-        except KeyError as e:
-            raise IndexFormatError(f"{path}: missing array or field {e}; the file is incomplete") from None
-        except (TypeError, ValueError) as e:
-            raise IndexFormatError(f"{path}: corrupt metadata ({e}); rebuild the index") from None
-        problem = idx._layout_problem(verify)
+        f = read_index_file(path, ARRAY_DTYPES, copy=copy)
+        problem = meta_problem(f.meta)
+        if problem:
+            raise IndexFormatError(f"{path}: corrupt metadata ({problem}); rebuild the index")
+        arrays, meta = f.arrays, dict(f.meta)
+        bvs = {name: BitVector(arrays[f"{name}.words"], arrays[f"{name}.rank"], meta[f"{name}.nbits"],
+                               arrays.get(f"{name}.select0")) for name in BITVECTORS}
+        pks = {name: PackedInts(arrays[f"{name}.words"], meta[f"{name}.width"], meta[f"{name}.size"])
+               for name in PACKED}
+        idx = cls(bvs["louds"], arrays["labels_lo"], bvs["hi_flag"], pks["labels_hi"], bvs["linked"],
+                  pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], arrays["node_flags"], meta)
+        problem, starts = layout_problem(idx)
+        if not problem and verify:
+            f.verify()
+            problem = content_problem(idx, starts)
         if problem:
             raise IndexFormatError(f"{path}: inconsistent index: {problem}; rebuild the index")
         return idx
-
-    def _layout_problem(self, full: bool) -> str | None:
-        """What is wrong with the arrays' sizes, widths and counts (so every read stays inside its array),
-        or None.  ``full`` also recomputes every rank directory and select0 hint array from its bits."""
-        n = self.num_nodes
-        if n < 1 or self.num_unique < 1 or self.num_keywords < self.num_unique or self.max_keyword_length < 1:
-            return (f"counts nodes={n}, keywords={self.num_keywords}, unique={self.num_unique}, "
-                    f"max length={self.max_keyword_length}")
-        if self.labels_lo.dtype != np.uint16 or self.labels_lo.shape != (n,):
-            return f"labels_lo is {self.labels_lo.dtype}{list(self.labels_lo.shape)}, expected uint16[{n}]"
-        want_bits = {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}
-        for name, nbits in want_bits.items():
-            bv: BitVector = getattr(self, name)
-            nwords = (nbits + 63) // 64 + 1
-            nwords += (-nwords) % 4
-            if bv.nbits != nbits or bv.words.dtype != np.uint64 or bv.words.shape != (nwords,) \
-                    or bv.rank.dtype != np.uint64 or bv.rank.shape != (nwords // 4 + 1,):
-                return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
-            if (name == "louds") != (bv.select0_hints is not None):
-                return f"bit vector {name}: select0 hints {'missing' if name == 'louds' else 'unexpected'}"
-            if full:
-                ref = BitVector.from_words(bv.words, nbits, with_select0=name == "louds")
-                if not np.array_equal(ref.rank, bv.rank) or (
-                        ref.select0_hints is not None and not np.array_equal(ref.select0_hints, bv.select0_hints)):
-                    return f"bit vector {name}: its rank directory does not match its bits"
-        if self.louds.num_ones != n - 1:
-            return f"LOUDS has {self.louds.num_ones} child bits for {n} nodes"
-        hints = self.louds.select0_hints  # one per 256 zeros, then the last block (BitVector.from_words)
-        if hints is None or hints.shape != (-(-self.louds.num_zeros // HINT_STEP) + 1,) or (
-                int(hints.max()) >= self.louds.rank.size - 1):
-            return "bit vector louds: select0 hints out of range"
-        want_size = {"labels_hi": self.hi_flag.num_ones, "link_starts": self.linked.num_ones + 1,
-                     "keyword_ids": self.terminal.num_ones}
-        for name in _PACKED:
-            pk: PackedInts = getattr(self, name)
-            if not 0 <= pk.width <= 32 or pk.size < 0 or pk.words.dtype != np.uint64 \
-                    or pk.words.shape != (PackedInts.num_words(pk.size, pk.width),):
-                return f"packed array {name}: {pk.size} values of {pk.width} bits in {pk.words.size} words"
-            if name in want_size and pk.size != want_size[name]:
-                return f"packed array {name}: {pk.size} values, expected {want_size[name]}"
-        if self.terminal.num_ones != self.num_unique:
-            return f"{self.terminal.num_ones} keyword ends for {self.num_unique} unique keywords"
-        if self.labels_hi.width > 16:
-            return f"labels_hi is {self.labels_hi.width} bits wide (at most 16)"
-        starts = self.link_starts.to_array()  # always: a bad link would send the GPU outside the suffix store
-        if starts[0] != 0 or starts[-1] != self.suffix.size or bool(np.any(np.diff(starts) < 1)):
-            return "link_starts do not cover the suffix store"
-        if full and self.keyword_ids.size and int(self.keyword_ids.to_array().max()) >= self.num_keywords:
-            return f"a keyword id is not below the {self.num_keywords} keywords"
-        return None
 
     # ------------------------------------------------------------------ vectorised decoders
     def child_range(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -233,8 +222,37 @@ class NarrowLoudsIndex:
         term = self.terminal.get(j)
         out = np.full(j.shape, -1, dtype=np.int64)
         if term.any():
-            out[term] = self.keyword_ids.get(self.terminal.rank1(j[term]))
+            r = self.terminal.rank1(j[term])
+            out[term] = self.keyword_ids.get(r) if self.keyword_ids.size else r
         return out
+
+    def keyword(self, i: int) -> np.ndarray:
+        """Tokens (uint32) of the keyword with id ``i``, by a walk up from its node.
+
+        The walk costs one select1 per level.  With an id map, the first call also builds its inverse
+        (one int64 per keyword id, O(keywords) time), kept for later calls.  A duplicate collapsed at
+        build time has no node of its own: its id is refused (look up the id it was a duplicate of).
+        """
+        limit = self.num_unique if self.id_order == "index" else self.num_keywords
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= int(i) < limit:
+            raise InputError(f"i: keyword id {i!r} is not in [0, {limit})")
+        rank = int(i)
+        if self.keyword_ids.size:
+            if self._node_of_id is None:
+                inv = np.full(self.num_keywords, -1, dtype=np.int64)
+                inv[self.keyword_ids.to_array()] = np.arange(self.keyword_ids.size, dtype=np.int64)
+                self._node_of_id = inv
+            rank = int(self._node_of_id[rank])
+        if rank < 0 or rank >= self.num_unique:  # with no map, the kept ids of input order are 0 .. unique - 1
+            raise InputError(f"i: keyword id {i} is not stored: it was a duplicate of an earlier keyword, "
+                             "collapsed at build time")
+        node = int(self.terminal.select1(np.array([rank]))[0])
+        edges: list[np.ndarray] = []
+        while node > 0:
+            m = int(self.edge_lengths(np.array([node]))[0])
+            edges.append(self.edge_tokens(np.full(m, node), np.arange(m)))
+            node = int(self.louds.select1(np.array([node - 1]))[0]) - (node - 1)  # zeros before its bit
+        return np.concatenate(edges[::-1]).astype(np.uint32)
 
     # ------------------------------------------------------------------ single-sequence helpers
     def walk(self, tokens: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
@@ -270,17 +288,42 @@ class NarrowLoudsIndex:
 
     # ------------------------------------------------------------------ reporting
     def stats(self) -> dict[str, Any]:
-        """Nodes, bytes per array, total bytes and bytes per keyword."""
+        """Counts, bytes per array, total bytes and bytes per keyword, with and without the id map."""
         per_array = {name: int(a.nbytes) for name, a in self.arrays.items()}
         total = sum(per_array.values())
+        id_map = per_array["keyword_ids.words"] if self.keyword_ids.size else 0
+        u = max(self.num_unique, 1)
         return {
-            "nodes": self.num_nodes, "keywords": self.num_keywords, "unique_keywords": self.num_unique,
-            "duplicates": self.duplicates, "linked_nodes": self.linked.num_ones,
-            "terminal_nodes": self.terminal.num_ones, "high_label_nodes": self.hi_flag.num_ones,
-            "suffix_tokens": self.suffix.size, "bytes": total,
-            "bytes_per_keyword": total / max(self.num_unique, 1), "arrays": per_array,
-            "build_seconds": self.meta.get("build_seconds"),
+            "format_version": FORMAT_VERSION, "nodes": self.num_nodes, "keywords": self.num_keywords,
+            "unique_keywords": self.num_unique, "duplicates": self.duplicates,
+            "linked_nodes": self.linked.num_ones, "terminal_nodes": self.terminal.num_ones,
+            "high_label_nodes": self.hi_flag.num_ones, "suffix_tokens": self.suffix.size,
+            "max_keyword_length": self.max_keyword_length, "max_token": self.max_token,
+            "max_degree": self.max_degree, "max_degree_nonroot": self.max_degree_nonroot,
+            "id_order": self.id_order, "id_map": bool(self.keyword_ids.size),
+            "id_map_bits": self.keyword_ids.width, "id_map_bytes": id_map,
+            "bytes": total, "bytes_per_keyword": total / u,
+            "bytes_without_id_map": total - id_map, "bytes_per_keyword_without_id_map": (total - id_map) / u,
+            "arrays": per_array, "build_seconds": self.meta.get("build_seconds"),
         }
+
+    def describe(self) -> str:
+        """A few human-readable lines about the index (what `flashtrie info` can print)."""
+        s = self.stats()
+        if s["id_map"]:
+            ids = f"input order, map of {s['id_map_bits']} bits per keyword ({s['id_map_bytes']:,} bytes)"
+        else:
+            ids = ("input order, no map (the input order is the index order)" if self.id_order == "input"
+                   else "index order (id = rank of the keyword end in level order), no map")
+        return "\n".join([
+            f"format version {s['format_version']}, {s['keywords']:,} keywords ({s['unique_keywords']:,} unique, "
+            f"{s['duplicates']:,} duplicates), {s['nodes']:,} nodes",
+            f"longest {s['max_keyword_length']} tokens, largest token {s['max_token']:,}, "
+            f"largest fan-out {s['max_degree']:,} (root) / {s['max_degree_nonroot']:,} (below the root)",
+            f"keyword ids: {ids}",
+            f"{s['bytes']:,} bytes, {s['bytes_per_keyword']:.2f} B/keyword "
+            f"({s['bytes_per_keyword_without_id_map']:.2f} without the id map)",
+        ])
 
     def __repr__(self) -> str:
         return (f"NarrowLoudsIndex(keywords={self.num_keywords:,}, unique={self.num_unique:,}, "

@@ -68,8 +68,38 @@ class PackedInts:
         mask = np.uint64((1 << self.width) - 1)
         return ((lo | hi) & mask).astype(np.int64)
 
+    def _residues(self):
+        """(c, values c, c + P, c + 2P, ... as uint64) for each residue class c of the period P."""
+        n, w = self.size, self.width
+        period, wpp = self._period(w)
+        mask = np.uint64((1 << w) - 1)
+        for c in range(min(period, n) if w else 0):
+            count = -(-(n - c) // period)
+            bit = c * w
+            wi, sh = bit >> 6, bit & 63
+            vals = self.words[wi : wi + wpp * count : wpp] >> np.uint64(sh)
+            if sh + w > 64:
+                vals = vals | (self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(64 - sh))
+            vals &= mask
+            yield c, vals
+
     def to_array(self) -> np.ndarray:
-        return self.get(np.arange(self.size, dtype=np.int64))
+        """Every value (int64), decoded one residue class of the period at a time (strided, no gathers)."""
+        out = np.zeros(self.size, dtype=np.int64)
+        period = self._period(self.width)[0]
+        for c, vals in self._residues():
+            out[c::period] = vals.view(np.int64)
+        return out
+
+    def max_value(self) -> int:
+        """The largest value (0 when empty), without materialising the values."""
+        return max((int(vals.max()) for _, vals in self._residues()), default=0)
+
+    def padding_is_clear(self) -> bool:
+        """True when every bit past the last value is zero (reads only the last words)."""
+        end = self.size * self.width
+        tail = self.words[end >> 6:]
+        return bool(tail.size) and (int(tail[0]) >> (end & 63)) == 0 and not bool(tail[1:].any())
 
     @property
     def nbytes(self) -> int:

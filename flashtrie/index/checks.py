@@ -1,0 +1,190 @@
+"""Consistency checks of a loaded index: metadata schema, cheap layout checks, full content checks.
+
+`meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
+array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
+file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
+recomputes every rank directory, select0 hint, node flag and degree, the longest keyword and the largest
+token from the bits, and bounds the keyword ids.  Each returns what is wrong, or None.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..cpus import in_parallel, usable_cpus
+from ..limits import MAX_TOKEN
+from .bits import HINT_STEP, BitVector
+from .derived import flag_word_count, max_plain_depth, node_flags, tree_height
+from .packed import PackedInts
+
+if TYPE_CHECKING:
+    from .narrow_louds import NarrowLoudsIndex
+
+BITVECTORS = ("louds", "hi_flag", "linked", "terminal")
+PACKED = ("labels_hi", "link_starts", "suffix", "keyword_ids")
+COUNT_FIELDS = ("num_nodes", "num_keywords", "num_unique", "max_keyword_length", "max_token", "max_degree",
+                "max_degree_nonroot") + tuple(f"{b}.nbits" for b in BITVECTORS) \
+    + tuple(f"{p}.{k}" for p in PACKED for k in ("width", "size"))
+ID_ORDERS = ("input", "index")
+_COUNT_LIMIT = 2**48
+
+
+def meta_problem(meta: dict[str, Any]) -> str | None:
+    """What is wrong with the metadata's fields and types (before anything is built from them)."""
+    want = set(COUNT_FIELDS) | {"build_seconds", "id_order"}
+    if set(meta) != want:
+        missing, extra = sorted(want - set(meta)), sorted(set(meta) - want)
+        return f"metadata fields: missing {missing[:8]}, unknown {[str(k)[:40] for k in extra[:8]]}"
+    for k in COUNT_FIELDS:
+        v = meta[k]
+        if not (type(v) is int and 0 <= v < _COUNT_LIMIT):
+            return f"metadata {k} = {str(v)[:40]} is not a count in [0, 2**48)"
+    if meta["id_order"] not in ID_ORDERS:
+        return f"metadata id_order = {str(meta['id_order'])[:40]!r}, expected one of {ID_ORDERS}"
+    b = meta["build_seconds"]
+    if b is not None and not (type(b) in (int, float) and 0 <= b < 1e9):
+        return f"metadata build_seconds = {str(b)[:40]} is not a duration"
+    return None
+
+
+def _bitvector_sizes(ix: NarrowLoudsIndex) -> str | None:
+    n = ix.num_nodes
+    for name, nbits in {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}.items():
+        bv: BitVector = getattr(ix, name)
+        nwords = (nbits + 63) // 64 + 1
+        nwords += (-nwords) % 4
+        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // 4 + 1,):
+            return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
+        if not bv.padding_is_clear():
+            return f"bit vector {name}: bits set past its end"
+    hints = ix.louds.select0_hints
+    if hints is None or hints.shape != (-(-ix.louds.num_zeros // HINT_STEP) + 1,):
+        return "bit vector louds: select0 hints of the wrong size"
+    if ix.louds.num_ones != n - 1 or ix.louds.num_zeros != n:
+        return f"LOUDS has {ix.louds.num_ones} child bits for {n} nodes"
+    if int(hints.max()) >= ix.louds.rank.size - 1 or bool(np.any(np.diff(hints.astype(np.int64)) < 0)):
+        return "bit vector louds: select0 hints out of range"
+    return None
+
+
+def _packed_sizes(ix: NarrowLoudsIndex) -> str | None:
+    want_size = {"labels_hi": ix.hi_flag.num_ones, "link_starts": ix.linked.num_ones + 1}
+    for name in PACKED:
+        pk: PackedInts = getattr(ix, name)
+        if not 0 <= pk.width <= 32 or pk.words.shape != (PackedInts.num_words(pk.size, pk.width),):
+            return f"packed array {name}: {pk.size} values of {pk.width} bits in {pk.words.size} words"
+        if (pk.size == 0) != (pk.width == 0) and name in ("labels_hi", "keyword_ids"):
+            return f"packed array {name}: {pk.size} values of {pk.width} bits"
+        if name in want_size and pk.size != want_size[name]:
+            return f"packed array {name}: {pk.size} values, expected {want_size[name]}"
+        if not pk.padding_is_clear():
+            return f"packed array {name}: bits set past its end"
+    kid = ix.keyword_ids
+    if ix.id_order == "index" and kid.size:
+        return "keyword ids in index order need no map, yet the file has one"
+    if kid.size not in (0, ix.terminal.num_ones):
+        return f"packed array keyword_ids: {kid.size} values for {ix.terminal.num_ones} keyword ends"
+    if kid.width > max(1, (ix.num_keywords - 1).bit_length()):
+        return f"keyword ids of {kid.width} bits for {ix.num_keywords} keywords"
+    return None
+
+
+def _counts(ix: NarrowLoudsIndex) -> str | None:
+    n = ix.num_nodes
+    if n < 2 or ix.num_unique < 1 or ix.num_keywords < ix.num_unique or ix.max_keyword_length < 1:
+        return (f"counts nodes={n}, keywords={ix.num_keywords}, unique={ix.num_unique}, "
+                f"max length={ix.max_keyword_length}")
+    if ix.labels_lo.shape != (n,):
+        return f"labels_lo has {ix.labels_lo.size} entries for {n} nodes"
+    if ix.node_flags.shape != (flag_word_count(n),):
+        return f"node_flags has {ix.node_flags.size} words for {n} nodes, expected {flag_word_count(n)}"
+    tail = ix.node_flags[n >> 3 :]
+    if (int(tail[0]) >> (4 * (n & 7))) or bool(tail[1:].any()):
+        return "node_flags set past the last node"
+    return None
+
+
+def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
+    """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
+    n, m = ix.num_nodes, ix.meta
+    root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
+    md, mdn = m["max_degree"], m["max_degree_nonroot"]
+    if root < 1 or md != max(root, mdn) or mdn > n - 1 - root:
+        return f"degrees: root {root}, max {md}, max below the root {mdn} for {n} nodes"
+    mt = ix.max_token
+    if mt > MAX_TOKEN or ix.suffix.width != max(1, mt.bit_length()) \
+            or ix.labels_hi.width > max(0, mt.bit_length() - 16):
+        return (f"max_token {mt} disagrees with the suffix width {ix.suffix.width} "
+                f"or the labels_hi width {ix.labels_hi.width}")
+    if ix.terminal.num_ones != ix.num_unique:
+        return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
+    if ix.labels_hi.width > 16:
+        return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
+    if starts[0] != 0 or starts[-1] != ix.suffix.size or bool(np.any(np.diff(starts) < 1)):
+        return "link_starts do not cover the suffix store"
+    longest_edge = 1 + int(np.diff(starts).max()) if starts.size > 1 else 1
+    L = ix.max_keyword_length
+    height = tree_height(ix.louds, n, L)
+    if not max(height, longest_edge) <= L <= height + ix.suffix.size:
+        return (f"max_keyword_length {L} is outside [{max(height, longest_edge)}, {height + ix.suffix.size}] "
+                f"(trie height {height}, longest edge {longest_edge}, {ix.suffix.size} tail tokens)")
+    return None
+
+
+def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]:
+    """Cheap checks, and the decoded link starts (reused by `content_problem`)."""
+    for check in (_counts, _bitvector_sizes, _packed_sizes):
+        problem = check(ix)
+        if problem:
+            return problem, None
+    starts = ix.link_starts.to_array()  # always: a bad link would send the GPU outside the suffix store
+    return _bounds(ix, starts), starts
+
+
+def _ranks_match(bv: BitVector) -> bool:
+    ref = BitVector.from_words(bv.words, bv.nbits, with_select0=bv.select0_hints is not None)
+    return np.array_equal(ref.rank, bv.rank) and (
+        ref.select0_hints is None or np.array_equal(ref.select0_hints, bv.select0_hints))
+
+
+def _max_label(ix: NarrowLoudsIndex) -> int:
+    if ix.labels_hi.size == 0:
+        return int(ix.labels_lo[1:].max())
+    hi = ix.labels_hi.to_array()
+    top = int(hi.max())
+    nodes = ix.hi_flag.select1(np.flatnonzero(hi == top))
+    return max(top << 16 | int(ix.labels_lo[nodes].max()), int(ix.labels_lo[1:].max()))
+
+
+def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | None = None) -> str | None:
+    """Full checks against the bits (after `layout_problem` passed and the checksums matched)."""
+    workers = workers or usable_cpus()
+    ok = in_parallel([lambda b=b: _ranks_match(getattr(ix, b)) for b in BITVECTORS], workers)
+    for name, good in zip(BITVECTORS, ok, strict=True):
+        if not good:
+            return f"bit vector {name}: its rank directory does not match its bits"
+    try:
+        flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers)
+        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers)
+    except ValueError as e:
+        return f"LOUDS: {e}"
+    if not np.array_equal(flags, ix.node_flags):
+        return "node_flags do not match the LOUDS, linked and terminal bits"
+    if (md, mdn) != (ix.max_degree, ix.max_degree_nonroot):
+        return f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives {md} / {mdn}"
+    n = ix.num_nodes
+    leaf_not_end = (~flags >> np.uint32(2)) & ~(flags >> np.uint32(1)) & np.uint32(0x1111_1111)
+    leaf_not_end[n >> 3] &= np.uint32((1 << 4 * (n & 7)) - 1)  # the padding nodes are zero
+    leaf_not_end[(n >> 3) + 1 :] = 0
+    if bool(leaf_not_end.any()) or bool((flags & np.uint32(0x8888_8888)).any()):
+        return "a leaf that ends no keyword, or a flag bit 3"
+    if L != ix.max_keyword_length:
+        return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
+    label, tail, kid = in_parallel([lambda: _max_label(ix), ix.suffix.max_value, ix.keyword_ids.max_value], workers)
+    if max(label, tail) != ix.max_token:
+        return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
+    if ix.keyword_ids.size and kid >= ix.num_keywords:
+        return f"a keyword id is not below the {ix.num_keywords} keywords"
+    return None

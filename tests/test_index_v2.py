@@ -1,0 +1,449 @@
+"""Index format version 2: stored node flags and degrees, keyword-id modes, hardened file reading."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import struct
+import time
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
+from flashtrie.index import derived, fileformat
+from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_temporaries
+from flashtrie.limits import MAX_TOKEN
+from flashtrie.proposals import Proposals
+from flashtrie.search_types import SearchConfig
+from reference_cpu.numpy_search import NumpySearcher
+
+DATA = Path(__file__).resolve().parent / "data"
+PREFIX = struct.Struct("<8sIIQ")
+
+
+def upload_derivation(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int, int]:
+    """What gpu_impl/searcher.py `_upload_index` derived per GpuSearcher before format 2 (kept verbatim)."""
+    n = int(ix.num_nodes)
+    louds_bits = ix.louds.to_bools()
+    zpos = np.flatnonzero(~louds_bits)
+    deg = np.diff(np.concatenate(([-1], zpos))) - 1
+    max_degree = int(deg.max()) if n else 0
+    max_degree_nonroot = int(deg[1:].max()) if n > 1 else 0
+    linked = ix.linked.to_bools()[:n].astype(np.uint32)
+    term = ix.terminal.to_bools()[:n].astype(np.uint32)
+    vals = linked | (term << 1) | ((deg > 0).astype(np.uint32) << 2)
+    vals = np.concatenate([vals, np.zeros((-n) % 8 + 8, dtype=np.uint32)])
+    nflags = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
+    return nflags.astype(np.uint32), max_degree, max_degree_nonroot
+
+
+tokens = st.one_of(st.integers(0, 5), st.integers(65_530, 65_540), st.integers(MAX_TOKEN - 3, MAX_TOKEN))
+keyword_lists = st.lists(st.lists(tokens, min_size=1, max_size=8), min_size=1, max_size=40)
+
+
+@settings(max_examples=120, deadline=None)
+@given(keyword_lists, st.sampled_from([8, 16, 1 << 22]))
+def test_node_flags_and_degrees_match_the_upload_derivation(kws, chunk):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(derived, "CHUNK_NODES", chunk)  # several thread tasks even on small tries
+        ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+        flags, md, mdn = upload_derivation(ix)
+        assert ix.node_flags.dtype == np.uint32
+        np.testing.assert_array_equal(ix.node_flags, flags)
+        assert (ix.max_degree, ix.max_degree_nonroot) == (md, mdn)
+        n = ix.num_nodes
+        assert ix.node_flags.size == (n + (-n) % 8 + 8) // 8
+        assert derived.max_plain_depth(ix.louds, ix.linked, ix.link_starts.to_array(), 10**9) == max(map(len, kws))
+
+
+def test_node_flags_saved_and_loaded(tmp_path):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 2], [4], [4, 5, 6, 7], [9] * 5]))
+    ix.save(tmp_path / "a.ftrie")
+    for verify in (True, False):
+        got = NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify=verify)
+        np.testing.assert_array_equal(got.node_flags, upload_derivation(ix)[0])
+        assert (got.max_degree, got.max_degree_nonroot) == (ix.max_degree, ix.max_degree_nonroot) == (3, 1)
+
+
+# ---------------------------------------------------------------- keyword ids
+
+
+def random_keywords(seed: int, n: int = 400, vocab: int = 30) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, vocab, size=int(rng.integers(1, 6))).tolist() for _ in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(keyword_lists)
+def test_index_order_ids_and_returned_order(kws):
+    ks = KeywordSet.from_sequences(kws)
+    by_input = NarrowLoudsIndex.build(ks)
+    ix, order = NarrowLoudsIndex.build(ks, ids="index", return_order=True)
+    assert ix.id_order == "index" and ix.keyword_ids.size == 0 and ix.keyword_ids.width == 0
+    nodes = np.arange(ix.num_nodes)
+    ids = ix.keyword_ids_of(nodes)
+    term = ix.is_terminal(nodes)
+    assert ids[term].tolist() == list(range(ix.num_unique))  # the r-th keyword end has id r
+    np.testing.assert_array_equal(order[ids[term]], by_input.keyword_ids_of(nodes)[term])
+    first = {}
+    for i, k in enumerate(kws):
+        first.setdefault(tuple(k), i)
+    assert sorted(order.tolist()) == sorted(first.values())
+    for r in range(ix.num_unique):
+        assert ix.keyword(r).tolist() == kws[order[r]]
+        assert ix.lookup(kws[order[r]]) == r
+    for i, k in enumerate(kws):
+        if first[tuple(k)] == i:
+            assert by_input.keyword(i).tolist() == k
+        else:
+            with pytest.raises(InputError, match="duplicate"):
+                by_input.keyword(i)
+
+
+def test_identity_map_is_not_stored_and_compact_map_width():
+    kws = random_keywords(1)
+    ix, order = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws), ids="index", return_order=True)
+    in_index_order = [kws[i] for i in order]
+    same = NarrowLoudsIndex.build(KeywordSet.from_sequences(in_index_order))
+    assert same.id_order == "input" and same.keyword_ids.size == 0 and not same.stats()["id_map"]
+    shuffled = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    assert shuffled.keyword_ids.size == shuffled.num_unique
+    assert shuffled.keyword_ids.width == (len(kws) - 1).bit_length()  # as few bits as the ids need
+    s = shuffled.stats()
+    assert s["bytes"] - s["bytes_without_id_map"] == s["id_map_bytes"] == shuffled.keyword_ids.nbytes
+    assert "map of 9 bits" in shuffled.describe() and "no map" in same.describe()
+    for i in (0, 5, len(in_index_order) - 1):
+        assert same.keyword(i).tolist() == in_index_order[i]
+    # duplicates at the end keep the identity
+    dup = NarrowLoudsIndex.build(KeywordSet.from_sequences(in_index_order + in_index_order[:3]))
+    assert dup.keyword_ids.size == 0 and dup.duplicates == 3
+
+
+def test_keyword_refuses_bad_ids():
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1], [2]]), ids="index")
+    for bad in (-1, 2, 1.0, True, "0"):
+        with pytest.raises(InputError, match="i: keyword id"):
+            ix.keyword(bad)
+    with pytest.raises(InputError, match="ids"):
+        NarrowLoudsIndex.build(KeywordSet.from_sequences([[1]]), ids="sorted")  # type: ignore[arg-type]
+
+
+def test_searches_agree_across_id_modes_after_the_permutation(tmp_path):
+    rng = np.random.default_rng(5)
+    kws = random_keywords(2, n=600, vocab=12)
+    ks = KeywordSet.from_sequences(kws)
+    by_input = NarrowLoudsIndex.build(ks)
+    by_index, order = NarrowLoudsIndex.build(ks, ids="index", return_order=True)
+    identity = NarrowLoudsIndex.build(KeywordSet.from_sequences([kws[i] for i in order]))
+    assert by_input.keyword_ids.size and not by_index.keyword_ids.size and not identity.keyword_ids.size
+    by_index.save(tmp_path / "ix.ftrie")
+    loaded = NarrowLoudsIndex.load(tmp_path / "ix.ftrie")
+    q, t, k = 6, 5, 12
+    toks = np.stack([np.stack([rng.permutation(14)[:k] for _ in range(t)]) for _ in range(q)]).astype(np.uint32)
+    lps = (-rng.random((q, t, k)) * 4).astype(np.float32)
+    props, cfg = Proposals(toks, lps), SearchConfig(beam_width=8)
+    want = NumpySearcher(by_input).search(props, cfg)
+    for ix in (by_index, identity, loaded):
+        got = NumpySearcher(ix).search(props, cfg)
+        mapped = np.where(got.keyword_ids >= 0, order[np.maximum(got.keyword_ids, 0)], -1)
+        np.testing.assert_array_equal(mapped, want.keyword_ids)
+        np.testing.assert_array_equal(got.scores.view(np.uint32), want.scores.view(np.uint32))
+        np.testing.assert_array_equal(got.lengths, want.lengths)
+    assert (want.keyword_ids >= 0).sum() > 20
+
+
+# ---------------------------------------------------------------- files: crafting helpers
+
+
+class Saved(tuple):
+    def __repr__(self) -> str:  # keep hypothesis' reports short
+        return f"Saved({self[0]}, {len(self[1])} bytes)"
+
+
+@pytest.fixture()
+def saved(tmp_path) -> tuple[Path, bytes]:
+    rng = np.random.default_rng(11)
+    kws = [rng.integers(0, 100_000, size=int(rng.integers(1, 7))).tolist() for _ in range(300)]
+    path = tmp_path / "a.ftrie"
+    NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)).save(path)
+    return Saved((path, path.read_bytes()))
+
+
+def split(raw: bytes) -> tuple[dict, bytes]:
+    _, _, _, n = PREFIX.unpack_from(raw)
+    return json.loads(raw[24 : 24 + n]), raw[-(-(24 + n) // 64) * 64 :]
+
+
+def assemble(doc_or_header: dict | bytes, data: bytes, version: int = 2) -> bytes:
+    """A file with this header (a valid header checksum) and array area."""
+    head = doc_or_header if isinstance(doc_or_header, bytes) else json.dumps(doc_or_header).encode()
+    prefix = PREFIX.pack(b"FLTRIE\x00\x01", version, zlib.crc32(head) & 0xFFFF_FFFF, len(head)) + head
+    return prefix + b"\0" * (-len(prefix) % 64) + data
+
+
+def with_array(raw: bytes, name: str, edit) -> bytes:
+    """``raw`` with array ``name``'s bytes changed by ``edit(bytearray)`` and its checksums fixed."""
+    doc, data = split(raw)
+    data = bytearray(data)
+    e = next(e for e in doc["arrays"] if e["name"] == name)
+    part = bytearray(data[e["offset"] : e["offset"] + e["nbytes"]])
+    edit(part)
+    data[e["offset"] : e["offset"] + e["nbytes"]] = part
+    e["crc32s"] = [zlib.crc32(bytes(part[i : i + 8 << 20])) for i in range(0, len(part), 8 << 20)]
+    return assemble(doc, bytes(data))
+
+
+def refused(tmp_path: Path, raw: bytes, match: str = "", verify: bool = True) -> str:
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(raw)
+    with pytest.raises(IndexFormatError, match=match) as e:
+        NarrowLoudsIndex.load(bad, verify=verify)
+    return str(e.value)
+
+
+def test_v1_file_is_refused_with_how_to_rebuild():
+    # tests/data/v1-small.ftrie was written by the format-1 code (main at 59cae3b)
+    with pytest.raises(IndexFormatError, match=r"version 1 is no longer read.*flashtrie build KEYWORDS -o FILE"):
+        NarrowLoudsIndex.load(DATA / "v1-small.ftrie")
+
+
+def test_paths_that_are_not_index_files(tmp_path):
+    with pytest.raises(IndexFormatError, match="empty path"):
+        NarrowLoudsIndex.load("")
+    with pytest.raises(IndexFormatError, match="is a directory"):
+        NarrowLoudsIndex.load(tmp_path)
+    with pytest.raises(IndexFormatError, match="is not a regular file"):
+        NarrowLoudsIndex.load("/dev/zero")
+    with pytest.raises(IndexFormatError, match="no such index file"):
+        NarrowLoudsIndex.load(tmp_path / "missing")
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1]]))
+    with pytest.raises(InputError, match="empty path"):
+        ix.save("")
+    with pytest.raises(InputError, match="is a directory"):
+        ix.save(tmp_path)
+
+
+def test_copy_load_reads_into_memory(saved):
+    path, _ = saved
+    mapped = NarrowLoudsIndex.load(path)
+    copied = NarrowLoudsIndex.load(path, copy=True)
+    for name, a in mapped.arrays.items():
+        b = copied.arrays[name]
+        np.testing.assert_array_equal(a, b)
+        assert not isinstance(b, np.memmap) and not isinstance(b.base, np.memmap) and not b.flags.writeable
+    path.write_bytes(b"")  # the copy no longer depends on the file
+    assert copied.lookup(copied.keyword(0).tolist()) == 0
+
+
+def test_sparse_terabyte_array_refused_before_any_checksum(tmp_path, saved, monkeypatch):
+    _, raw = saved
+    doc, data = split(raw)
+    e = next(e for e in doc["arrays"] if e["name"] == "suffix.words")
+    grow = (1 << 40) // 8
+    e["shape"] = [e["shape"][0] + grow]
+    e["nbytes"] += 8 * grow
+    e["crc32s"] = [0] * -(-e["nbytes"] // (8 << 20))
+    for later in doc["arrays"][doc["arrays"].index(e) + 1 :]:
+        later["offset"] += 8 * grow
+    doc["meta"]["suffix.size"] = (e["nbytes"] - 8) * 8 // doc["meta"]["suffix.width"]
+    bad = tmp_path / "sparse.ftrie"
+    head = assemble(doc, b"")
+    with open(bad, "wb") as f:
+        f.write(head)
+    os.truncate(bad, len(head) + sum(-(-x["nbytes"] // 64) * 64 for x in doc["arrays"]))  # a 1 TB hole
+    assert bad.stat().st_size > 1 << 40 and bad.stat().st_blocks * 512 < 1 << 20
+    calls = []
+    monkeypatch.setattr(fileformat.IndexFile, "verify", lambda self, w=None: calls.append(1))
+    with pytest.raises(IndexFormatError, match="inconsistent index"):
+        NarrowLoudsIndex.load(bad)
+    assert calls == []  # refused by the cheap checks: no array was checksummed
+
+
+# every crafted header below has a valid header checksum
+def _meta(field, value):
+    return lambda d: d["meta"].__setitem__(field, value)
+
+
+def _entry(k, field, value):
+    return lambda d: d["arrays"][k].__setitem__(field, value)
+
+
+CRAFTED = {
+    "infinity count": (_meta("num_nodes", float("inf")), "corrupt header"),
+    "nan width": (_meta("labels_hi.width", float("nan")), "corrupt header"),
+    "float count": (_meta("louds.nbits", 12.0), "corrupt metadata"),
+    "bool count": (_meta("max_keyword_length", True), "corrupt metadata"),
+    "string count": (_meta("num_unique", "7"), "corrupt metadata"),
+    "negative count": (_meta("max_degree", -1), "corrupt metadata"),
+    "huge float": (_meta("max_keyword_length", 1e300), "corrupt metadata"),
+    "huge int": (_meta("num_keywords", 2**64 + 344), "corrupt header"),
+    "bigger than int64 wraps": (_meta("num_nodes", 2**62), "corrupt metadata"),
+    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length"),
+    "long keyword claim as float": (_meta("max_keyword_length", 1e9), "corrupt metadata"),
+    "keyword claim one longer": (lambda d: d["meta"].__setitem__("max_keyword_length", 7), "longest keyword has 6"),
+    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length"),
+    "max_token too small": (lambda d: d["meta"].__setitem__("max_token", d["meta"]["max_token"] // 2), "max_token"),
+    "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "degrees"),
+    "max_degree_nonroot": (lambda d: d["meta"].__setitem__("max_degree_nonroot", 0), "below the root"),
+    "id order": (_meta("id_order", "sorted"), "id_order"),
+    "index ids with a map": (_meta("id_order", "index"), "no map"),
+    "unknown meta": (_meta("extra", 1), "unknown"),
+    "missing meta": (lambda d: d["meta"].pop("max_degree"), "missing"),
+    "shape wraps int64": (_entry(0, "shape", [8, 2**61 + 43]), "is not one count"),
+    "shape entry over 2**64": (_entry(0, "shape", [2**64 + 344]), "corrupt header"),
+    "negative shape": (_entry(0, "shape", [-4]), "is not one count"),
+    "bool shape": (_entry(0, "shape", [True]), "is not one count"),
+    "infinite offset": (_entry(1, "offset", float("inf")), "corrupt header"),
+    "string nbytes": (_entry(1, "nbytes", "64"), "does not match"),
+    "dtype": (_entry(0, "dtype", "float64"), "dtype"),
+    "duplicate name": (lambda d: d["arrays"][1].__setitem__("name", d["arrays"][0]["name"]), "appears twice"),
+    "unknown name": (_entry(2, "name", "louds.extra"), "unknown array"),
+    "missing array": (lambda d: d["arrays"].pop(), "missing arrays"),
+    "checksum list": (_entry(0, "crc32s", [1, 2]), "checksums"),
+    "checksum algorithm": (lambda d: d["checksum"].__setitem__("algorithm", "md5"), "checksum"),
+    "extra top-level field": (lambda d: d.__setitem__("x", 1), "fields"),
+    "format name": (lambda d: d.__setitem__("format", "other"), "not a narrow-LOUDS index"),
+}
+
+
+VERIFY_ONLY = {"max_degree_nonroot", "keyword claim one longer"}  # a smaller degree below the root than the root's: only the bits tell
+
+
+@pytest.mark.parametrize("name", sorted(CRAFTED))
+def test_crafted_headers_get_index_format_errors(tmp_path, saved, name):
+    _, raw = saved
+    edit, match = CRAFTED[name]
+    doc, data = split(raw)
+    edit(doc)
+    if name == "missing array":
+        data = data[: doc["arrays"][-1]["offset"] + -(-doc["arrays"][-1]["nbytes"] // 64) * 64]
+    crafted = assemble(json.dumps(doc, allow_nan=True).encode(), data)
+    for verify in (True, False) if name not in VERIFY_ONLY else (True,):
+        refused(tmp_path, crafted, match, verify=verify)
+
+
+def test_verify_false_trusts_what_only_the_bits_can_disprove(tmp_path, saved):
+    _, raw = saved
+    doc, data = split(raw)
+    CRAFTED["max_degree_nonroot"][0](doc)
+    bad = tmp_path / "bad.ftrie"
+    bad.write_bytes(assemble(doc, data))
+    assert NarrowLoudsIndex.load(bad, verify=False).max_degree_nonroot == 0  # documented: trusted files only
+
+
+@pytest.mark.parametrize("header, match", [
+    (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+    (b'{"meta": {"a": 1, "a": 2}}', "duplicate key"),
+    (b'{"version": NaN}', "NaN is not allowed"),
+    (b"\xff\xfe", "corrupt header"),
+    (b'{"format": "flashtrie.narrow-louds", "version": 2, "x": 1' + b"1" * 5000 + b"}", "out of range"),
+])
+def test_hostile_json_headers(tmp_path, header, match):
+    refused(tmp_path, assemble(header, b""), match)
+
+
+def test_header_length_over_the_limit(tmp_path):
+    raw = PREFIX.pack(b"FLTRIE\x00\x01", 2, 0, 1 << 40) + b"\0" * 40
+    refused(tmp_path, raw, "over the limit")
+
+
+@pytest.mark.parametrize("array, edit, match", [
+    ("node_flags", lambda b: b.__setitem__(0, b[0] ^ 0x01), "node_flags do not match"),
+    ("node_flags", lambda b: b.__setitem__(len(b) - 1, 0x10), "node_flags set past the last node"),
+    ("terminal.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
+    ("keyword_ids.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
+    ("louds.select0", lambda b: b.__setitem__(0, 0xFF), "select0 hints"),
+])
+def test_arrays_crafted_with_valid_checksums(tmp_path, saved, array, edit, match):
+    _, raw = saved
+    refused(tmp_path, with_array(raw, array, edit), match)
+
+
+def test_every_array_is_covered_by_checksums_and_padding(tmp_path, saved):
+    _, raw = saved
+    doc, data = split(raw)
+    start = len(raw) - len(data)
+    for e in doc["arrays"]:
+        if e["nbytes"]:
+            flipped = bytearray(raw)
+            flipped[start + e["offset"] + e["nbytes"] // 2] ^= 0x04
+            refused(tmp_path, bytes(flipped), "corrupt|inconsistent")
+        if e["nbytes"] % 64:
+            flipped = bytearray(raw)
+            flipped[start + e["offset"] + e["nbytes"]] = 1  # the alignment padding after it
+            refused(tmp_path, bytes(flipped), "padding")
+        refused(tmp_path, raw[: start + e["offset"] + e["nbytes"] // 2], "truncated")
+
+
+def test_stale_temporaries_of_a_killed_save_are_removed(tmp_path):
+    target = tmp_path / "a.ftrie"
+    old = [tmp_path / ".a.ftrie.ab_c12z9.tmp", tmp_path / ".a.ftrie.00000000.tmp"]
+    young = tmp_path / ".a.ftrie.young123.tmp"
+    others = [tmp_path / ".a.ftrie.my-notes.tmp", tmp_path / ".b.ftrie.abcdefgh.tmp", tmp_path / "a.ftrie.abcdefgh.tmp"]
+    for p in old + [young] + others:
+        p.write_bytes(b"x")
+    past = time.time() - STALE_TEMP_SECONDS - 60
+    for p in old + others:
+        os.utime(p, (past, past))
+    NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2]])).save(target)
+    assert not any(p.exists() for p in old)
+    assert young.exists() and all(p.exists() for p in others)
+    assert remove_stale_temporaries(target, older_than=-1) == [young]
+
+
+def test_failed_save_removes_its_temporary(tmp_path):
+    def boom(f):
+        f.write(b"partial")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        from flashtrie.io_util import atomic_write_with
+
+        atomic_write_with(tmp_path / "a.bin", boom)
+    assert list(tmp_path.iterdir()) == []
+    atomic_write(tmp_path / "a.bin", b"ok")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.bin"]
+
+
+_FIELD_VALUES = st.one_of(st.integers(-3, 3), st.integers(-(2**70), 2**70), st.sampled_from(
+    [0, 1, 2**31, 2**32, 2**63 - 1, 2**63, 2**64 + 344, -(2**63), 1e9, 1.5, float("inf"), float("nan"),
+     True, False, None, "", "7", [], {}, [1], [8, 2**61 + 43]]))
+
+
+@settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_fuzz_header_fields_only_index_format_errors(tmp_path, saved, data):
+    _, raw = saved
+    doc, area = split(raw)
+    for _ in range(data.draw(st.integers(1, 3))):
+        where = data.draw(st.sampled_from(["meta", "entry", "top", "checksum"]))
+        if not (isinstance(doc.get("meta"), dict) and isinstance(doc.get("arrays"), list) and doc["arrays"]
+                and isinstance(doc.get("checksum"), dict)):
+            where = "top"
+        value = copy.deepcopy(data.draw(_FIELD_VALUES))  # sampled lists and dicts are shared objects
+        if where == "meta":
+            doc["meta"][data.draw(st.sampled_from(sorted(doc["meta"])))] = value
+        elif where == "entry":
+            e = data.draw(st.sampled_from(doc["arrays"]))
+            if not isinstance(e, dict):
+                continue
+            field = data.draw(st.sampled_from(["name", "dtype", "shape", "offset", "nbytes", "crc32s"]))
+            e[field] = copy.deepcopy(data.draw(st.one_of(st.just(value), st.lists(_FIELD_VALUES, max_size=3))))
+        elif where == "top":
+            doc[data.draw(st.sampled_from(["format", "version", "meta", "arrays", "checksum"]))] = value
+        else:
+            doc["checksum"][data.draw(st.sampled_from(["algorithm", "chunk_bytes"]))] = value
+    bad = tmp_path / "fuzz.ftrie"
+    bad.write_bytes(assemble(json.dumps(doc, allow_nan=True).encode(), area))
+    for verify in (True, False):
+        try:
+            NarrowLoudsIndex.load(bad, verify=verify)
+        except IndexFormatError:
+            pass
