@@ -65,8 +65,11 @@ def _node_facts(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int, int]:
         deg_max, deg_nonroot = int(ix.max_degree), int(ix.max_degree_nonroot)
     else:
         flags, deg_max, deg_nonroot = _derive_node_facts(ix)
-    if flags.dtype == np.uint32 and flags.size == -(-n // 8):  # already the kernel's packing
-        return flags, deg_max, deg_nonroot
+    if flags.dtype == np.uint32:  # already the kernel's packing: 8 nodes a word (index format 2)
+        if flags.size < -(-n // 8):
+            raise IndexFormatError(f"index: node_flags has {flags.size} words, expected at least {-(-n // 8)} "
+                                   f"for {n} nodes")
+        return np.ascontiguousarray(flags), deg_max, deg_nonroot
     if flags.size != n:
         raise IndexFormatError(f"index: node_flags has {flags.size} entries, expected one per node ({n})")
     vals = np.concatenate([flags.astype(np.uint32), np.zeros((-n) % 8, dtype=np.uint32)])
@@ -102,7 +105,8 @@ def upload_index(ctx: GpuContext, ix: NarrowLoudsIndex) -> DeviceIndex:
         ctx.upload(base + layout.offsets[field], a)
     view = {field: base + layout.offsets[field] for field in host}
     view.update(hi_width=int(ix.labels_hi.width), ls_width=int(ix.link_starts.width),
-                suffix_width=int(ix.suffix.width), kwid_width=int(ix.keyword_ids.width),
+                suffix_width=int(ix.suffix.width),
+                kwid_width=int(ix.keyword_ids.width) if ix.keyword_ids.size else 0,  # 0: no map, id = rank
                 num_nodes=int(ix.num_nodes), pad0=0, pad1=0, pad2=0)
     vb = np.frombuffer(INDEX_VIEW.pack(view), dtype=np.uint8).copy()
     vbuf = ctx.allocate(vb.nbytes, "index view")

@@ -157,6 +157,9 @@ def test_node_facts_fallback_and_index_attributes() -> None:
     kws = [rng.integers(0, 40, size=int(rng.integers(1, 8))).tolist() for _ in range(500)]
     index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     n = int(index.num_nodes)
+    stored = {a: getattr(index, a) for a in ("node_flags", "max_degree", "max_degree_nonroot") if hasattr(index, a)}
+    for a in stored:  # first the fallback, as for an index that lacks them
+        delattr(index, a)
     packed, dmax, dnr = iu._node_facts(index)
     # the old upload's derivation, written out
     bits = index.louds.to_bools()
@@ -166,6 +169,9 @@ def test_node_facts_fallback_and_index_attributes() -> None:
     unpacked = (packed[np.arange(n) >> 3] >> (4 * (np.arange(n) & 7)).astype(np.uint32)) & 0xF
     np.testing.assert_array_equal(unpacked, want)
     assert (dmax, dnr) == (int(deg.max()), int(deg[1:].max()))
+    if stored:  # what index format 2 stores is what the fallback derives
+        np.testing.assert_array_equal(np.asarray(stored["node_flags"])[: packed.size], packed)
+        assert (stored["max_degree"], stored["max_degree_nonroot"]) == (dmax, dnr)
     flags, _, _ = iu._derive_node_facts(index)
     index.node_flags, index.max_degree, index.max_degree_nonroot = flags, dmax, dnr  # as index-v2 provides them
     p2, d2, n2 = iu._node_facts(index)
@@ -173,5 +179,8 @@ def test_node_facts_fallback_and_index_attributes() -> None:
     index.node_flags = packed  # or already packed for the kernel
     np.testing.assert_array_equal(iu._node_facts(index)[0], packed)
     index.node_flags = flags[:-1]
+    with pytest.raises(Exception, match="node_flags has"):
+        iu._node_facts(index)
+    index.node_flags = packed[: n // 8 - 1]
     with pytest.raises(Exception, match="node_flags has"):
         iu._node_facts(index)

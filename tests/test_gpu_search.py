@@ -451,31 +451,21 @@ def test_device_array_reports_the_searcher_stream() -> None:
     assert cai["stream"] == int(gpu.stream.handle) and cai["stream"] not in (None, 0)
 
 
-def _identity_map_index(kws: list[list[int]]) -> NarrowLoudsIndex:
-    """An index whose keyword ids equal the terminal ranks (keywords renumbered in trie order)."""
-    first = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    order = first.keyword_ids.to_array().astype(np.int64)  # keyword id of each terminal, in node order
-    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([kws[i] for i in order]))
-    assert np.array_equal(index.keyword_ids.to_array(), np.arange(len(kws)))
-    return index
-
-
 def test_no_map_keyword_ids_use_terminal_rank() -> None:
-    """keyword_ids of width 0 and length 0 means id = rank1(terminal, node): the kernel gives the same results
-    as with the identity map it replaces."""
+    """An index without a keyword-id map (``ids="index"``: keyword_ids of width 0 and length 0) means
+    id = rank1(terminal, node): the kernel emits those ids, as numpy does."""
     from flashtrie.gpu_impl import GpuSearcher
     from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
-    from flashtrie.index import PackedInts
-
     rng = np.random.default_rng(13)
-    kws = sorted({tuple(rng.integers(0, 20, size=int(rng.integers(1, 6))).tolist()) for _ in range(400)})
-    kws = [list(k) for k in kws]
-    index = _identity_map_index(kws)
+    kws = [rng.integers(0, 20, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
     p = rows_from_keywords(rng, kws, q_n=4, steps=5, k=16)
     cfg = SearchConfig(beam_width=8, max_results=12)
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws), ids="index")
+    assert index.keyword_ids.size == 0 and index.keyword_ids.width == 0
     want = NumpySearcher(index).search(p, cfg)
     assert int(want.num_results.sum()) > 0
-    index.keyword_ids = PackedInts.from_values(np.zeros(0, dtype=np.uint32), width=0)
-    index.meta["keyword_ids.width"] = 0
     assert_same(GpuSearcher(index).search(p, cfg), want)
+    mapped = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))  # the same keywords with the input-order map
+    assert mapped.keyword_ids.size > 0
+    assert_same(GpuSearcher(mapped).search(p, cfg), NumpySearcher(mapped).search(p, cfg))
