@@ -144,7 +144,8 @@ class GpuSearcher:
             self.ctx.set_max_dynamic_shared(self.kernel, smem)
             self._smem_attr_set = smem
         grid = grid_size(self.kernel, smem, self._num_sms, self._blocks_per_sm)
-        self._ws = build_workspace(self.ctx, s, lw, lu, lo, *self._caps(s.k, s.b), sort_cap, smem, grid)
+        self._ws = build_workspace(self.ctx, s, lw, lu, lo, *self._caps(s.k, s.b), sort_cap, smem, grid,
+                                   self.memory_info())
         return self._ws
 
     def _ln_table(self, alpha: float) -> np.ndarray:

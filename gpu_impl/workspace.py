@@ -156,10 +156,11 @@ def grid_size(kernel: Any, smem: int, num_sms: int, blocks_per_sm: int | None) -
 
 
 def build_workspace(ctx: GpuContext, s: Shape, lw: Layout, lu: Layout, lo: Layout, cand_cap: int, chunk_cap: int,
-                    sort_cap: int, smem: int, grid: int) -> Workspace:
-    """Allocate a workspace (device memory checked first: `DeviceError` naming the shape)."""
+                    sort_cap: int, smem: int, grid: int, memory: tuple[int, int]) -> Workspace:
+    """Allocate a workspace; ``memory`` = (free, total) device bytes, checked first (`DeviceError` naming the
+    shape)."""
     need = lw.total + lu.total + lo.total
-    free, total = ctx.memory_info()
+    free, total = memory
     if need > free:
         raise DeviceError(f"a search of {s} needs {need:,} bytes of device memory; {free:,} of {total:,} bytes "
                           f"are free")
