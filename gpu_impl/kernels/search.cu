@@ -6,13 +6,13 @@
 //   sort_rows          sort every proposal row (q, t) by token (xrank = sorted position), validate it;
 //                      seed the frontiers from the start states
 //   per step t:
-//   expand: resolve    one thread per hypothesis: stop the query early (pool_closed), else a mid-edge
+//   expand: resolve    one thread per hypothesis: stop the query early (early_stop), else a mid-edge
 //                      hypothesis looks its one next token up in the row and emits; a hypothesis at a node
 //                      computes its child range and queues work chunks
 //   expand: intersect  one warp per chunk of 32 items: 32 children (label -> binary search in the sorted
 //                      row) or 32 row entries (token -> binary search among the children); emits
 //   select / offer     one block per (query, frontier | pool): the B best candidates become the next
-//                      frontier; the R best pool candidates are merged into the pool
+//                      frontier (or none, early_stop); the R best pool candidates are merged into the pool
 //   write_results      the pools, as the output arrays
 #include <cooperative_groups.h>
 
@@ -117,11 +117,13 @@ __device__ void suffix_later_max(const Params& P, const Ctx& c) {
 }
 
 // ---------------------------------------------------------------------------------- early stop
-// numpy_search._finished: query q's pool is full and scoring.pool_closed holds for its best frontier
-// score (rank 0) and worst pool n, over the rows t .. T-1 still to run.
-__device__ __forceinline__ bool early_stop(const Params& P, const uint4* fr, u32 worst, u32 q, u32 t) {
+// numpy_search._early_stop: query q's pool (worst entry `worst`) is full and scoring.pool_closed holds for
+// its best frontier score and worst pool n, over the rows t .. T-1 still to run.  Checked where step t
+// starts, against the pool numpy decides on (the merge of step t - 1), and already at the end of step
+// t - 1 against the pool before that merge: the worst only improves, so a query that stops there stops
+// in numpy too, and the search can end without another pass.
+__device__ __forceinline__ bool early_stop(const Params& P, float best, u32 worst, u32 q, u32 t) {
     if (worst == DESC_KEY_NONE) return false;
-    const float best = Hyp::load(&fr[(u64)q * P.B]).score();
     return pool_closed(__ldcg(&P.later_max[(u64)q * P.T + t]), best, from_desc_key32(worst), P.ln_min);
 }
 
@@ -183,7 +185,7 @@ __device__ void expand_resolve(const IndexView& I, const Params& P, const Ctx& c
         const u32 r = (u32)(h % P.B);
         if (r >= __ldcg(&P.nf[q])) continue;
         const u32 worst = __ldcg(&worst_cur[q]);
-        if (early_stop(P, fr, worst, q, t)) continue;  // every thread of q decides the same
+        if (early_stop(P, Hyp::load(&fr[(u64)q * P.B]).score(), worst, q, t)) continue;  // all threads of q agree
         if (r == 0) atomicAdd(&P.out_stats[NUM_STATS * t + STAT_LIVE], 1u);
         const Hyp hy = Hyp::load(&fr[h]);
         const u32 row = q * P.T + t;
@@ -235,16 +237,20 @@ __device__ void expand_intersect(const IndexView& I, const Params& P, const Ctx&
 // ---------------------------------------------------------------------------------- select / offer
 // The B best frontier candidates of query q, sorted, become its next frontier.
 __device__ void select_next_frontier(const Params& P, const Ctx& c, SelectShared& sh, u32 q, u32 t,
-                                     uint4* fr_next) {
+                                     uint4* fr_next, const u32* worst_cur) {
     const u32 n = min((u64)__ldcg(&P.fcount[q]), P.cand_cap);
     if (threadIdx.x == 0) atomicAdd(&P.out_stats[NUM_STATS * t + STAT_FRONTIER_CANDS], n);
     const u32 got = block_select_sorted(P.fkey + (u64)q * P.cand_cap, n, P.B, c.sk, c.si, P.sort_cap, sh);
     for (u32 i = threadIdx.x; i < got; i += blockDim.x)
         fr_next[(u64)q * P.B + i] = __ldcg(&P.fpay[(u64)q * P.cand_cap + c.si[i]]);
     if (threadIdx.x == 0) {
-        P.nf[q] = got;
+        u32 live = got;
+        if (got && early_stop(P, Hyp::load(&P.fpay[(u64)q * P.cand_cap + c.si[0]]).score(), __ldcg(&worst_cur[q]),
+                              q, t + 1))
+            live = 0;
+        P.nf[q] = live;
         P.fcount[q] = 0;
-        if (got) atomicAdd(&P.step_alive[t], 1u);
+        if (live) atomicAdd(&P.step_alive[t], 1u);
     }
 }
 
@@ -368,12 +374,12 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
         grid.sync();
         for (u32 job = blockIdx.x; job < 2 * P.Q; job += gridDim.x) {
             if (job >= P.Q) offer_to_pool(I, P, c, sh, job - P.Q, t, worst_cur, worst_next);
-            else if (t + 1 < P.T) select_next_frontier(P, c, sh, job, t, fr_next);  // no step follows the last
+            else if (t + 1 < P.T) select_next_frontier(P, c, sh, job, t, fr_next, worst_cur);  // none after the last
             __syncthreads();
         }
         grid.sync();
         if (c.gtid == 0) P.out_stats[NUM_STATS * t + STAT_CHUNKS] = __ldcg(&P.step_chunks[t]);
-        if (__ldcg(&P.step_alive[t]) == 0) break;  // every next frontier is empty
+        if (__ldcg(&P.step_alive[t]) == 0) break;  // every next frontier is empty or stopped
     }
     write_results(P);
     if (c.gtid == 0) *P.out_err = __ldcg(P.err);
