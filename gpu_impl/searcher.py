@@ -29,7 +29,14 @@ from flashtrie.errors import DeviceError, InputError
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import length_norm_table, threshold32
-from flashtrie.search_core import BackendLimits, check_index, check_limits, normalize_prefixes, start_states
+from flashtrie.search_core import (
+    BackendLimits,
+    check_index,
+    check_limits,
+    check_request,
+    normalize_prefixes,
+    start_states,
+)
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 from .compile import compile_kernel
@@ -167,7 +174,9 @@ class GpuSearcher:
         intake = take_proposals(proposals, int(self.stream.handle), self.device.device_id)
         q_n, t_n, k_n = intake.shape
         check_limits("GPU", intake.shape, config, LIMITS)
-        pref = normalize_prefixes(prefixes, q_n)
+        # host proposals take the shared request check; device arrays are checked by intake and the kernel
+        pref = (normalize_prefixes(prefixes, q_n) if intake.proposals is None
+                else check_request(intake.proposals, config, prefixes))
         b, r = int(config.beam_width), int(config.results)
         if q_n == 0 or t_n == 0 or k_n == 0:
             return self._empty(q_n, t_n, b, r, device_out, t_start)
