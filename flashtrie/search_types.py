@@ -274,6 +274,10 @@ class SearchStats:
         "pool_offers": "whole keywords offered to the pool at step t",
         "work_chunks": "units of work the GPU scheduled at step t",
         "live_queries": "queries with a non-empty frontier at the start of step t",
+        "frontier_candidates": "kept candidates with a child (or inside an edge) that F_{t+1} is selected from "
+                               "(GPU; 0 at t = T − 1, where no frontier is selected)",
+        "pool_candidates": "whole keywords offered to the pool at step t that beat its worst entry when it is "
+                           "full (GPU: the others are dropped where they are made)",
     }
     #: numpy's four counters, the columns of `per_step`
     COLUMNS: ClassVar[tuple[str, ...]] = ("considered", "valid", "kept", "frontier")

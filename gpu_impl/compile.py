@@ -4,6 +4,9 @@ The cubin is built for one architecture (``sm_XY``); PTX is never shipped, becau
 than the driver does not load.  Options keep IEEE float32 semantics: no fast-math, no flush-to-zero, no
 FMA contraction, IEEE division and square root (``docs/semantics.md``).
 
+Every source gets the layout checks of `flashtrie.gpu_impl.layout` appended (``static_assert`` of the
+sizes and offsets of the structs the host packs), and its headers are found in ``kernels/``.
+
 The cache lives in ``$FLASHTRIE_CACHE`` (default ``~/.cache/flashtrie``); an entry is keyed by the
 SHA-256 of every source in ``kernels/``, the architecture, the NVRTC version, the versions of the header and
 cuda-core packages, and the exact options handed to NVRTC.  An entry that is not a cubin is compiled again.
@@ -22,7 +25,10 @@ from pathlib import Path
 from flashtrie.errors import DeviceError
 from flashtrie.io_util import atomic_write
 
-__all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "cache_dir", "nvrtc_version", "spill_report"]
+from .layout import static_asserts
+
+__all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "kernel_source", "cache_dir", "nvrtc_version",
+           "spill_report"]
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: The kernels and the one entry point each exposes.
@@ -67,7 +73,7 @@ def nvrtc_version() -> tuple[int, int]:
 def _include_paths() -> list[str]:
     from cuda.pathfinder import find_nvidia_header_directory
 
-    paths = []
+    paths = [str(KERNEL_DIR)]  # the kernels' own headers
     for lib in ("cudart", "cccl"):
         p = find_nvidia_header_directory(lib)
         if p is None:
@@ -95,9 +101,14 @@ def _options(arch: str, defines: dict[str, str], verbose: bool) -> dict[str, obj
             "ptxas_options": ["-v"] if verbose else None}
 
 
-def _key(options: dict[str, object]) -> str:
-    h = hashlib.sha256()
-    for src in sorted(KERNEL_DIR.glob("*.cu*")):  # the kernel and every header it may include
+def kernel_source(file: str) -> str:
+    """``kernels/<file>`` with the layout checks appended: what NVRTC compiles."""
+    return (KERNEL_DIR / file).read_text() + static_asserts()
+
+
+def _key(source: str, options: dict[str, object]) -> str:
+    h = hashlib.sha256(source.encode() + b"\0")
+    for src in sorted(KERNEL_DIR.glob("*.cu*")):  # every header the kernel may include
         h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
     h.update(repr(nvrtc_version()).encode())
     h.update(_package_versions().encode())
@@ -117,9 +128,9 @@ def compile_kernel(file: str = "search.cu", arch: str = "sm_90", defines: dict[s
         raise DeviceError(f"arch: expected 'sm_XY', got {arch!r}")
     defines = {k: str(v) for k, v in (defines or {}).items()}
     path = KERNEL_DIR / file
-    source = path.read_bytes()
+    source = kernel_source(file)
     options = _options(arch, defines, verbose)
-    cpath = cache_dir() / f"{path.stem}-{arch}-{_key(options)}.cubin"
+    cpath = cache_dir() / f"{path.stem}-{arch}-{_key(source, options)}.cubin"
     t0 = time.perf_counter()
     if use_cache and cpath.exists():
         cubin = cpath.read_bytes()
@@ -131,7 +142,7 @@ def compile_kernel(file: str = "search.cu", arch: str = "sm_90", defines: dict[s
     opts = ProgramOptions(name=path.stem, include_path=_include_paths(), **options)
     logs = io.StringIO()
     try:
-        prog = Program(source.decode(), "c++", opts)
+        prog = Program(source, "c++", opts)
         obj = prog.compile("cubin", logs=logs)
     except Exception as e:  # NVRTC raises with the log in the message
         raise DeviceError(f"NVRTC failed to compile {file} for {arch}: {e}\n{logs.getvalue()}") from e

@@ -320,10 +320,10 @@ def test_device_out_stats_and_empty_batches() -> None:
     p2 = rows_from_keywords(rng, kws, q_n=3, steps=5, k=20)
     gpu.search(p1, cfg)
     gpu.search(p2, cfg)
-    host_stats = gpu.last_stats.copy()
+    host_stats = gpu.last_stats.to_dict()
     gpu.search(p1, cfg)
     dev = gpu.search(p2, cfg, device_out=True)  # the statistics are this call's, not the previous one's
-    np.testing.assert_array_equal(gpu.last_stats, host_stats)
+    assert gpu.last_stats.to_dict() == host_stats
     assert_same(_to_host(dev), ref.search(p2, cfg))
     for shape in ((0, 3, 5), (2, 0, 5), (2, 3, 0)):
         empty = Proposals(np.full(shape, PAD, np.uint32), np.zeros(shape, np.float32))
@@ -332,7 +332,7 @@ def test_device_out_stats_and_empty_batches() -> None:
         assert isinstance(res.keyword_ids, DeviceArray) and isinstance(res.num_results, DeviceArray)
         assert res.keyword_ids.shape == (shape[0], cfg.results)
         assert_same(_to_host(res), want)
-        assert gpu.last_stats.shape == (shape[1], 4) and gpu.last_device_ms == 0.0
+        assert gpu.last_stats.steps == shape[1] and gpu.last_device_ms == 0.0
 
 
 def test_shared_memory_limit_refused_before_any_allocation() -> None:
@@ -419,3 +419,53 @@ def test_dlpack_torch() -> None:
     tok = torch.from_numpy(p.tokens.view(np.int32).copy()).cuda()
     lp = torch.from_numpy(p.logprobs.copy()).cuda()
     assert_same(gpu.search((tok, lp), cfg), ref.search(p, cfg))
+
+
+def test_stats_are_named_and_live_queries_match_numpy() -> None:
+    """The GPU's counters are `SearchStats` under their own names; its early stop is numpy's (pool_closed), so
+    the queries live at each step are numpy's too."""
+    from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+    rng = np.random.default_rng(11)
+    kws = [rng.integers(0, 12, size=int(rng.integers(1, 5))).tolist() for _ in range(300)]
+    ref, gpu = make(kws)
+    ref = NumpySearcher(ref.index, collect_stats=True)
+    p = rows_from_keywords(rng, kws, q_n=6, steps=7, k=12)
+    for cfg in (SearchConfig(beam_width=4, max_results=3), SearchConfig(beam_width=16, length_norm=0.6)):
+        check(ref, gpu, p, cfg)
+        st = gpu.last_stats
+        assert st.backend == "gpu" and st.steps == 7 and st.queries == 6 and st.beam_width == cfg.beam_width
+        assert set(st.counts) == {"frontier_candidates", "pool_candidates", "work_chunks", "live_queries"}
+        np.testing.assert_array_equal(st.column("live_queries"), ref.last_stats.column("live_queries"))
+        assert st.steps_run == int(np.count_nonzero(ref.last_stats.column("live_queries")))
+        assert int(st.column("pool_candidates").sum()) <= int(ref.last_stats.column("pool_offers").sum())
+
+
+def test_device_array_reports_the_searcher_stream() -> None:
+    rng = np.random.default_rng(12)
+    kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(200)]
+    _, gpu = make(kws)
+    res = gpu.search(rows_from_keywords(rng, kws, q_n=2, steps=3, k=10), SearchConfig(beam_width=4),
+                     device_out=True)
+    cai = res.keyword_ids.__cuda_array_interface__
+    assert cai["stream"] == int(gpu.stream.handle) and cai["stream"] not in (None, 0)
+
+
+def test_no_map_keyword_ids_use_terminal_rank() -> None:
+    """An index without a keyword-id map (``ids="index"``: keyword_ids of width 0 and length 0) means
+    id = rank1(terminal, node): the kernel emits those ids, as numpy does."""
+    from flashtrie.gpu_impl import GpuSearcher
+    from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+    rng = np.random.default_rng(13)
+    kws = [rng.integers(0, 20, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
+    p = rows_from_keywords(rng, kws, q_n=4, steps=5, k=16)
+    cfg = SearchConfig(beam_width=8, max_results=12)
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws), ids="index")
+    assert index.keyword_ids.size == 0 and index.keyword_ids.width == 0
+    want = NumpySearcher(index).search(p, cfg)
+    assert int(want.num_results.sum()) > 0
+    assert_same(GpuSearcher(index).search(p, cfg), want)
+    mapped = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))  # the same keywords with the input-order map
+    assert mapped.keyword_ids.size > 0
+    assert_same(GpuSearcher(mapped).search(p, cfg), NumpySearcher(mapped).search(p, cfg))

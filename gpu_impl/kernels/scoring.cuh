@@ -1,0 +1,26 @@
+// Arithmetic shared bit for bit with flashtrie/scoring.py: sort keys and the early-stop rule.
+// All float arithmetic that reaches the output is __fadd_rn / __fmul_rn (no contraction, no FTZ).
+#pragma once
+#include "index.cuh"
+
+#define KEY_NONE 0xFFFFFFFFFFFFFFFFull
+#define DESC_KEY_NONE 0xFFFFFFFFu  // pool_worst of a pool that is not full yet
+
+// scoring.desc_key32: ascending key = descending score; -0.0 and +0.0 share a key.
+__device__ __forceinline__ u32 desc_key32(float v) {
+    const u32 b = __float_as_uint(__fadd_rn(v, 0.0f));
+    const u32 asc = (b >> 31) ? ~b : (b | 0x80000000u);
+    return ~asc;
+}
+
+// The float of a desc key (-0.0 comes back as +0.0, which compares equal).
+__device__ __forceinline__ float from_desc_key32(u32 k) {
+    const u32 asc = ~k;
+    return __uint_as_float((asc & 0x80000000u) ? (asc & 0x7FFFFFFFu) : ~asc);
+}
+
+// scoring.pool_closed, for a full pool: every later valid logprob is <= 0 and the best frontier score
+// s0 <= 0, so later n <= fl32(s0 * ln_min) <= the worst pool n: nothing can enter (an equal n loses).
+__device__ __forceinline__ bool pool_closed(float later_max, float best, float worst_n, float ln_min) {
+    return later_max <= 0.0f && best <= 0.0f && __fmul_rn(best, ln_min) <= worst_n;
+}

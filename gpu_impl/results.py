@@ -1,0 +1,116 @@
+"""What a search call gives back: results on the host or as `DeviceArray`s, the step counters as
+`SearchStats`, and the kernel's error word as the exception it stands for."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from flashtrie.errors import DeviceError, InputError
+from flashtrie.search_types import SearchResult, SearchStats
+
+from .workspace import Layout
+
+if TYPE_CHECKING:
+    from .context import GpuContext
+
+__all__ = ["DeviceArray", "raise_for", "host_results", "device_results", "results_to_device", "step_stats",
+           "STAT_NAMES", "ERR_BAD_LOGPROB", "ERR_DUPLICATE", "ERR_OVERFLOW", "ERR_BAD_TOKEN"]
+
+ERR_BAD_LOGPROB, ERR_DUPLICATE, ERR_OVERFLOW, ERR_BAD_TOKEN = 1, 2, 4, 8  # kernels/params.cuh
+#: the kernel's out_stats columns (kernels/params.cuh STAT_*) as `SearchStats` counters
+STAT_NAMES = ("frontier_candidates", "pool_candidates", "work_chunks", "live_queries")
+_FIELDS = (("keyword_ids", "out_ids", np.int64), ("scores", "out_scores", np.float32),
+           ("norm_scores", "out_norms", np.float32), ("lengths", "out_lens", np.int32))
+
+
+class DeviceArray:
+    """A device array left on the GPU by ``search(..., device_out=True)``.
+
+    Exposes ``__cuda_array_interface__`` (wrap it with ``cupy.asarray`` or ``torch.as_tensor``; its
+    ``stream`` is the searcher's, so a consumer orders its reads after the search) and ``get()`` to copy
+    it to a numpy array.  It keeps its memory alive.
+    """
+
+    def __init__(self, buffer: Any, offset: int, shape: tuple[int, ...], dtype: np.dtype, ctx: GpuContext):
+        self._buffer = buffer
+        self._ptr = int(buffer.handle) + offset
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = np.dtype(dtype)
+        self._ctx = ctx
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self._ptr, False), "version": 3,
+                "strides": None, "stream": int(self._ctx.stream.handle)}
+
+    def get(self) -> np.ndarray:
+        """Copy to a new numpy array."""
+        out = np.empty(self.shape, dtype=self.dtype)
+        if out.nbytes:
+            self._ctx.make_current()
+            self._ctx.download(out, self._ptr)
+            self._ctx.stream.sync()
+        return out
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype})"
+
+
+def raise_for(err: int) -> None:
+    """Raise what the kernel's error word reports (nothing when it is 0)."""
+    # a bad int32 token first: it can also look like a duplicate (two -2s)
+    if err & ERR_BAD_TOKEN:
+        raise InputError("tokens: a negative int32 token other than -1 (checked on the device); int32 tokens "
+                         "must be in [0, 2**31 - 1], or -1 for padding")
+    if err & ERR_BAD_LOGPROB:
+        raise InputError("logprobs: a non-padding entry is NaN or +inf (checked on the device); logprobs must "
+                         "be finite or -inf")
+    if err & ERR_DUPLICATE:
+        raise InputError("tokens: a token appears more than once in one row (checked on the device); each "
+                         "proposed token may appear once per row")
+    if err & ERR_OVERFLOW:
+        raise DeviceError("internal error: a candidate buffer overflowed (please report)")
+
+
+def _take(view: np.ndarray, lo: Layout, name: str, dtype: Any, count: int) -> np.ndarray:
+    off = lo.offsets[name]
+    return view[off: off + count * np.dtype(dtype).itemsize].view(dtype).copy()
+
+
+def host_results(view: np.ndarray, lo: Layout, q_n: int, r: int) -> SearchResult:
+    """The results in the pinned mirror ``view`` of the result buffer (copied out)."""
+    cols = [_take(view, lo, name, dt, q_n * r).reshape(q_n, r) for _, name, dt in _FIELDS]
+    return SearchResult(*cols, _take(view, lo, "out_nres", np.int32, q_n))
+
+
+def device_results(buf: Any, lo: Layout, q_n: int, r: int, ctx: GpuContext) -> SearchResult:
+    """The results in device buffer ``buf`` (laid out as ``lo``), as `DeviceArray`s."""
+    cols = [DeviceArray(buf, lo.offsets[name], (q_n, r), np.dtype(dt), ctx) for _, name, dt in _FIELDS]
+    return SearchResult(*cols, DeviceArray(buf, lo.offsets["out_nres"], (q_n,), np.dtype(np.int32), ctx))
+
+
+def results_to_device(res: SearchResult, ctx: GpuContext) -> SearchResult:
+    """A host `SearchResult` copied into one device buffer, as `DeviceArray`s."""
+    host = [np.ascontiguousarray(getattr(res, f)) for f, _, _ in _FIELDS] + [np.ascontiguousarray(res.num_results)]
+    layout = Layout()
+    for i, a in enumerate(host):
+        layout.add(str(i), a.nbytes)
+    buf = ctx.allocate(layout.total, "device results")
+    for i, a in enumerate(host):
+        ctx.upload(int(buf.handle) + layout.offsets[str(i)], a)
+    ctx.stream.sync()
+    return SearchResult(*(DeviceArray(buf, layout.offsets[str(i)], a.shape, a.dtype, ctx) for i, a in enumerate(host)))
+
+
+def step_stats(raw: np.ndarray, queries: int, beam_width: int) -> SearchStats:
+    """The kernel's out_stats ``[T, 4]`` as `SearchStats` (steps run: those where some query expanded)."""
+    counts = {name: raw[:, i].astype(np.int64) for i, name in enumerate(STAT_NAMES)}
+    steps_run = int(np.count_nonzero(counts["live_queries"]))
+    return SearchStats(backend="gpu", queries=queries, beam_width=beam_width, steps=int(raw.shape[0]),
+                       steps_run=steps_run, counts=counts, early_stop=True)

@@ -1,0 +1,186 @@
+"""CI (no GPU needed): the field tables of gpu_impl/layout.py, the compile-time checks they generate, and the
+host-side packing of start states and node flags."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+from flashtrie.gpu_impl import layout
+from flashtrie.gpu_impl.layout import INDEX_VIEW, PARAMS, CStruct
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashtrie import KeywordSet, NarrowLoudsIndex
+
+PAD = 2**32 - 1
+
+
+def test_tables_give_the_struct_formats() -> None:
+    assert PARAMS.size == struct.calcsize(PARAMS.format) == 344
+    assert INDEX_VIEW.size == struct.calcsize(INDEX_VIEW.format) == 152
+    for s in (PARAMS, INDEX_VIEW):
+        offs = list(s.offsets.values())
+        assert offs == sorted(offs) and offs[0] == 0
+        values = {name: i + 1 for i, (name, _) in enumerate(s.fields)}
+        raw = s.pack(values)
+        assert len(raw) == s.size
+        for i, (name, ctype) in enumerate(s.fields):  # every value lands at its field's offset
+            fmt = {"ptr": "<Q", "u64": "<Q", "u32": "<I", "float": "<f"}[ctype]
+            assert struct.unpack_from(fmt, raw, s.offsets[name])[0] == i + 1
+
+
+def test_alignment_and_padding() -> None:
+    s = CStruct("S", (("a", "u32"), ("b", "ptr"), ("c", "u32")))
+    assert s.offsets == {"a": 0, "b": 8, "c": 16} and s.size == 24 and s.format == "<I4xQI4x"
+
+
+def test_pack_refuses_missing_or_unknown_fields() -> None:
+    values = {name: 0 for name, _ in INDEX_VIEW.fields}
+    with pytest.raises(ValueError, match="missing fields \\['pad2'\\]"):
+        INDEX_VIEW.pack({k: v for k, v in values.items() if k != "pad2"})
+    with pytest.raises(ValueError, match="unknown fields \\['nope'\\]"):
+        INDEX_VIEW.pack({**values, "nope": 1})
+    with pytest.raises(ValueError, match="unknown field types"):
+        CStruct("S", (("a", "int"),))
+    with pytest.raises(ValueError, match="duplicate"):
+        CStruct("S", (("a", "u32"), ("a", "u32")))
+
+
+def test_static_asserts_name_every_field() -> None:
+    text = layout.static_asserts()
+    for s in (PARAMS, INDEX_VIEW):
+        assert f"sizeof({s.name}) == {s.size}" in text
+        for name, off in s.offsets.items():
+            assert f"FT_OFFSETOF({s.name}, {name}) == {off}" in text
+
+
+# ------------------------------------------------------------------------------ compile-time checks (NVRTC)
+def _compile(source: str) -> str:
+    """'' when NVRTC compiles ``source`` for sm_90, else its log."""
+    pytest.importorskip("cuda.core")
+    from cuda.core import Program, ProgramOptions
+    from flashtrie.gpu_impl import compile as c
+
+    try:
+        from cuda.bindings import nvrtc
+
+        if int(nvrtc.nvrtcVersion()[0]) != 0:
+            pytest.skip("NVRTC library not installed")
+    except Exception:
+        pytest.skip("NVRTC library not installed")
+    opts = ProgramOptions(name="search", include_path=c._include_paths(), **c._options("sm_90", {}, False))
+    try:
+        Program(source, "c++", opts).compile("cubin")
+    except Exception as e:  # NVRTC raises with the log in the message
+        return str(e)
+    return ""
+
+
+def test_kernel_source_carries_the_checks_and_compiles() -> None:
+    from flashtrie.gpu_impl.compile import KERNELS, kernel_source
+
+    for file in KERNELS:
+        src = kernel_source(file)
+        assert "static_assert(sizeof(Params) == 344" in src
+        assert _compile(src) == ""
+
+
+@pytest.mark.parametrize("change", ["insert", "retype", "drop", "swap"])
+def test_a_table_that_drifts_from_the_struct_fails_to_compile(change: str) -> None:
+    from flashtrie.gpu_impl.compile import KERNEL_DIR
+
+    f = list(PARAMS.fields)
+    i = [n for n, _ in f].index("Q")
+    if change == "insert":
+        f.insert(i, ("extra", "u32"))  # every later offset moves by 4
+    elif change == "retype":
+        f[i] = ("Q", "u64")
+    elif change == "swap":  # same size, other order: only the offsets tell
+        j = [n for n, _ in f].index("lp_in")
+        f[j - 1], f[j] = f[j], f[j - 1]
+    else:
+        del f[[n for n, _ in f].index("cand_cap")]
+    drifted = CStruct("Params", tuple(f), guard="FT_PARAMS_CUH")
+    log = _compile((KERNEL_DIR / "search.cu").read_text() + layout.static_asserts((INDEX_VIEW, drifted)))
+    assert "differs from gpu_impl/layout.py" in log, log[-2000:]
+
+
+def test_checks_apply_only_where_the_header_is_included() -> None:
+    src = '#include "index.cuh"\n' + layout.static_asserts()  # no params.cuh: only IndexView is checked
+    assert _compile(src) == ""
+    bad = CStruct("IndexView", INDEX_VIEW.fields[1:], guard="FT_INDEX_CUH")
+    assert "IndexView: sizeof differs" in _compile('#include "index.cuh"\n' + layout.static_asserts((bad,)))
+
+
+# ------------------------------------------------------------------------------ host-side packing
+def _old_start_states(index: NarrowLoudsIndex, prefixes: list[list[int]] | None, q_n: int) -> np.ndarray:
+    """The per-query prefix walk `GpuSearcher` did before the search core (the reference for the packing)."""
+    st = np.zeros((q_n, 4), dtype=np.uint32)
+    if prefixes is None:
+        return st
+    for q, p in enumerate(prefixes):
+        if len(p) == 0:
+            continue
+        w = index.walk(np.asarray(p, dtype=np.uint32))
+        if w is None:
+            st[q, 0] = PAD
+            continue
+        node, off = int(w[0]), int(w[1])
+        st[q, 0], st[q, 2] = node, len(p)
+        if node != 0 and off < int(index.edge_lengths(np.array([node]))[0]):
+            st[q, 3] = (2 << 30) | off
+    return st
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 6), min_size=1, max_size=7), min_size=1, max_size=30),
+       st.lists(st.lists(st.integers(0, 6), max_size=6), max_size=8), st.booleans())
+def test_start_states_pack_like_the_old_walk(kws: list[list[int]], prefixes: list[list[int]], none: bool) -> None:
+    from flashtrie.gpu_impl.intake import pack_start_states
+
+    from flashtrie.search_core import normalize_prefixes, start_states
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    pref = [p for p in prefixes] + [kw[: len(kw) // 2 + 1] for kw in kws[:4]]  # present ones too, mid-edge
+    q_n = len(pref)
+    use = None if none else pref
+    got = pack_start_states(index, start_states(index, normalize_prefixes(use, q_n), q_n), q_n)
+    np.testing.assert_array_equal(got, _old_start_states(index, use, q_n))
+
+
+def test_node_facts_fallback_and_index_attributes() -> None:
+    from flashtrie.gpu_impl import index_upload as iu
+
+    rng = np.random.default_rng(3)
+    kws = [rng.integers(0, 40, size=int(rng.integers(1, 8))).tolist() for _ in range(500)]
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    n = int(index.num_nodes)
+    stored = {a: getattr(index, a) for a in ("node_flags", "max_degree", "max_degree_nonroot") if hasattr(index, a)}
+    for a in stored:  # first the fallback, as for an index that lacks them
+        delattr(index, a)
+    packed, dmax, dnr = iu._node_facts(index)
+    # the old upload's derivation, written out
+    bits = index.louds.to_bools()
+    deg = np.diff(np.concatenate(([-1], np.flatnonzero(~bits)))) - 1
+    want = (index.linked.to_bools()[:n].astype(np.uint32) | index.terminal.to_bools()[:n].astype(np.uint32) << 1
+            | (deg > 0).astype(np.uint32) << 2)
+    unpacked = (packed[np.arange(n) >> 3] >> (4 * (np.arange(n) & 7)).astype(np.uint32)) & 0xF
+    np.testing.assert_array_equal(unpacked, want)
+    assert (dmax, dnr) == (int(deg.max()), int(deg[1:].max()))
+    if stored:  # what index format 2 stores is what the fallback derives
+        np.testing.assert_array_equal(np.asarray(stored["node_flags"])[: packed.size], packed)
+        assert (stored["max_degree"], stored["max_degree_nonroot"]) == (dmax, dnr)
+    flags, _, _ = iu._derive_node_facts(index)
+    index.node_flags, index.max_degree, index.max_degree_nonroot = flags, dmax, dnr  # as index-v2 provides them
+    p2, d2, n2 = iu._node_facts(index)
+    np.testing.assert_array_equal(p2, packed)
+    index.node_flags = packed  # or already packed for the kernel
+    np.testing.assert_array_equal(iu._node_facts(index)[0], packed)
+    index.node_flags = flags[:-1]
+    with pytest.raises(Exception, match="node_flags has"):
+        iu._node_facts(index)
+    index.node_flags = packed[: n // 8 - 1]
+    with pytest.raises(Exception, match="node_flags has"):
+        iu._node_facts(index)
