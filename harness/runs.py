@@ -11,9 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
-from flashtrie.errors import FlashTrieError
+from flashtrie.errors import FlashTrieError, InputError
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult
 
