@@ -21,7 +21,7 @@ from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_tem
 from flashtrie.limits import MAX_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig
-from reference_cpu.numpy_search import NumpySearcher
+from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
 DATA = Path(__file__).resolve().parent / "data"
 PREFIX = struct.Struct("<8sIIQ")

@@ -22,7 +22,7 @@ for v in base new; do
   python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --target /tmp/site_$v "$src" \
     > "$OUT/install_$v.log" 2>&1 || { echo "install $v FAILED"; tail -5 "$OUT/install_$v.log"; }
 done
-as() { local v=$1; shift; env PYTHONPATH=/tmp/site_$v:/tmp/site "$@"; }
+tree() { local v=$1; shift; env PYTHONPATH=/tmp/site_$v:/tmp/site "$@"; }  # run a command with tree $v
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 cd /tmp  # import the installed copies, not the source folder
 rc_tests=skipped; rc_smoke=skipped; rc_mem=skipped; rc_race=skipped
@@ -30,19 +30,19 @@ if [ -z "${BENCH_ONLY:-}" ]; then
   timeout ${TESTS_TIMEOUT:-200} env PYTHONPATH=/tmp/site_new:/tmp/site python3 -m pytest -q -p no:cacheprovider -m gpu \
     --rootdir "$HERE" -c "$HERE/pyproject.toml" "$HERE/tests" > "$OUT/pytest.log" 2>&1
   rc_tests=$?; grep -a -E "^(FAILED|ERROR)|passed|failed" "$OUT/pytest.log" | tail -12
-  timeout 60 as new python3 "$HERE/gpu_impl/scripts/device_smoke.py" --keywords 200000 --queries 8 > "$OUT/smoke.log" 2>&1
+  timeout 60 env PYTHONPATH=/tmp/site_new:/tmp/site python3 "$HERE/gpu_impl/scripts/device_smoke.py" --keywords 200000 --queries 8 > "$OUT/smoke.log" 2>&1
   rc_smoke=$?; tail -3 "$OUT/smoke.log"
-  timeout 60 as new compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$HERE/gpu_impl/scripts/device_smoke.py" \
+  timeout 60 env PYTHONPATH=/tmp/site_new:/tmp/site compute-sanitizer --tool memcheck --error-exitcode 9 python3 "$HERE/gpu_impl/scripts/device_smoke.py" \
     --keywords 3000 --queries 2 --steps 4 > "$OUT/memcheck.log" 2>&1; rc_mem=$?
-  timeout 60 as new compute-sanitizer --tool racecheck --error-exitcode 9 python3 "$HERE/gpu_impl/scripts/device_smoke.py" \
+  timeout 60 env PYTHONPATH=/tmp/site_new:/tmp/site compute-sanitizer --tool racecheck --error-exitcode 9 python3 "$HERE/gpu_impl/scripts/device_smoke.py" \
     --keywords 3000 --queries 2 --steps 3 > "$OUT/racecheck.log" 2>&1; rc_race=$?
   grep -a -E "ERROR SUMMARY|RACECHECK SUMMARY" "$OUT/memcheck.log" "$OUT/racecheck.log"
 fi
 kw=/tmp/ftcmp/kw.npz; q=/tmp/ftcmp/q.npz
-( time as base python3 -m flashtrie gen-keywords -n "$N" -o $kw --quiet ) 2>&1 | grep -E "real|rror"
-( time as base python3 -m flashtrie gen-queries $kw -n "$Q" -K 1000 --preset dense -o $q --quiet ) 2>&1 | grep -E "real|rror"
+( time tree base python3 -m flashtrie gen-keywords -n "$N" -o $kw --quiet ) 2>&1 | grep -E "real|rror"
+( time tree base python3 -m flashtrie gen-queries $kw -n "$Q" -K 1000 --preset dense -o $q --quiet ) 2>&1 | grep -E "real|rror"
 for v in base new; do
-  ( time as $v python3 -m flashtrie build $kw -o /tmp/ftcmp/$v.ftrie --quiet ) 2>&1 | grep -E "real|rror"
+  ( time tree $v python3 -m flashtrie build $kw -o /tmp/ftcmp/$v.ftrie --quiet ) 2>&1 | grep -E "real|rror"
 done
 for round in $(seq 1 "$ROUNDS"); do for v in base new; do
   timeout ${BENCH_TIMEOUT:-90} env PYTHONPATH=/tmp/site_$v:/tmp/site FLASHTRIE_COMMIT="$v-round$round" python3 -m flashtrie \
