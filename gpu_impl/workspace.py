@@ -73,7 +73,7 @@ def layouts(s: Shape, cand_cap: int, chunk_cap: int, ln_len: int) -> tuple[Layou
     rows = q * t
     lw = Layout()
     for name, nbytes in (
-        ("row_tok", rows * k * 4), ("row_lp", rows * k * 4), ("row_nv", rows * 4), ("later_max", rows * 4),
+        ("row_tok", rows * k * 4), ("row_lp", rows * k * 4), ("row_nv", rows * 4), ("row_max", rows * 4),
         ("fr0", q * b * 16), ("fr1", q * b * 16), ("nf", q * 4), ("tasks", q * b * 32),
         ("chunks", q * chunk_cap * 8), ("fkey", q * cand_cap * 8), ("fpay", q * cand_cap * 16),
         ("pkey", q * cand_cap * 8), ("ppay", q * cand_cap * 16), ("fcount", q * 4), ("pcount", q * 4),

@@ -19,8 +19,15 @@ __device__ __forceinline__ float from_desc_key32(u32 k) {
     return __uint_as_float((asc & 0x80000000u) ? (asc & 0x7FFFFFFFu) : ~asc);
 }
 
-// scoring.pool_closed, for a full pool: every later valid logprob is <= 0 and the best frontier score
-// s0 <= 0, so later n <= fl32(s0 * ln_min) <= the worst pool n: nothing can enter (an equal n loses).
-__device__ __forceinline__ bool pool_closed(float later_max, float best, float worst_n, float ln_min) {
-    return later_max <= 0.0f && best <= 0.0f && __fmul_rn(best, ln_min) <= worst_n;
+// scoring.pool_closed, for a full pool whose worst n is `worst_n`: S = best, then for each later row k
+// S = fl32(S + row_max[k]) (sequential, as numpy's np.add.accumulate); closed when every k has
+// fl32(S * ln_min) <= worst_n and fl32(S * ln_max) <= worst_n.  NaN (+inf + -inf) compares false: open.
+__device__ __forceinline__ bool pool_closed(float best, float worst_n, const float* row_max, u32 n, float ln_min,
+                                            float ln_max) {
+    float S = best;
+    for (u32 k = 0; k < n; ++k) {
+        S = __fadd_rn(S, __ldcg(&row_max[k]));
+        if (!(__fmul_rn(S, ln_min) <= worst_n && __fmul_rn(S, ln_max) <= worst_n)) return false;
+    }
+    return true;
 }
