@@ -20,14 +20,20 @@ __device__ __forceinline__ float from_desc_key32(u32 k) {
 }
 
 // scoring.pool_closed, for a full pool whose worst n is `worst_n`: S = best, then for each later row k
-// S = fl32(S + row_max[k]) (sequential, as numpy's np.add.accumulate); closed when every k has
+// S = fl32(S + M_k) (sequential, as numpy's np.add.accumulate); closed when every k has
 // fl32(S * ln_min) <= worst_n and fl32(S * ln_max) <= worst_n.  NaN (+inf + -inf) compares false: open.
-__device__ __forceinline__ bool pool_closed(float best, float worst_n, const float* row_max, u32 n, float ln_min,
-                                            float ln_max) {
-    float S = best;
-    for (u32 k = 0; k < n; ++k) {
-        S = __fadd_rn(S, __ldcg(&row_max[k]));
-        if (!(__fmul_rn(S, ln_min) <= worst_n && __fmul_rn(S, ln_max) <= worst_n)) return false;
+// The later rows' maxima are M_0 = m_first (by value, so a caller can load it early) and m_rest[0, n_rest).
+__device__ __forceinline__ bool pool_bound_holds(float S, float worst_n, float ln_min, float ln_max) {
+    return __fmul_rn(S, ln_min) <= worst_n && __fmul_rn(S, ln_max) <= worst_n;
+}
+
+__device__ __forceinline__ bool pool_closed(float best, float worst_n, float m_first, const float* m_rest,
+                                            u32 n_rest, float ln_min, float ln_max) {
+    float S = __fadd_rn(best, m_first);
+    if (!pool_bound_holds(S, worst_n, ln_min, ln_max)) return false;
+    for (u32 k = 0; k < n_rest; ++k) {
+        S = __fadd_rn(S, __ldcg(&m_rest[k]));
+        if (!pool_bound_holds(S, worst_n, ln_min, ln_max)) return false;
     }
     return true;
 }
