@@ -70,17 +70,17 @@ class SortedRows:
     """Proposal rows sorted by token (padding last), as the CPU backends consume them.
 
     ``tokens`` / ``logprobs`` ``[Q, T, K]``; ``valid`` marks the proposals a step uses (not padding and
-    ℓ > τ); ``later_max[q, t]`` (only when asked for) is the best valid logprob of rows ``t .. T-1`` of
-    query q (-inf where there is none), ``[Q, T]``.
+    ℓ > τ); ``row_max[q, t]`` (only when asked for) is the best valid logprob of row (q, t) (-inf where
+    there is none), ``[Q, T]``: the terms of the early-stop bound (`pool_closed`).
     """
 
     tokens: np.ndarray
     logprobs: np.ndarray
     valid: np.ndarray
-    later_max: np.ndarray | None
+    row_max: np.ndarray | None
 
 
-def sort_rows(tokens: np.ndarray, logprobs: np.ndarray, tau: np.float32, with_later_max: bool) -> SortedRows:
+def sort_rows(tokens: np.ndarray, logprobs: np.ndarray, tau: np.float32, with_row_max: bool) -> SortedRows:
     """Sort every row ``(q, t)`` by token and mark its valid proposals (``tau`` from `threshold32`).
 
     Tokens are unique in a row (padding aside) and padding (2**32 - 1) sorts last, so the position of a
@@ -90,21 +90,37 @@ def sort_rows(tokens: np.ndarray, logprobs: np.ndarray, tau: np.float32, with_la
     tok = np.take_along_axis(tokens, order, axis=2)
     lp = np.take_along_axis(logprobs, order, axis=2)
     valid = (tok != np.uint32(PAD_TOKEN)) & (lp > tau)  # skip padding and ℓ ≤ τ
-    later_max = None
-    if with_later_max:
+    row_max = None
+    if with_row_max:
         row_max = np.where(valid, lp, np.float32(-np.inf)).max(axis=2, initial=np.float32(-np.inf))
-        later_max = np.maximum.accumulate(row_max[:, ::-1], axis=1)[:, ::-1]
-    return SortedRows(tok, lp, valid, later_max)
+    return SortedRows(tok, lp, valid, row_max)
 
 
-def pool_closed(later_max: np.ndarray | np.float32, best: np.ndarray | np.float32, worst_n: np.ndarray | np.float32,
-                ln_min: np.float32) -> np.ndarray | np.bool_:
-    """The allowed early stop for a **full** pool (vectorised over queries, or scalars).
+def pool_closed(best: np.ndarray | np.float32, worst_n: np.ndarray | np.float32, later_rows_max: np.ndarray,
+                ln_min: np.float32, ln_max: np.float32) -> np.ndarray | np.bool_:
+    """The allowed early stop for a **full** pool (vectorised over queries ``[Q]``, or scalars).
 
-    ``later_max``: best valid logprob of the steps still to run; ``best``: the best frontier score s0;
-    ``worst_n``: the worst pool n; ``ln_min``: the smallest LN[L], L ≥ 1.  True when every later valid
-    logprob is ≤ 0 and s0 ≤ 0: later scores are then ≤ s0 (adding a non-positive float32 never
-    increases), so later n = fl32(s · LN) ≤ fl32(s0 · ln_min) (LN ≥ ln_min ≥ 0, s ≤ s0 ≤ 0, rounding is
-    monotone); when that is ≤ the worst pool n, nothing can enter (an equal n loses on t).
+    ``best``: the best frontier score s0; ``worst_n``: the worst pool n; ``later_rows_max`` ``[Q, T']``
+    (``[T']`` for scalars): the best valid logprob M_k of each step still to run (-inf for none);
+    ``ln_min`` / ``ln_max``: the extremes of LN[L], L ≥ 1 (both > 0).  With S_0 = s0 and
+    S_k = fl32(S_{k-1} + M_k) (sequential float32 sums: the kernel's loop, bit for bit), the pool is
+    closed when every k has fl32(S_k · ln_min) ≤ worst_n and fl32(S_k · ln_max) ≤ worst_n.
+
+    Why nothing can enter then: a candidate of the k-th later step extends a frontier hypothesis
+    (s ≤ s0) by one valid proposal per step (ℓ_j ≤ M_j), so its score is fl32(…fl32(s + ℓ_1)… + ℓ_k)
+    ≤ S_k, as rounded addition is monotone in each argument.  Its n = fl32(s_k · LN[L]) with LN[L] in
+    [ln_min, ln_max] and LN > 0: rounded multiplication by a positive factor is monotone, so
+    n ≤ fl32(S_k · LN[L]), and x ↦ fl32(S_k · x) is monotone (up or down by the sign of S_k), so that
+    is ≤ the larger of fl32(S_k · ln_min) and fl32(S_k · ln_max).  An n equal to the worst loses the tie
+    (the older entry stays first), so "≤" closes; the worst only improves afterwards.  A row with no valid
+    proposal (M_k = -inf) ends every hypothesis there, and S_k = -inf passes every later test (or
+    turns NaN); S_k overflowing to +inf fails; NaN (+inf + -inf) fails every comparison, so it can only
+    keep a query open.
     """
-    return (later_max <= 0) & (best <= 0) & (best * ln_min <= worst_n)
+    best = np.asarray(best, dtype=np.float32)
+    worst = np.asarray(worst_n, dtype=np.float32)[..., None]
+    terms = np.concatenate([best[..., None], np.asarray(later_rows_max, dtype=np.float32)], axis=-1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.add.accumulate(terms, axis=-1, dtype=np.float32)[..., 1:]  # strictly sequential: fl32 each
+        ok = (s * ln_min <= worst) & (s * ln_max <= worst)
+    return ok.all(axis=-1)

@@ -106,7 +106,7 @@ INDEX_VIEW = CStruct("IndexView", (
 
 #: kernels/params.cuh: inputs, workspace arrays, outputs (device pointers), then the scalars
 PARAMS = CStruct("Params", (
-    *_rows("ptr", "tok_in lp_in starts ln row_tok row_lp row_nv later_max fr0 fr1 nf tasks chunks fkey fpay pkey "
+    *_rows("ptr", "tok_in lp_in starts ln row_tok row_lp row_nv row_max fr0 fr1 nf tasks chunks fkey fpay pkey "
                   "ppay fcount pcount pool0 pool1 pool_n pool_sel pool_worst step_chunks step_alive err out_err "
                   "out_ids out_scores out_norms out_lens out_nres out_stats"),
     *_rows("u64", "cand_cap chunk_cap"),

@@ -78,15 +78,10 @@ def raise_for(err: int) -> None:
         raise DeviceError("internal error: a candidate buffer overflowed (please report)")
 
 
-def _take(view: np.ndarray, lo: Layout, name: str, dtype: Any, count: int) -> np.ndarray:
-    off = lo.offsets[name]
-    return view[off: off + count * np.dtype(dtype).itemsize].view(dtype).copy()
-
-
-def host_results(view: np.ndarray, lo: Layout, q_n: int, r: int) -> SearchResult:
-    """The results in the pinned mirror ``view`` of the result buffer (copied out)."""
-    cols = [_take(view, lo, name, dt, q_n * r).reshape(q_n, r) for _, name, dt in _FIELDS]
-    return SearchResult(*cols, _take(view, lo, "out_nres", np.int32, q_n))
+def host_results(arrays: dict[str, np.ndarray]) -> SearchResult:
+    """The results in the typed views ``arrays`` of the pinned result mirror (`Workspace.out_arrays`), copied
+    out."""
+    return SearchResult(*(arrays[name].copy() for _, name, _ in _FIELDS), arrays["out_nres"].copy())
 
 
 def device_results(buf: Any, lo: Layout, q_n: int, r: int, ctx: GpuContext) -> SearchResult:

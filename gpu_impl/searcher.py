@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from flashtrie.search_core import (
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 from .compile import compile_kernel
-from .context import GpuContext, value
+from .context import GpuContext, check, value
 from .index_upload import GPU_MAX_KEYWORD_LENGTH, upload_index
 from .intake import Intake, pack_start_states, take_proposals
 from .layout import PARAMS
@@ -56,6 +57,19 @@ GPU_MAX_PROPOSALS = 16384
 _GPU_MAX_ROWS = 2**31 - 1  # Q * max(T, B, R): the kernel's 32-bit row and slot indices
 LIMITS = BackendLimits(beam=GPU_MAX_BEAM, results=GPU_MAX_RESULTS, proposals=GPU_MAX_PROPOSALS, steps=MAX_STEPS,
                        rows=_GPU_MAX_ROWS)
+
+
+@dataclass(frozen=True)
+class _Derived:
+    """What a call derives from its config: τ and σ as float32 (as Python floats), the LN table and its
+    extremes over L >= 1; ``key`` is the (token_threshold, score_threshold, length_norm) it came from."""
+
+    key: tuple[float, float, float]
+    tau: float
+    sigma: float
+    ln: np.ndarray
+    ln_min: float
+    ln_max: float
 
 
 class GpuSearcher:
@@ -103,16 +117,32 @@ class GpuSearcher:
         #: host time of the last call by part: preparing the upload, enqueueing copies and the launch,
         #: waiting for the stream, unpacking the results (ms)
         self.last_breakdown: dict[str, float] = {}
-        #: the kernel's per-step counters of the last call (`results.STAT_NAMES`)
-        self.last_stats: SearchStats | None = None
+        self._stats: SearchStats | None = None
+        self._stats_raw: tuple[np.ndarray, int, int] | None = None  # (out_stats [T, 4], Q, B), built lazily
         self._ws: Workspace | None = None
         self._ln_cache: dict[float, np.ndarray] = {}
+        self._derived: dict[tuple[float, float, float], _Derived] = {}
+        self._checked: set[tuple[int, int, int, int, int]] = set()  # (Q, T, K, B, R) within every limit
+        self._stream_handle = self.stream.handle  # for the per-call driver copies
+        self._stream_int = int(self._stream_handle)
         t0 = time.perf_counter()
         self._index = upload_index(self.ctx, self.index)
+        self._index_ptr = int(self._index.view.handle)
         self.upload_seconds = time.perf_counter() - t0
         self.index_bytes = self._index.nbytes
         self.max_degree = self._index.max_degree
         self.max_degree_nonroot = self._index.max_degree_nonroot
+
+    @property
+    def last_stats(self) -> SearchStats | None:
+        """The kernel's per-step counters of the last call (`results.STAT_NAMES`), built on first access."""
+        if self._stats is None and self._stats_raw is not None:
+            raw, q_n, b = self._stats_raw
+            self._stats = step_stats(raw, q_n, b)
+        return self._stats
+
+    def _set_stats(self, raw: np.ndarray, q_n: int, b: int) -> None:
+        self._stats, self._stats_raw = None, (raw, q_n, b)
 
     # ------------------------------------------------------------------------------------ device
     def make_current(self) -> None:
@@ -155,6 +185,20 @@ class GpuSearcher:
                                    self.memory_info())
         return self._ws
 
+    def _derive(self, config: SearchConfig) -> _Derived:
+        """τ, σ as float32 and the LN table with its extremes for ``config`` (cached per threshold pair and α;
+        may refuse ``length_norm``)."""
+        key = (float(config.token_threshold), float(config.score_threshold), float(config.length_norm))
+        d = self._derived.get(key)
+        if d is None:
+            ln = self._ln_table(key[2])
+            d = _Derived(key, float(threshold32(key[0])), float(threshold32(key[1])), ln, float(ln[1:].min()),
+                         float(ln[1:].max()))
+            if len(self._derived) > 16:
+                self._derived.clear()
+            self._derived[key] = d
+        return d
+
     def _ln_table(self, alpha: float) -> np.ndarray:
         t = self._ln_cache.get(alpha)
         if t is None:
@@ -171,24 +215,30 @@ class GpuSearcher:
         t_start = time.perf_counter()
         if not isinstance(config, SearchConfig):
             raise InputError(f"config: expected a SearchConfig, got {type(config).__name__}")
-        intake = take_proposals(proposals, int(self.stream.handle), self.device.device_id)
+        intake = take_proposals(proposals, self._stream_int, self.device.device_id)
         q_n, t_n, k_n = intake.shape
-        check_limits("GPU", intake.shape, config, LIMITS)
+        b, r = int(config.beam_width), int(config.results)
+        shape_key = (q_n, t_n, k_n, b, r)
+        known = shape_key in self._checked  # the limits depend on the shape only: checked once per shape
+        if not known:
+            check_limits("GPU", intake.shape, config, LIMITS)
         # host proposals take the shared request check; device arrays are checked by intake and the kernel
         pref = (normalize_prefixes(prefixes, q_n) if intake.proposals is None
                 else check_request(intake.proposals, config, prefixes))
-        b, r = int(config.beam_width), int(config.results)
         if q_n == 0 or t_n == 0 or k_n == 0:
             return self._empty(q_n, t_n, b, r, device_out, t_start)
-        shared_bytes(k_n, b, r, self._static_smem, self._smem_optin)  # refused before any allocation
-        ln = self._ln_table(float(config.length_norm))  # may refuse length_norm: before any allocation
-        if pref is None:  # every query starts at the root, (node 0, off 0, L 0): all-zero hypotheses
-            starts = np.zeros((q_n, 4), dtype=np.uint32)
-        else:
-            starts = pack_start_states(self.index, start_states(self.index, pref, q_n), q_n)
+        if not known:
+            shared_bytes(k_n, b, r, self._static_smem, self._smem_optin)  # refused before any allocation
+            if len(self._checked) > 64:
+                self._checked.clear()
+            self._checked.add(shape_key)
+        derived = self._derive(config)  # may refuse length_norm: before any allocation
+        starts = None if pref is None else pack_start_states(self.index, start_states(self.index, pref, q_n), q_n)
         self.make_current()
-        ws = self._workspace(Shape(q_n, t_n, k_n, b, r, not intake.on_device))
-        upload_end = self._stage(ws, intake, config, ln, starts)
+        ws = self._ws
+        if ws is None or ws.key != (*shape_key, not intake.on_device):
+            ws = self._workspace(Shape(q_n, t_n, k_n, b, r, not intake.on_device))
+        upload_end = self._stage(ws, intake, derived, starts)
         t_prep = time.perf_counter()
         out_buf = self._enqueue(ws, intake, upload_end, device_out)
         t_enq = time.perf_counter()
@@ -199,11 +249,10 @@ class GpuSearcher:
         t_wait = time.perf_counter()
         e0, e1 = self.ctx.events
         self.last_device_ms = float(e1 - e0)
-        ov, lo = ws.out_view, ws.lo
-        raise_for(int(ov[lo.offsets["out_err"]: lo.offsets["out_err"] + 4].view(np.uint32)[0]))
-        res = device_results(out_buf, lo, q_n, r, self.ctx) if device_out else host_results(ov, lo, q_n, r)
-        off = lo.offsets["out_stats"]
-        self.last_stats = step_stats(ov[off: off + 16 * t_n].view(np.uint32).reshape(t_n, 4), q_n, b)
+        arrays = ws.out_arrays
+        raise_for(int(arrays["out_err"][0]))
+        res = device_results(out_buf, ws.lo, q_n, r, self.ctx) if device_out else host_results(arrays)
+        self._set_stats(arrays["out_stats"].copy(), q_n, b)
         t_end = time.perf_counter()
         self.last_host_ms = (t_end - t_start) * 1e3
         self.last_breakdown = {"prep_ms": (t_prep - t_start) * 1e3, "enqueue_ms": (t_enq - t_prep) * 1e3,
@@ -213,76 +262,89 @@ class GpuSearcher:
     def _empty(self, q_n: int, t_n: int, b: int, r: int, device_out: bool, t_start: float) -> SearchResult:
         """The result of a call with no work (Q, T or K is 0)."""
         self.last_device_ms = 0.0
-        self.last_stats = step_stats(np.zeros((t_n, 4), dtype=np.uint32), q_n, b)
+        self._set_stats(np.zeros((t_n, 4), dtype=np.uint32), q_n, b)
         empty = SearchResult.empty(q_n, r)
         res = results_to_device(empty, self.ctx) if device_out else empty
         self.last_host_ms = (time.perf_counter() - t_start) * 1e3
         self.last_breakdown = {"prep_ms": self.last_host_ms, "enqueue_ms": 0.0, "wait_ms": 0.0, "post_ms": 0.0}
         return res
 
-    def _stage(self, ws: Workspace, intake: Intake, config: SearchConfig, ln: np.ndarray, starts: np.ndarray) -> int:
-        """Write parameters, start states, the LN table and (staged) host proposals into the pinned upload
-        buffer; returns the bytes to upload."""
+    def _params(self, ws: Workspace, intake: Intake, d: _Derived) -> bytes:
+        """The kernel's `Params` (layout.PARAMS) for a call on ``ws``."""
         q_n, t_n, k_n = intake.shape
-        s, lu, uv = ws.shape, ws.lu, ws.up_view
-        ptr = ws.pointers()
+        s, ptr = ws.shape, ws.pointers()
         if intake.on_device:
             ptr["tok_in"], ptr["lp_in"] = intake.tokens_ptr, intake.logprobs_ptr
         values = {name: ptr[name] for name, ctype in PARAMS.fields if ctype == "ptr"}
         values.update(cand_cap=ws.cand_cap, chunk_cap=q_n * ws.chunk_cap, Q=q_n, T=t_n, K=k_n, B=s.b, R=s.r,
-                      kpad=pow2(k_n), sort_cap=ws.sort_cap, ln_len=ln.size,
-                      thr_tau=float(threshold32(config.token_threshold)),
-                      thr_sigma=float(threshold32(config.score_threshold)), ln_min=float(ln[1:].min()),
-                      ln_max=float(ln[1:].max()), signed_tokens=int(intake.signed_tokens), pad0=0)
-        params = PARAMS.pack(values)
+                      kpad=pow2(k_n), sort_cap=ws.sort_cap, ln_len=d.ln.size, thr_tau=d.tau, thr_sigma=d.sigma,
+                      ln_min=d.ln_min, ln_max=d.ln_max, signed_tokens=int(intake.signed_tokens), pad0=0)
+        return PARAMS.pack(values)
 
-        def put(name: str, data: np.ndarray) -> None:
-            off = lu.offsets[name]
-            uv[off: off + data.nbytes] = data.reshape(-1).view(np.uint8)
-
-        put("params", np.frombuffer(params, dtype=np.uint8))
-        put("err", np.zeros(1, dtype=np.uint32))
-        put("starts", starts)
-        put("ln", ln)
+    def _stage(self, ws: Workspace, intake: Intake, d: _Derived, starts: np.ndarray | None) -> int:
+        """Write parameters, start states (None: all at the root), the LN table and (staged) host proposals
+        into the pinned upload buffer; returns the bytes to upload.  What the last call on ``ws`` wrote
+        there and still holds (same parameters, all-root starts) is not written again."""
+        key = (d.key, intake.tokens_ptr, intake.logprobs_ptr, intake.signed_tokens)
+        if ws.staged != key:
+            ws.staged = None  # until all three are written
+            ws.up_bytes("params")[:PARAMS.size] = np.frombuffer(self._params(ws, intake, d), dtype=np.uint8)
+            ws.up_bytes("err")[:] = 0  # the kernel's error word, zeroed on the device by every upload
+            ws.up_bytes("ln")[:d.ln.nbytes] = d.ln.view(np.uint8)
+            ws.staged = key
+        if starts is None:  # every query starts at the root, (node 0, off 0, L 0): all-zero hypotheses
+            if not ws.root_starts:
+                ws.up_bytes("starts")[:] = 0
+                ws.root_starts = True
+        else:
+            ws.root_starts = False
+            ws.up_bytes("starts")[:] = starts.reshape(-1).view(np.uint8)
+        lu = ws.lu
         if intake.on_device:
             return lu.total
         if not self.stage_inputs:
             return lu.offsets["tok_in"]
         assert intake.proposals is not None
-        put("tok_in", intake.proposals.tokens)
-        put("lp_in", intake.proposals.logprobs)
+        ws.up_bytes("tok_in")[:] = intake.proposals.tokens.reshape(-1).view(np.uint8)
+        ws.up_bytes("lp_in")[:] = intake.proposals.logprobs.reshape(-1).view(np.uint8)
         return lu.offsets["lp_in"] + intake.proposals.logprobs.nbytes
 
     def _enqueue(self, ws: Workspace, intake: Intake, upload_end: int, device_out: bool) -> Any:
         """Upload, launch, and copy the results back (all on the stream); the device result buffer when
-        ``device_out``."""
+        ``device_out``.
+
+        The two copies of every call (pinned upload -> device, device results -> pinned mirror) are the
+        driver's async memcpy on the workspace's addresses, not `Buffer.copy_from`: the buffers stay
+        cuda.core `Buffer`s (they own the memory), but cuda.core's copy costs more host time per call than
+        the raw driver call, and on a batch-1 search that is latency the GPU backend exists to avoid.
+        """
+        from cuda.bindings import driver
         from cuda.core import LaunchConfig, launch
 
-        ctx, lo = self.ctx, ws.lo
-        dst, src = ws.copy_pair(ctx, f"up{upload_end}", int(ws.up.handle), int(ws.up_host.handle), upload_end)
-        dst.copy_from(src, stream=self.stream)
+        ctx, lo, sh = self.ctx, ws.lo, self._stream_handle
+        up, up_host, out, out_host = ws.handles
+        check(driver.cuMemcpyHtoDAsync(up, up_host, upload_end, sh), "cuMemcpyHtoDAsync")
         if not intake.on_device and not self.stage_inputs:  # straight from the caller's (pageable) arrays
             assert intake.proposals is not None
-            ctx.upload(int(ws.up.handle) + ws.lu.offsets["tok_in"], np.ascontiguousarray(intake.proposals.tokens))
-            ctx.upload(int(ws.up.handle) + ws.lu.offsets["lp_in"], np.ascontiguousarray(intake.proposals.logprobs))
+            ctx.upload(up + ws.lu.offsets["tok_in"], np.ascontiguousarray(intake.proposals.tokens))
+            ctx.upload(up + ws.lu.offsets["lp_in"], np.ascontiguousarray(intake.proposals.logprobs))
         if ws.launch_config is None:
             ws.launch_config = LaunchConfig(grid=ws.grid, block=THREADS, shmem_size=ws.smem, is_cooperative=True)
         e0, e1 = ctx.events
         self.stream.record(e0)
         try:
-            launch(self.stream, ws.launch_config, self.kernel, np.uint64(int(self._index.view.handle)),
-                   np.uint64(int(ws.up.handle) + ws.lu.offsets["params"]))
+            launch(self.stream, ws.launch_config, self.kernel, np.uint64(self._index_ptr),
+                   np.uint64(up + ws.lu.offsets["params"]))
         except Exception as e:
             raise DeviceError(f"kernel launch failed (grid {ws.grid} x {THREADS}, {ws.smem} bytes shared): {e}") from e
         self.stream.record(e1)
         if not device_out:
-            dst, src = ws.copy_pair(ctx, "out", int(ws.out_host.handle), int(ws.out.handle), lo.total)
-            dst.copy_from(src, stream=self.stream)
+            check(driver.cuMemcpyDtoHAsync(out_host, out, lo.total, sh), "cuMemcpyDtoHAsync")
             return None
         out_buf = ctx.allocate(lo.total, "device results")
-        ctx.copy(int(out_buf.handle), int(ws.out.handle), lo.total)
+        ctx.copy(int(out_buf.handle), out, lo.total)
         for name in ("out_err", "out_stats"):  # the error word and the step statistics come to the host
-            ctx.copy(int(ws.out_host.handle) + lo.offsets[name], int(ws.out.handle) + lo.offsets[name], lo.sizes[name])
+            ctx.copy(out_host + lo.offsets[name], out + lo.offsets[name], lo.sizes[name])
         return out_buf
 
     def __repr__(self) -> str:

@@ -9,6 +9,7 @@ the shape stays the same.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,7 @@ def layouts(s: Shape, cand_cap: int, chunk_cap: int, ln_len: int) -> tuple[Layou
     rows = q * t
     lw = Layout()
     for name, nbytes in (
-        ("row_tok", rows * k * 4), ("row_lp", rows * k * 4), ("row_nv", rows * 4), ("later_max", rows * 4),
+        ("row_tok", rows * k * 4), ("row_lp", rows * k * 4), ("row_nv", rows * 4), ("row_max", rows * 4),
         ("fr0", q * b * 16), ("fr1", q * b * 16), ("nf", q * 4), ("tasks", q * b * 32),
         ("chunks", q * chunk_cap * 8), ("fkey", q * cand_cap * 8), ("fpay", q * cand_cap * 16),
         ("pkey", q * cand_cap * 8), ("ppay", q * cand_cap * 16), ("fcount", q * 4), ("pcount", q * 4),
@@ -108,7 +109,13 @@ def shared_bytes(k: int, b: int, r: int, static_smem: int, smem_optin: int) -> t
 
 @dataclass
 class Workspace:
-    """The buffers, layouts and launch shape of one search shape."""
+    """The buffers, layouts and launch shape of one search shape.
+
+    Besides the buffers it holds what every call of this shape would otherwise build again: the device
+    addresses, typed views of the pinned mirrors, and what the last call staged in the upload mirror
+    (``staged``: the key of the parameters and LN table written there; ``root_starts``: the start states
+    there are all-root), so a call with the same key writes only what changed.
+    """
 
     shape: Shape
     work: Any  # device Buffer
@@ -128,8 +135,20 @@ class Workspace:
     grid: int
     nbytes: int
     launch_config: Any = None
-    _spans: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    staged: tuple[Any, ...] | None = None
+    root_starts: bool = False
     _pointers: dict[str, int] = field(default_factory=dict)
+
+    @cached_property
+    def key(self) -> tuple[int, int, int, int, int, bool]:
+        """(Q, T, K, B, R, host inputs): the call shapes this workspace serves."""
+        s = self.shape
+        return s.q, s.t, s.k, s.b, s.r, s.host_inputs
+
+    @cached_property
+    def handles(self) -> tuple[int, int, int, int]:
+        """Addresses of (up, up_host, out, out_host), for the per-call copies."""
+        return int(self.up.handle), int(self.up_host.handle), int(self.out.handle), int(self.out_host.handle)
 
     def pointers(self) -> dict[str, int]:
         """Device address of every named array of the three buffers (a new dict; computed once)."""
@@ -139,12 +158,24 @@ class Workspace:
                 self._pointers.update({name: base + off for name, off in lay.offsets.items()})
         return dict(self._pointers)
 
-    def copy_pair(self, ctx: GpuContext, name: str, dst_ptr: int, src_ptr: int, nbytes: int) -> tuple[Any, Any]:
-        """(dst, src) `Buffer` spans of a copy made on every call, made once per workspace."""
-        pair = self._spans.get(name)
-        if pair is None or pair[0].size != nbytes:
-            pair = self._spans[name] = (ctx.span(dst_ptr, nbytes), ctx.span(src_ptr, nbytes))
-        return pair
+    def up_bytes(self, name: str) -> np.ndarray:
+        """The uint8 view of array ``name`` in the pinned upload mirror."""
+        off = self.lu.offsets[name]
+        return self.up_view[off: off + self.lu.sizes[name]]
+
+    @cached_property
+    def out_arrays(self) -> dict[str, np.ndarray]:
+        """Typed views of the pinned result mirror: out_ids / out_scores / out_norms / out_lens [Q, R],
+        out_nres [Q], out_err [1], out_stats [T, 4] (valid after the call's copy back)."""
+        q, t, r = self.shape.q, self.shape.t, self.shape.r
+        spec = {"out_ids": (np.int64, (q, r)), "out_scores": (np.float32, (q, r)), "out_norms": (np.float32, (q, r)),
+                "out_lens": (np.int32, (q, r)), "out_nres": (np.int32, (q,)), "out_err": (np.uint32, (1,)),
+                "out_stats": (np.uint32, (t, 4))}
+        out = {}
+        for name, (dt, shape) in spec.items():
+            off = self.lo.offsets[name]
+            out[name] = self.out_view[off: off + int(np.prod(shape)) * np.dtype(dt).itemsize].view(dt).reshape(shape)
+        return out
 
 
 def grid_size(kernel: Any, smem: int, num_sms: int, blocks_per_sm: int | None) -> int:

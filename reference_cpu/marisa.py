@@ -130,13 +130,14 @@ class _QueryPool:
 
 @dataclass(frozen=True)
 class _Plan:
-    """The per-call constants: B, R, σ as float32, the LN table and its minimum."""
+    """The per-call constants: B, R, σ as float32, the LN table and its extremes."""
 
     beam: int
     results: int
     sigma: np.float32
     ln: np.ndarray
     ln_min: np.float32
+    ln_max: np.float32
 
 
 class _Engine:
@@ -163,15 +164,15 @@ class _Engine:
             return SearchResult.empty(q_n, config.results)
         ln = length_norm_table(config.length_norm, self.max_length)
         plan = _Plan(config.beam_width, config.results, threshold32(config.score_threshold), ln,
-                     np.float32(ln[1:].min()))
+                     np.float32(ln[1:].min()), np.float32(ln[1:].max()))
         # Rows sorted by token, so a candidate's position in its row's valid list orders like its token.
-        rows = sort_rows(tokens, logprobs, threshold32(config.token_threshold), with_later_max=early_stop)
+        rows = sort_rows(tokens, logprobs, threshold32(config.token_threshold), with_row_max=early_stop)
         pools = []
         with np.errstate(over="ignore", under="ignore"):
             for q in range(q_n):
                 prefix = prefixes[q] if prefixes is not None else b""
                 pools.append(self._one(rows.tokens[q], rows.logprobs[q], rows.valid[q], prefix, plan,
-                                       rows.later_max[q] if rows.later_max is not None else None))
+                                       rows.row_max[q] if rows.row_max is not None else None))
         qs = np.repeat(np.arange(q_n, dtype=np.int64), [p.size for p in pools])
         return SearchResult.from_pool(q_n, plan.results, qs, *(np.concatenate([getattr(p, f) for p in pools])
                                                                for f in ("kw", "s", "n", "length")))
@@ -183,7 +184,7 @@ class _Engine:
         return self.trie.get(prefix)
 
     def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, plan: _Plan,
-             later_max: np.ndarray | None) -> _QueryPool:
+             row_max: np.ndarray | None) -> _QueryPool:
         """One query's step loop (docs/semantics.md): expand, score and threshold, offer to the pool, next
         frontier, early stop."""
         pool = _QueryPool.empty()
@@ -215,8 +216,8 @@ class _Engine:
             # Frontier key (-s, r, x): survivors are in (r, x) order, so a stable sort on -s is exact.
             grow = grow[np.argsort(desc_key32(s[grow]), kind="stable")[:plan.beam]]
             hs, hid = s[grow], cid[grow]
-            if (later_max is not None and t + 1 < t_n and pool.size == plan.results
-                    and pool_closed(later_max[t + 1], hs[0], pool.n[-1], plan.ln_min)):
+            if (row_max is not None and t + 1 < t_n and pool.size == plan.results
+                    and pool_closed(hs[0], pool.n[-1], row_max[t + 1:], plan.ln_min, plan.ln_max)):
                 break  # nothing a later step offers can enter the full pool (see pool_closed)
         return pool
 

@@ -84,6 +84,7 @@ class _Plan:
     sigma: np.float32
     ln_table: np.ndarray
     ln_min: np.float32
+    ln_max: np.float32
     keys: SortKeys
 
 
@@ -228,6 +229,7 @@ class NumpySearcher:
         ln_table = length_norm_table(config.length_norm, self._max_len)
         return _Plan(config.beam_width, config.results, threshold32(config.token_threshold),
                      threshold32(config.score_threshold), ln_table, np.float32(ln_table[1:].min()),
+                     np.float32(ln_table[1:].max()),
                      SortKeys.of(shape[0], config.beam_width, shape[2]))
 
     def _run(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig, pref: list[np.ndarray] | None,
@@ -236,7 +238,7 @@ class NumpySearcher:
         steps run); adds to ``counts`` (``STAT_FIELDS`` columns) and the path counters ``paths``."""
         q_n, t_n, _ = tokens.shape
         plan = self._plan(config, tokens.shape)
-        rows = sort_rows(tokens, logprobs, plan.tau, with_later_max=self.early_stop)  # xrank = sorted position
+        rows = sort_rows(tokens, logprobs, plan.tau, with_row_max=self.early_stop)  # xrank = sorted position
         frontier = Frontier.start(start_states(self.index, pref, q_n))
         pool = Pool.empty()
         steps_run = 0
@@ -264,8 +266,8 @@ class NumpySearcher:
                         counts[t, _FRONTIER] = np.minimum(np.bincount(cand.q[growing]), plan.beam).sum()
                     break
                 frontier = _next_frontier(cand, growing, plan)
-                if rows.later_max is not None and pool.size:
-                    frontier = _early_stop(frontier, pool, rows.later_max[:, t + 1], plan, q_n)
+                if rows.row_max is not None and pool.size:
+                    frontier = _early_stop(frontier, pool, rows.row_max[:, t + 1:], plan, q_n)
                 if counts is not None:
                     counts[t, _FRONTIER] = frontier.size
         return pool.to_result(q_n, plan.results), steps_run
@@ -367,14 +369,18 @@ def _next_frontier(cand: Candidates, growing: np.ndarray, plan: _Plan) -> Fronti
     return Frontier(cand.q[f], cand.node[f], cand.off[f], cand.s[f], cand.length[f], ranks[sel])
 
 
-def _early_stop(frontier: Frontier, pool: Pool, later_max: np.ndarray, plan: _Plan, q_n: int) -> Frontier:
+def _early_stop(frontier: Frontier, pool: Pool, later_rows_max: np.ndarray, plan: _Plan, q_n: int) -> Frontier:
     """The allowed early stop, per query: drop the frontier of a query whose pool is full and for which
-    `flashtrie.scoring.pool_closed` holds (best frontier score, rank 0, against the worst pool n)."""
+    `flashtrie.scoring.pool_closed` holds (best frontier score, rank 0, against the worst pool n, over the
+    rows ``later_rows_max[Q, T']`` still to run)."""
     count, worst = pool.worst_n(q_n)
+    full = count == plan.results
+    if not full.any():
+        return frontier
     best = np.full(q_n, np.float32(np.inf), dtype=np.float32)
     top = frontier.rank == 0
     best[frontier.q[top]] = frontier.s[top]
-    done = (count == plan.results) & pool_closed(later_max, best, worst, plan.ln_min)
+    done = full & pool_closed(best, worst, later_rows_max, plan.ln_min, plan.ln_max)
     live = ~done[frontier.q]
     return frontier if bool(live.all()) else frontier.take(live)
 

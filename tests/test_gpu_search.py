@@ -80,6 +80,16 @@ def test_matches_numpy_bigger(case) -> None:
     check(ref, gpu, proposals, config, prefixes)
 
 
+@settings(max_examples=30)
+@given(search_cases(max_queries=4, max_steps=7, max_beam=4))
+def test_early_stop_on_equals_numpy_without_it(case) -> None:
+    """The kernel's early stop (scoring.pool_closed, in scoring.cuh) changes no result, bit for bit."""
+    keywords, proposals, config, prefixes = case
+    ref, gpu = make(keywords)
+    ref.early_stop = False
+    check(ref, gpu, proposals, config, prefixes)
+
+
 # ------------------------------------------------------------------------------------------ adversarial
 def test_huge_root_fanout_and_dense_level_two() -> None:
     """100k root children (row search among them), a level of 2-token keywords dense enough that the

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -21,7 +22,6 @@ from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_tem
 from flashtrie.limits import MAX_TOKEN
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig
-from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
 DATA = Path(__file__).resolve().parent / "data"
 PREFIX = struct.Struct("<8sIIQ")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from flashtrie.reference_cpu import numpy_search
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import OracleTrie, oracle_search
 from strategies import rows_from_keywords, search_cases
@@ -273,18 +273,71 @@ def test_shared_row_preparation_and_early_stop_bound() -> None:
         assert mod.sort_rows is scoring.sort_rows and mod.pool_closed is scoring.pool_closed
     tok = np.array([[[7, PAD, 3, 5], [PAD, PAD, PAD, PAD], [9, 2, PAD, 1]]], dtype=np.uint32)
     lp = np.array([[[-1.0, 5.0, -0.5, -3.0], [0.0, 0.0, 0.0, 0.0], [0.25, -2.0, 9.0, -9.0]]], dtype=np.float32)
-    rows = scoring.sort_rows(tok, lp, np.float32(-2.5), with_later_max=True)
+    rows = scoring.sort_rows(tok, lp, np.float32(-2.5), with_row_max=True)
     assert rows.tokens.tolist() == [[[3, 5, 7, PAD], [PAD] * 4, [1, 2, 9, PAD]]]
     assert rows.logprobs[0, 0, :3].tolist() == [-0.5, -3.0, -1.0]
     assert rows.valid.tolist() == [[[True, False, True, False], [False] * 4, [False, True, True, False]]]
-    assert rows.later_max.tolist() == [[0.25, 0.25, 0.25]]
-    assert scoring.sort_rows(tok, lp, np.float32(-2.5), with_later_max=False).later_max is None
+    assert rows.row_max.tolist() == [[-0.5, -np.inf, 0.25]]
+    assert scoring.sort_rows(tok, lp, np.float32(-2.5), with_row_max=False).row_max is None
+
+
+def test_pool_closed_hand_cases() -> None:
+    """S_k = fl32(S_{k-1} + M_k) from s0; closed when max(fl32(S_k ln_min), fl32(S_k ln_max)) ≤ worst n."""
+    from flashtrie.scoring import pool_closed
+
+    f, inf = np.float32, np.inf
+
+    def closed(best: float, worst: float, rows: list[float], lo: float = 1.0, hi: float = 1.0) -> bool:
+        return bool(pool_closed(f(best), f(worst), np.array(rows, f), f(lo), f(hi)))
+
+    assert closed(-1, -1, [-1], 0.5, 1.0)  # S = -2: n ≤ max(-1, -2) = -1, an equal n loses the tie
+    assert not closed(-1, float(np.nextafter(f(-1), f(-2))), [-1], 0.5, 1.0)  # just below: -1 could enter
+    assert closed(-1, -2, [-3])  # tighter than s0 · ln_min ≤ worst (-1 > -2): the later logprobs count
+    assert not closed(-1, -2, [-3, 2.5])  # ... all of them: S_2 = -1.5 could still enter
+    assert closed(-3, -1.5, [0.5, 0.5])  # positive logprobs: S = -2.5, -2 stay under the worst
+    assert not closed(-1, -0.9, [0.5, 0.5])
+    assert not closed(0.5, 0.6, [0.0], 0.5, 1.5)  # S > 0: ln_max gives the larger n (0.75)
+    assert closed(0.5, 0.75, [0.0], 0.5, 1.5)
+    assert not closed(3e38, float(np.finfo(f).max), [3e38])  # S overflows to +inf: open
+    assert closed(3e38, inf, [3e38])  # ... unless the worst is +inf (an equal n loses)
+    assert not closed(3e38, inf, [3e38, -inf])  # +inf + -inf = NaN never closes
+    assert closed(-1, -5, [-inf, 0.5, 3.0])  # a row with no valid proposal: S = -inf from there on
+    assert not closed(-1, -5, [1.0, -inf])  # ... but the rows before it still count
+    assert closed(0.0, -0.0, [-0.0])  # -0.0 and +0.0 are equal n
+    assert closed(-1, -9, [])  # no later step
+    got = pool_closed(np.array([-1, -1, -3], f), np.array([-1.0, -0.5, -inf], f),
+                      np.array([[-1, -1], [0.25, 0.25], [-inf, -inf]], f), f(0.5), f(1.0))
+    assert got.tolist() == [True, False, True]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([0.0, -0.0, 0.5, -1.0, -1e-45, 3e38, -3e38, -np.inf, -0.3, 1.7]), max_size=6),
+       st.sampled_from([0.0, -1.0, 2.0, 3e38, -3e38, -0.3]), st.sampled_from([-np.inf, -2.0, -0.5, 0.0, 3e38, np.inf]),
+       st.sampled_from([(1.0, 1.0), (0.5, 1.0), (0.3, 2.5), (1e-30, 1e30)]))
+def test_pool_closed_is_the_sequential_float32_rule(rows, best, worst, ln) -> None:
+    """The vectorised rule equals the kernel's loop: float32 sums one at a time, both LN extremes."""
+    from flashtrie.scoring import pool_closed
+
     f = np.float32
-    assert scoring.pool_closed(f(0.0), f(-1.0), f(-1.0), f(1.0))
-    assert not scoring.pool_closed(f(0.25), f(-1.0), f(-0.5), f(1.0))  # a later logprob > 0
-    assert not scoring.pool_closed(f(-1.0), f(0.5), f(1.0), f(1.0))  # best frontier score > 0
-    assert not scoring.pool_closed(f(-1.0), f(-1.0), f(-1.5), f(0.5))  # -0.5 could still beat -1.5
-    assert scoring.pool_closed(np.array([-1.0, -1.0], f), np.array([-4.0, np.inf], f),
-                               np.array([-1.5, -1.5], f), f(0.5)).tolist() == [True, False]
+    want, s = True, f(best)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for m in rows:
+            s = f(s + f(m))
+            want &= bool(f(s * f(ln[0])) <= f(worst) and f(s * f(ln[1])) <= f(worst))
+    got = pool_closed(np.array([best, best], f), np.array([worst, worst], f), np.array([rows, rows], f).reshape(2, -1),
+                      f(ln[0]), f(ln[1]))
+    assert got.tolist() == [want, want]
+    assert bool(pool_closed(f(best), f(worst), np.array(rows, f), f(ln[0]), f(ln[1]))) == want
+
+
+@settings(max_examples=200)
+@given(search_cases(max_queries=4, max_steps=7, max_beam=4))
+def test_early_stop_on_and_off_agree(case) -> None:
+    """The early stop (pool_closed) never changes a result, bit for bit."""
+    keywords, proposals, config, prefixes = case
+    ks = KeywordSet.from_sequences(keywords) if isinstance(keywords, list) else keywords
+    index = NarrowLoudsIndex.build(ks)
+    on = NumpySearcher(index, early_stop=True).search(proposals, config, prefixes)
+    assert_same(on, NumpySearcher(index, early_stop=False).search(proposals, config, prefixes))
 
 

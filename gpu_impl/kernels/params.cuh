@@ -26,7 +26,7 @@ struct Params {
     u32* row_tok;          // [Q*T, K] sorted tokens
     float* row_lp;         // [Q*T, K] logprobs in sorted order (NaN where <= tau)
     u32* row_nv;           // [Q*T] non-padding entries per row
-    float* later_max;      // [Q*T] best usable logprob of rows t .. T-1 (-inf: none), for the early stop
+    float* row_max;        // [Q*T] best usable logprob of row (q, t) (-inf: none), for the early stop
     uint4* fr0;            // [Q, B] frontier (Hyp), double-buffered
     uint4* fr1;
     u32* nf;               // [Q] frontier sizes

@@ -19,8 +19,21 @@ __device__ __forceinline__ float from_desc_key32(u32 k) {
     return __uint_as_float((asc & 0x80000000u) ? (asc & 0x7FFFFFFFu) : ~asc);
 }
 
-// scoring.pool_closed, for a full pool: every later valid logprob is <= 0 and the best frontier score
-// s0 <= 0, so later n <= fl32(s0 * ln_min) <= the worst pool n: nothing can enter (an equal n loses).
-__device__ __forceinline__ bool pool_closed(float later_max, float best, float worst_n, float ln_min) {
-    return later_max <= 0.0f && best <= 0.0f && __fmul_rn(best, ln_min) <= worst_n;
+// scoring.pool_closed, for a full pool whose worst n is `worst_n`: S = best, then for each later row k
+// S = fl32(S + M_k) (sequential, as numpy's np.add.accumulate); closed when every k has
+// fl32(S * ln_min) <= worst_n and fl32(S * ln_max) <= worst_n.  NaN (+inf + -inf) compares false: open.
+// The later rows' maxima are M_0 = m_first (by value, so a caller can load it early) and m_rest[0, n_rest).
+__device__ __forceinline__ bool pool_bound_holds(float S, float worst_n, float ln_min, float ln_max) {
+    return __fmul_rn(S, ln_min) <= worst_n && __fmul_rn(S, ln_max) <= worst_n;
+}
+
+__device__ __forceinline__ bool pool_closed(float best, float worst_n, float m_first, const float* m_rest,
+                                            u32 n_rest, float ln_min, float ln_max) {
+    float S = __fadd_rn(best, m_first);
+    if (!pool_bound_holds(S, worst_n, ln_min, ln_max)) return false;
+    for (u32 k = 0; k < n_rest; ++k) {
+        S = __fadd_rn(S, __ldcg(&m_rest[k]));
+        if (!pool_bound_holds(S, worst_n, ln_min, ln_max)) return false;
+    }
+    return true;
 }

@@ -103,34 +103,28 @@ __device__ void sort_row(const Params& P, u32 row, u64* sk, SelectShared& sh) {
     __syncthreads();
     if (threadIdx.x == 0) {
         P.row_nv[row] = sh.n;
-        P.later_max[row] = sh.misc == DESC_KEY_NONE ? __int_as_float(0xff800000) : from_desc_key32(sh.misc);
+        P.row_max[row] = sh.misc == DESC_KEY_NONE ? __int_as_float(0xff800000) : from_desc_key32(sh.misc);
     }
     __syncthreads();
 }
 
-// later_max[q, t] = max over rows t .. T-1 (in place; one thread per query).
-__device__ void suffix_later_max(const Params& P, const Ctx& c) {
-    for (u64 q = c.gtid; q < P.Q; q += c.gthreads) {
-        float* m = P.later_max + q * P.T;
-        for (int t = (int)P.T - 2; t >= 0; --t) m[t] = fmaxf(m[t], m[t + 1]);
-    }
-}
-
 // ---------------------------------------------------------------------------------- early stop
 // numpy_search._early_stop: query q's pool (worst entry `worst`) is full and scoring.pool_closed holds for
-// its best frontier score and worst pool n, over the rows t .. T-1 still to run.  Checked where step t
+// its best frontier score and worst pool n, over the rows t .. T-1 still to run (t < T; m_t: the max of
+// row t, loaded by the caller).  Checked where step t
 // starts, against the pool numpy decides on (the merge of step t - 1), and already at the end of step
 // t - 1 against the pool before that merge: the worst only improves, so a query that stops there stops
 // in numpy too, and the search can end without another pass.
-__device__ __forceinline__ bool early_stop(const Params& P, float best, u32 worst, u32 q, u32 t) {
+__device__ __forceinline__ bool early_stop(const Params& P, float best, u32 worst, float m_t, u32 q, u32 t) {
     if (worst == DESC_KEY_NONE) return false;
-    return pool_closed(__ldcg(&P.later_max[(u64)q * P.T + t]), best, from_desc_key32(worst), P.ln_min);
+    return pool_closed(best, from_desc_key32(worst), m_t, P.row_max + (u64)q * P.T + t + 1, P.T - t - 1, P.ln_min,
+                       P.ln_max);
 }
 
 // ---------------------------------------------------------------------------------- expand: resolve
 // A mid-edge hypothesis: its one next token is in the suffix store; look it up in the row and emit.
 __device__ void expand_mid_edge(const IndexView& I, const Params& P, const Hyp& hy, u32 q, u32 r, u32 row,
-                                u32 worst) {
+                                u32 nv, u32 worst) {
     u32 sufbase, rem;
     if (hy.kind() == KIND_MID) {
         sufbase = hy.aux();
@@ -144,7 +138,6 @@ __device__ void expand_mid_edge(const IndexView& I, const Params& P, const Hyp& 
         rem = (b - a) - (off - 1);
     }
     const u32 x = packed_get(I.suffix, I.suffix_width, sufbase);
-    const u32 nv = __ldcg(&P.row_nv[row]);
     const u32 p = row_lower_bound(P.row_tok + (u64)row * P.K, nv, x);
     if (p < nv && P.row_tok[(u64)row * P.K + p] == x) {
         Cand c;
@@ -156,11 +149,10 @@ __device__ void expand_mid_edge(const IndexView& I, const Params& P, const Hyp& 
 
 // A hypothesis at a node: its children against the row, as an ExpandTask split into 32-item chunks
 // (enumerate the children when there are at most as many as valid proposals, else the proposals).
-__device__ void queue_children(const IndexView& I, const Params& P, const Hyp& hy, u64 h, u32 row, u32 t) {
+__device__ void queue_children(const IndexView& I, const Params& P, const Hyp& hy, u64 h, u32 nv, u32 t) {
     u32 first, end;
     child_range(I, hy.node(), first, end);
     const u32 d = end - first;
-    const u32 nv = __ldcg(&P.row_nv[row]);
     if (d == 0 || nv == 0) return;
     const u32 w = d <= nv ? d : nv;
     const u32 mode = d <= nv ? 0u : 1u;
@@ -183,14 +175,20 @@ __device__ void expand_resolve(const IndexView& I, const Params& P, const Ctx& c
     for (u64 h = c.gtid; h < (u64)P.Q * P.B; h += c.gthreads) {
         const u32 q = (u32)(h / P.B);
         const u32 r = (u32)(h % P.B);
-        if (r >= __ldcg(&P.nf[q])) continue;
+        // Independent loads, all in bounds, issued before any branch on them: one round trip, not a chain
+        // (fr[h] past nf is stale and unused).
+        const u32 nf = __ldcg(&P.nf[q]);
         const u32 worst = __ldcg(&worst_cur[q]);
-        if (early_stop(P, Hyp::load(&fr[(u64)q * P.B]).score(), worst, q, t)) continue;  // all threads of q agree
-        if (r == 0) atomicAdd(&P.out_stats[NUM_STATS * t + STAT_LIVE], 1u);
         const Hyp hy = Hyp::load(&fr[h]);
+        const Hyp top = Hyp::load(&fr[(u64)q * P.B]);
         const u32 row = q * P.T + t;
-        if (hy.kind() == KIND_AT_NODE) queue_children(I, P, hy, h, row, t);
-        else expand_mid_edge(I, P, hy, q, r, row, worst);
+        const u32 nv = __ldcg(&P.row_nv[row]);  // valid entries of row (q, t)
+        const float m_t = __ldcg(&P.row_max[row]);
+        if (r >= nf) continue;
+        if (early_stop(P, top.score(), worst, m_t, q, t)) continue;  // all threads of q agree
+        if (r == 0) atomicAdd(&P.out_stats[NUM_STATS * t + STAT_LIVE], 1u);
+        if (hy.kind() == KIND_AT_NODE) queue_children(I, P, hy, h, nv, t);
+        else expand_mid_edge(I, P, hy, q, r, row, nv, worst);
     }
 }
 
@@ -246,7 +244,7 @@ __device__ void select_next_frontier(const Params& P, const Ctx& c, SelectShared
     if (threadIdx.x == 0) {
         u32 live = got;
         if (got && early_stop(P, Hyp::load(&P.fpay[(u64)q * P.cand_cap + c.si[0]]).score(), __ldcg(&worst_cur[q]),
-                              q, t + 1))
+                              __ldcg(&P.row_max[(u64)q * P.T + t + 1]), q, t + 1))
             live = 0;
         P.nf[q] = live;
         P.fcount[q] = 0;
@@ -359,7 +357,6 @@ flashtrie_search(const IndexView* __restrict__ index_ptr, const Params* __restri
         if (c.gtid == 0) *P.out_err = __ldcg(P.err);
         return;
     }
-    suffix_later_max(P, c);  // first read at step 1, after the barriers of step 0
 
     for (u32 t = 0; t < P.T; ++t) {
         const uint4* fr = (t & 1) ? P.fr1 : P.fr0;
