@@ -14,11 +14,13 @@ from flashtrie.datasets import (
     generate_keywords_from,
     generate_queries,
     keyword_stats,
+    library_fingerprint,
     load_keywords,
     load_workload,
     save_keywords,
     save_workload,
 )
+from flashtrie.datasets._keywords_v2 import CHUNK, VERSION
 
 from flashtrie import InputError, KeywordSet, Proposals
 from flashtrie.limits import PAD_TOKEN
@@ -91,6 +93,38 @@ def test_structure_is_realistic(mid_lib: KeywordSet) -> None:
     # token frequency falls with the id (Zipf-like): the first 1% of ids are far more frequent
     counts = np.bincount(mid_lib.tokens, minlength=2_200_000)
     assert counts[:22_000].sum() > 10 * counts[-22_000:].sum()
+
+
+@pytest.mark.parametrize("dup", [0.0, 0.02])
+def test_keywords_same_for_any_thread_count(dup: float) -> None:
+    # 600k keywords span three fixed chunks; the chunking, not the threads, fixes the streams
+    n = 2 * CHUNK + 75_000
+    one = generate_keywords(n, seed=11, duplicate_fraction=dup, threads=1)
+    for threads in (2, 3, 7):
+        other = generate_keywords(n, seed=11, duplicate_fraction=dup, threads=threads)
+        assert np.array_equal(one.offsets, other.offsets) and np.array_equal(one.tokens, other.tokens)
+    assert library_fingerprint(one) != library_fingerprint(generate_keywords(n, seed=12, threads=2))
+
+
+def test_version_1_still_reproduces() -> None:
+    # fingerprints of the version-1 output at commit 59cae3b (the generator before version 2)
+    v1 = "flashtrie.datasets.keywords/1"
+    assert library_fingerprint(generate_keywords(30_000, seed=5, generator=v1)) == "d1b1d8113c792560"
+    assert library_fingerprint(generate_keywords(5_000, seed=2, duplicate_fraction=0.1, generator=v1)) \
+        == "e05ca61b9323f28d"
+    p = KeywordParams(n=10, generator=v1)
+    assert KeywordParams.from_dict(p.to_dict()).generator == v1
+    with pytest.raises(InputError, match="generator"):
+        KeywordParams(n=10, generator="flashtrie.datasets.keywords/9")
+
+
+def test_version_2_is_the_default_and_has_no_accidental_duplicates() -> None:
+    assert KeywordParams(n=1).generator == VERSION
+    ks = generate_keywords(3 * CHUNK, seed=4, threads=2)
+    s = keyword_stats(ks)
+    assert s["duplicates"] == 0
+    # every keyword of a parent ends on its own slot: equal parents never share a last token
+    assert s["distinct_prefixes_per_depth"][0] > 10_000
 
 
 def test_duplicate_fraction() -> None:
