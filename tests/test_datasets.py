@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 
 import numpy as np
@@ -21,6 +22,7 @@ from flashtrie.datasets import (
     save_workload,
 )
 from flashtrie.datasets._keywords_v2 import CHUNK, VERSION
+from flashtrie.datasets._queries_v2 import VERSION as QUERY_VERSION
 
 from flashtrie import InputError, KeywordSet, Proposals
 from flashtrie.limits import PAD_TOKEN
@@ -321,3 +323,49 @@ def test_wrong_files_refused(tmp_path, small_lib: KeywordSet, dense: QueryWorklo
              offsets=np.array([0, 1], np.int64))
     with pytest.raises(InputError, match=f"{bad_params}.*generator parameters"):
         load_keywords(bad_params)
+
+
+# ------------------------------------------------------------------------------------------ versions
+def _workload_digest(wl: QueryWorkload) -> str:
+    h = hashlib.sha256()
+    for a in (wl.proposals.tokens, wl.proposals.logprobs, wl.topics, *wl.relevant):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def test_query_version_1_still_reproduces(small_lib: KeywordSet) -> None:
+    # digests of version-1 workloads over the version-1 library, at commit 59cae3b (before version 2)
+    kw = generate_keywords(20_000, vocab_size=50_000, seed=3, generator="flashtrie.datasets.keywords/1")
+    want = {"dense": "fed1646d3c84b0ae", "sparse": "52d4754554da98f4"}
+    for preset, digest in want.items():
+        wl = generate_queries(kw, 3, proposals_per_step=300, preset=preset, seed=5, min_topic_size=64,
+                              generator="flashtrie.datasets.queries/1")
+        assert wl.params.generator == "flashtrie.datasets.queries/1"
+        assert _workload_digest(wl) == digest
+
+
+def test_queries_same_for_any_thread_count() -> None:
+    kw = generate_keywords(2_500_000, seed=2, duplicate_fraction=0.01, threads=2)  # several ranges per pass
+    a = generate_queries(kw, 4, proposals_per_step=200, seed=1, min_topic_size=256, threads=1)
+    b = generate_queries(kw, 4, proposals_per_step=200, seed=1, min_topic_size=256, threads=3)
+    assert a.params.generator == QUERY_VERSION and _workload_digest(a) == _workload_digest(b)
+
+
+def _inclusion(generator: str, kw: KeywordSet, runs: int, **kw_args: object) -> np.ndarray:
+    wl = generate_queries(kw, runs, num_steps=2, proposals_per_step=8, preset="sparse", seed=9,
+                          generator=generator, **kw_args)
+    return np.bincount(np.concatenate(wl.relevant), minlength=len(kw)) / runs
+
+
+def test_query_versions_draw_the_same_law() -> None:
+    # one topic (first token 1) of 7 keywords of lengths 1..4 (two duplicates of keyword 4): the chance
+    # that each is relevant (length-biased, without replacement) must agree between the versions
+    seqs = [[1], [1, 2], [1, 3], [1, 4, 5], [1, 4, 6, 7], [1, 4, 6, 7], [1, 8, 9, 10], [2, 3]]
+    kw = KeywordSet.from_sequences(seqs)
+    args = {"num_relevant": 3, "min_topic_size": 5, "length_bias": 1.5, "topic_sample": 4}
+    v1 = _inclusion("flashtrie.datasets.queries/1", kw, 3000, **args)
+    v2 = _inclusion(QUERY_VERSION, kw, 3000, **args)
+    assert v1[5] == v2[5] == 0  # keyword 5 repeats keyword 4: relevant ids are canonical
+    assert v1[7] == v2[7] == 0  # outside the topic
+    assert np.abs(v1 - v2).max() < 0.05  # 3000 draws: standard error of a difference about 0.013
+    assert v2[6] > v2[3] > v2[1] > v2[0] > 0  # longer is likelier (length_bias > 0)
