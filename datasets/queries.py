@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import MAX_PROPOSALS, MAX_STEPS, MAX_TOKEN, PAD_TOKEN
@@ -163,10 +164,19 @@ def library_fingerprint(keywords: KeywordSet) -> str:
 
 
 def _fingerprint(full_hashes: np.ndarray) -> str:
-    full = full_hashes.copy()
-    full ^= np.arange(full.size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    acc = int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
-    return f"{acc ^ full.size:016x}"
+    n = full_hashes.size
+    step = max(1 << 20, -(-n // (4 * usable_cpus())))
+
+    def part(s: int) -> int:  # xor is associative: ranges on threads give the same value
+        full = np.arange(s, min(s + step, n), dtype=np.uint64)
+        full *= np.uint64(0x9E3779B97F4A7C15)
+        full ^= full_hashes[s : s + step]
+        return int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
+
+    acc = 0
+    for x in in_parallel([lambda s=s: part(s) for s in range(0, n, step)], usable_cpus()):
+        acc ^= x
+    return f"{acc ^ n:016x}"
 
 
 def generate_queries(
