@@ -165,7 +165,7 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
         creator[pos[inner_node]] = c_in.astype(idt)
         depth[pos[inner_node]] = d
         seen[c_in] += 1
-        grp = xp.cumsum(new) - 1
+        grp = xp.cumsum(new, dtype=xp.int64) - 1
         hang[q] = pos[grp]
         cd_first[q] = (cd_first[node_c] + rank + 1)[grp]
     del levels, seen, inner
