@@ -54,6 +54,8 @@ class ScaledLibrary:
         step = max(_RANGE, -(-n // (4 * self.threads)))
         self.ranges = [(s, min(s + step, n)) for s in range(0, n, step)]
         self.lengths = self._lengths()
+        off, tok = keywords.offsets, keywords.tokens
+        self.max_token = max(self._map(lambda s, e: int(tok[off[s] : off[e]].max()) if off[e] > off[s] else 0))
         self.full = full_keyword_hashes(keywords, self.threads)
         hist = np.bincount(self.lengths)
         self.present_lengths = np.flatnonzero(hist)
@@ -94,7 +96,7 @@ class ScaledLibrary:
 
     def _depth_counts(self, d: int) -> tuple[np.ndarray, np.ndarray]:
         """The distinct tokens at depth d (ascending) and how many keywords have each there."""
-        top = int(self.ks.tokens.max()) + 1 if self.ks.tokens.size else 1
+        top = self.max_token + 1
         if top <= _BINCOUNT_MAX:
             cnt = np.zeros(top, dtype=np.int64)
             for part in self._map(lambda s, e: np.bincount(self._column(s, e, d)[1], minlength=top)):
@@ -127,7 +129,8 @@ class ScaledLibrary:
             at = np.minimum(np.searchsorted(keys, key), keys.size - 1)
             hit = keys[at] == key
             ids, cls = ids[hit], at[hit] * nlen + self.lengths[ids[hit]]
-            o = np.argsort(cls, kind="stable")
+            small = np.uint16 if keys.size * nlen <= 1 << 16 else np.int64  # uint16: numpy's radix sort
+            o = np.argsort(cls.astype(small), kind="stable")
             return ids[o], cls[o]
 
         parts = self._map(one)

@@ -17,7 +17,6 @@ Each record (kind ``build``, sweep ``scale``) holds the stage's seconds, the pro
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
@@ -134,7 +133,7 @@ def stage_build(rec: Recorder, d: Path, args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
     idx = build()
     t1 = time.perf_counter()
-    stages = {s: round((marks[i + 1][1] if i + 1 < len(marks) else t1) - t, 3) for i, (s, t) in enumerate(marks)}
+    stages = [[s, round((marks[i + 1][1] if i + 1 < len(marks) else t1) - t, 3)] for i, (s, t) in enumerate(marks)]
     rec.emit("build", t1 - t0, backend=builder, nbytes=_ks_bytes(ks), stages=stages,
              num_nodes=idx.num_nodes, num_unique=idx.num_unique)
     path = d / "kw.ftrie"
@@ -182,7 +181,7 @@ def stage_table(out: str) -> None:
         print(f"{r.config.get('stage', '?'):<24} {r.workload.get('N', 0):>12,} {r.backend:<9} {m['seconds']:>9.2f} "
               f"{m['peak_rss_bytes'] / 1e9:>12.1f} {gbs:>7}  {r.status}")
         if m.get("stages"):
-            print("    " + json.dumps(m["stages"]))
+            print("    " + ", ".join(f"{name} {sec:.2f} s" for name, sec in m["stages"]))
 
 
 def main(argv: list[str] | None = None) -> int:
