@@ -369,3 +369,22 @@ def test_query_versions_draw_the_same_law() -> None:
     assert v1[7] == v2[7] == 0  # outside the topic
     assert np.abs(v1 - v2).max() < 0.05  # 3000 draws: standard error of a difference about 0.013
     assert v2[6] > v2[3] > v2[1] > v2[0] > 0  # longer is likelier (length_bias > 0)
+
+
+def test_stored_member_fast_read_checks_crc(tmp_path, small_lib: KeywordSet) -> None:
+    path = tmp_path / "lib.npz"
+    save_keywords(path, small_lib)
+    back = load_keywords(path).keywords
+    assert np.array_equal(back.tokens, small_lib.tokens) and np.array_equal(back.offsets, small_lib.offsets)
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("tokens.npy")
+    raw = bytearray(path.read_bytes())
+    raw[info.header_offset + 30 + len("tokens.npy") + 200] ^= 0x01  # one bit inside the token array
+    bad = tmp_path / "flip.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="CRC"):
+        load_keywords(bad)
+    # a compressed file takes numpy's own reader
+    packed = tmp_path / "packed.npz"
+    save_keywords(packed, small_lib, compress=True)
+    assert np.array_equal(load_keywords(packed).keywords.tokens, small_lib.tokens)
