@@ -7,7 +7,7 @@ without a GPU check it):
 1. `sort_keywords` (`_sort_keywords`): one least-significant-column-first pass per token column, each a
    sort of ``token << p | position`` packed in a uint64.  On the GPU ``cupy.sort`` is CUB's radix sort;
    the keys are unique, so any sort gives the order of the CPU's stable one;
-2. `neighbour_lcp` (`_neighbour_lcp`) and `dedup` (`_dedup`): element-wise over all pairs at once;
+2. `neighbour_lcp` (`_neighbour_lcp`) and `dedup` (`_dedup`): element-wise over all pairs, column by column;
 3. `preorder` (`_preorder`): the compressed trie in preorder, level by level (searchsorted, scatters);
 4. `level_order` (`_level_order`): a stable sort of preorder by compressed depth (packed radix sort) and
    the gathers into level order.
@@ -89,22 +89,26 @@ def sort_keywords(xp: ModuleType, tokens: Any, starts: Any, lens: Any, max_len: 
 
 
 def neighbour_lcp(xp: ModuleType, tokens: Any, s_start: Any, s_len: Any) -> Any:
-    """Common prefix length of each sorted keyword with its predecessor (0 for the first)."""
+    """Common prefix length of each sorted keyword with its predecessor (0 for the first).
+
+    The CPU's first phase (a whole column at a time) on every column: on a GPU the gathers of all pairs
+    cost less than compacting the pairs still equal, and hold one flag per pair instead of four arrays.
+    """
     n = s_len.size
     lcp = xp.zeros(n, dtype=xp.int64)
     if n < 2:
         return lcp
-    act = xp.arange(1, n, dtype=xp.int64)  # pairs (i - 1, i) equal on columns < j
-    a, b = s_start[1:], s_start[:-1]
-    la, lb = s_len[1:], s_len[:-1]
-    j = 0
-    while act.size:
-        ok = (la > j) & (lb > j)
-        idx = xp.flatnonzero(ok)
-        ok[idx] = tokens[a[idx] + j] == tokens[b[idx] + j]
-        act, a, b, la, lb = act[ok], a[ok], b[ok], la[ok], lb[ok]
-        j += 1
-        lcp[act] = j
+    still = xp.ones(n - 1, dtype=bool)  # pair (i - 1, i) equal on columns < j
+    for j in range(int(s_len.max())):
+        has = s_len > j
+        # token + 1 at column j (fits: tokens are at most 2**32 - 2); 0 where the keyword has no column j
+        col = xp.where(has, tokens[xp.where(has, s_start + j, 0)] + xp.uint32(1), xp.uint32(0))
+        still &= col[1:] == col[:-1]
+        still &= has[1:]
+        del col, has
+        if not bool(still.any()):
+            break
+        lcp[1:] += still
     return lcp
 
 
