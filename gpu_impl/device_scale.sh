@@ -9,7 +9,8 @@
 # 3. `flashtrie bench beam` on the GPU for beams 1,10,100,500,1000 (K = beam) at batch 1 and 8
 #    ($OUT/beam.jsonl);  4. prints the stage table.
 # STAGES (default "gen queries build check bench") picks stages; DIR (default /tmp/ftscale) holds the files;
-# GEN_TIMEOUT, QUERIES_TIMEOUT, BUILD_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT (seconds) bound each stage.
+# GEN_TIMEOUT, QUERIES_TIMEOUT, BUILD_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT (seconds) bound each stage;
+# INSTALL=0 skips step 1 (the caller installed everything).
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 N=${N:-800M}
@@ -21,12 +22,13 @@ LOG="$OUT/scale.log"
 : > "$LOG"
 say() { echo "$*" | tee -a "$LOG"; }
 
-if compgen -G ".whl/*.whl" > /dev/null; then
+if [[ ${INSTALL:-1} == 0 ]]; then :  # INSTALL=0: the caller has installed the wheels and the project
+elif compgen -G ".whl/*.whl" > /dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || say "wheel install FAILED"
 fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$OUT/install.log" 2>&1 \
-  || { say "project install FAILED"; tail -20 "$OUT/install.log"; }
+[[ ${INSTALL:-1} == 0 ]] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
+  > "$OUT/install.log" 2>&1 || { say "project install FAILED"; tail -20 "$OUT/install.log"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$LOG"
 say "N=$N cores=$(nproc) mem=$(free -g | awk '/Mem:/{print $2}')G disk=$(df -h "$DIR" | awk 'NR==2{print $4}') free"
 
