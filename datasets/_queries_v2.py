@@ -61,13 +61,14 @@ class ScaledLibrary:
         self.present_lengths = np.flatnonzero(hist)
         self.depth_tokens: list[np.ndarray] = []
         self.depth_weights: list[np.ndarray] = []
+        first_counts = self._depth_counts(0)
         for d in range(num_steps):
-            tok, cnt = self._depth_counts(d)
+            tok, cnt = first_counts if d == 0 else self._depth_counts(d)
             o = np.argsort(-cnt, kind="stable")[:popular_pool]
             self.depth_tokens.append(tok[o])
             self.depth_weights.append(cnt[o].astype(np.float64) ** popularity_power)
         if topic_depth == 1:
-            self.group_keys, self.group_sizes = self._depth_counts(0)
+            self.group_keys, self.group_sizes = first_counts
         else:
             keys = np.concatenate([self._group_key(s, e)[1] for s, e in self.ranges])
             self.group_keys, self.group_sizes = np.unique(keys, return_counts=True)
