@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.keywords import KeywordSet
+
+_RANGE = 1 << 20  # keywords per task, at least, of the threaded passes
 
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
@@ -61,14 +64,35 @@ def depth_prefix_hashes(keywords: KeywordSet, max_depth: int | None = None) -> l
     return out
 
 
-def full_keyword_hashes(keywords: KeywordSet) -> np.ndarray:
-    """Hash of each whole keyword (its length is mixed in, so a prefix never equals a longer keyword)."""
-    lengths = keywords.lengths
-    full = np.zeros(len(keywords), dtype=np.uint64)
-    for d, (ids, h) in enumerate(depth_prefix_hashes(keywords)):
-        ends = lengths[ids] == d + 1
-        full[ids[ends]] = h[ends]
-    return child_hash(full, lengths.astype(np.uint64) + np.uint64(1 << 40))
+def full_keyword_hashes(keywords: KeywordSet, threads: int | None = None) -> np.ndarray:
+    """Hash of each whole keyword (its length is mixed in, so a prefix never equals a longer keyword).
+
+    A pure function of each keyword, computed over ranges of keywords on ``threads`` threads (default:
+    every usable core); the result does not depend on the split.
+    """
+    n = len(keywords)
+    offsets = keywords.offsets
+    full = np.empty(n, dtype=np.uint64)
+    step = max(_RANGE, -(-n // (4 * usable_cpus())))
+
+    def one(s: int) -> None:
+        e = min(s + step, n)
+        lens = np.diff(offsets[s : e + 1])
+        pos = offsets[s:e]
+        at = np.arange(s, e, dtype=np.int64)
+        h = np.full(e - s, ROOT_HASH, dtype=np.uint64)
+        for d in range(int(lens.max()) if e > s else 0):
+            keep = lens > d
+            if not keep.all():
+                ends = ~keep
+                full[at[ends]] = h[ends]
+                at, lens, pos, h = at[keep], lens[keep], pos[keep], h[keep]
+            h = child_hash(h, keywords.tokens[pos + d])
+        full[at] = h
+        full[s:e] = child_hash(full[s:e], np.diff(offsets[s : e + 1]).astype(np.uint64) + np.uint64(1 << 40))
+
+    in_parallel([lambda s=s: one(s) for s in range(0, n, step)], usable_cpus() if threads is None else threads)
+    return full
 
 
 def canonical_ids(full: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import zipfile
+import zlib
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -108,6 +109,42 @@ def _params(path: str | os.PathLike[str], cls: Any, raw: Any) -> Any:
         raise InputError(f"{path}: corrupt file: its generator parameters are invalid: {e}") from None
 
 
+def _member(path: str | os.PathLike[str], z: Any, name: str) -> np.ndarray:
+    """Array ``name`` of the open npz ``z``: a stored (uncompressed) member is read in one ``readinto`` from
+    its offset in the file (numpy's reader copies in small pieces: 0.2-0.4 GB/s), its CRC-32 checked."""
+    info = z.zip.getinfo(f"{name}.npy")
+    if info.compress_type != zipfile.ZIP_STORED:
+        return z[name]
+    with open(path, "rb") as f:
+        f.seek(info.header_offset)
+        local = f.read(30)
+        if len(local) != 30 or local[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header of {name}.npy")
+        f.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little")
+               + int.from_bytes(local[28:30], "little"))
+        start = f.tell()
+        version = np.lib.format.read_magic(f)
+        if version not in ((1, 0), (2, 0)):
+            return z[name]
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read_header(f)
+        if dtype.hasobject:
+            raise ValueError(f"{name}: object arrays are not allowed")
+        head = f.tell() - start
+        out = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
+        view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if out.size else memoryview(b"")
+        if head + view.nbytes != info.file_size:
+            raise ValueError(f"{name}: the zip entry holds {info.file_size} bytes, its array header needs "
+                             f"{head + view.nbytes}")
+        if f.readinto(view) != view.nbytes:
+            raise EOFError(f"{name}: the file ends inside the array")
+        f.seek(start)
+        crc = zlib.crc32(f.read(head))
+    if zlib.crc32(view, crc) != info.CRC:
+        raise zipfile.BadZipFile(f"bad CRC-32 for {name}.npy")
+    return out
+
+
 def _meta_array(meta: dict[str, Any]) -> np.ndarray:
     return np.array(json.dumps(meta, sort_keys=True))
 
@@ -138,7 +175,7 @@ def _read(path: str | os.PathLike[str], fmt: str, names: tuple[str, ...]) -> tup
             missing = [n for n in names if n not in z.files]
             if missing:
                 raise InputError(f"{path}: expected {want}; the file lacks {', '.join(missing)}")
-            arrays = {n: z[n] for n in names}
+            arrays = {n: _member(path, z, n) for n in names}
     except InputError:
         raise
     except FileNotFoundError:

@@ -18,6 +18,8 @@ The library is grown top-down as a prefix tree, one depth at a time, for all key
   prefixes always get the same children, and over the library token frequency falls as ``1 / id``.
 
 Everything is vectorised numpy (a few passes and one sort per depth); nothing loops per keyword.
+Version 2 (the default, `datasets._keywords_v2`) draws the same model over fixed chunks on threads;
+version 1 (``generator="flashtrie.datasets.keywords/1"``) is kept so that old seeds reproduce.
 """
 
 from __future__ import annotations
@@ -33,8 +35,13 @@ from flashtrie.keywords import KeywordSet
 from flashtrie.limits import MAX_TOKEN
 
 from ._hashing import ROOT_HASH, child_hash, depth_prefix_hashes, full_keyword_hashes, mix64
+from ._keywords_v2 import VERSION, generate_v2
 
-__all__ = ["KeywordParams", "generate_keywords", "generate_keywords_from", "keyword_stats"]
+__all__ = ["GENERATORS", "KeywordParams", "generate_keywords", "generate_keywords_from", "keyword_stats"]
+
+#: Generator versions: 1 (one random stream, one core; kept so old seeds reproduce) and 2 (the default:
+#: fixed chunks with streams of their own, on threads; the same model, other numbers).
+GENERATORS = ("flashtrie.datasets.keywords/1", VERSION)
 
 _SLOT_SALT = np.uint64(0xD1B54A32D192ED03)
 _CHUNK = 1 << 16  # elements per chunk of element-wise work: keeps temporaries in cache
@@ -62,9 +69,11 @@ class KeywordParams:
     leaf_gap: float = 2.0
     sibling_windows_log2: tuple[int, int] = (8, 20)
     duplicate_fraction: float = 0.0
-    generator: str = field(default="flashtrie.datasets.keywords/1")
+    generator: str = field(default=VERSION)
 
     def __post_init__(self) -> None:
+        if self.generator not in GENERATORS:
+            raise InputError(f"generator: expected one of {list(GENERATORS)}, got {self.generator!r}")
         for name in ("length_weights", "fanout_exponents", "fanout_offsets"):
             object.__setattr__(self, name, tuple(float(x) for x in getattr(self, name)))
         if int(self.n) != self.n or self.n < 0:
@@ -115,19 +124,29 @@ def generate_keywords(
     leaf_gap: float = 2.0,
     sibling_windows_log2: tuple[int, int] = (8, 20),
     duplicate_fraction: float = 0.0,
+    generator: str = VERSION,
+    threads: int | None = None,
 ) -> KeywordSet:
     """Generate ``n`` keywords (lengths 1..len(length_weights), weighted), deterministic in ``seed``.
 
-    See the module docstring for the model and `KeywordParams` for the parameters.
+    See the module docstring for the model and `KeywordParams` for the parameters.  ``threads`` (version 2;
+    default: every usable core) changes the speed, never the output.
     """
     return generate_keywords_from(KeywordParams(
         n=n, vocab_size=vocab_size, seed=seed, length_weights=length_weights, fanout_exponents=fanout_exponents,
         fanout_offsets=fanout_offsets, leaf_gap=leaf_gap, sibling_windows_log2=sibling_windows_log2,
-        duplicate_fraction=duplicate_fraction))
+        duplicate_fraction=duplicate_fraction, generator=generator), threads=threads)
 
 
-def generate_keywords_from(params: KeywordParams) -> KeywordSet:
-    """Generate the keyword library described by ``params``."""
+def generate_keywords_from(params: KeywordParams, *, threads: int | None = None) -> KeywordSet:
+    """Generate the keyword library described by ``params`` (its ``generator`` version picks the code)."""
+    if params.generator == VERSION:
+        return generate_v2(params, threads)
+    return _generate_v1(params)
+
+
+def _generate_v1(params: KeywordParams) -> KeywordSet:
+    """Version 1: one random stream, depth by depth over the whole library (one core)."""
     n = int(params.n)
     rng = np.random.default_rng(params.seed)
     w = np.asarray(params.length_weights, dtype=np.float64)

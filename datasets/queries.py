@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import MAX_PROPOSALS, MAX_STEPS, MAX_TOKEN, PAD_TOKEN
@@ -39,9 +40,14 @@ from flashtrie.proposals import Proposals
 
 from ._hashing import ROOT_HASH as _ROOT
 from ._hashing import canonical_ids, child_hash, full_keyword_hashes, mix64
+from ._queries_v2 import VERSION, ScaledLibrary
 
 __all__ = ["PRESETS", "QueryParams", "QueryWorkload", "generate_queries", "generate_queries_from",
            "library_fingerprint"]
+
+#: Generator versions: 1 (kept so old seeds reproduce) and 2 (the default: same law, per-query work
+#: independent of the library size; `datasets._queries_v2`).
+GENERATORS = ("flashtrie.datasets.queries/1", VERSION)
 
 #: Preset values of the tunable `QueryParams` fields.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -86,7 +92,7 @@ class QueryParams:
     sort_rows: bool = False
     library_size: int = 0
     library_fingerprint: str = ""
-    generator: str = field(default="flashtrie.datasets.queries/1")
+    generator: str = field(default=VERSION)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "logit_levels", tuple(float(x) for x in self.logit_levels))
@@ -94,6 +100,7 @@ class QueryParams:
             ("num_queries", self.num_queries >= 0, ">= 0"),
             ("num_steps", 1 <= self.num_steps <= MAX_STEPS, f"in [1, {MAX_STEPS}]"),
             ("proposals_per_step", 1 <= self.proposals_per_step <= MAX_PROPOSALS, f"in [1, {MAX_PROPOSALS}]"),
+            ("generator", self.generator in GENERATORS, f"one of {list(GENERATORS)}"),
             ("preset", self.preset in PRESETS or self.preset == "custom", f"one of {sorted(PRESETS)} or 'custom'"),
             ("num_relevant", self.num_relevant >= 1, ">= 1"),
             ("density", 0.0 <= self.density <= 1.0, "in [0, 1]"),
@@ -157,10 +164,19 @@ def library_fingerprint(keywords: KeywordSet) -> str:
 
 
 def _fingerprint(full_hashes: np.ndarray) -> str:
-    full = full_hashes.copy()
-    full ^= np.arange(full.size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    acc = int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
-    return f"{acc ^ full.size:016x}"
+    n = full_hashes.size
+    step = max(1 << 20, -(-n // (4 * usable_cpus())))
+
+    def part(s: int) -> int:  # xor is associative: ranges on threads give the same value
+        full = np.arange(s, min(s + step, n), dtype=np.uint64)
+        full *= np.uint64(0x9E3779B97F4A7C15)
+        full ^= full_hashes[s : s + step]
+        return int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
+
+    acc = 0
+    for x in in_parallel([lambda s=s: part(s) for s in range(0, n, step)], usable_cpus()):
+        acc ^= x
+    return f"{acc ^ n:016x}"
 
 
 def generate_queries(
@@ -189,11 +205,14 @@ def generate_queries(
     logit_noise: float | None = None,
     tail_logit: float | None = None,
     sort_rows: bool | None = None,
+    generator: str = VERSION,
+    threads: int | None = None,
 ) -> QueryWorkload:
     """Generate ``num_queries`` queries of ``num_steps`` rows of ``proposals_per_step`` proposals.
 
     See the module docstring.  ``vocab_size`` (for random distractors) defaults to the library's
-    largest token + 1.  Deterministic in ``seed`` for a given library.
+    largest token + 1.  Deterministic in ``seed`` for a given library (and ``generator`` version;
+    ``threads`` changes the speed only).
     """
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a KeywordSet, got {type(keywords).__name__}")
@@ -214,55 +233,109 @@ def generate_queries(
     values.update({k: v for k, v in given.items() if v is not None})
     vocab = int(vocab_size) if vocab_size else int(keywords.tokens.max()) + 1
     params = QueryParams(num_queries=num_queries, num_steps=num_steps, proposals_per_step=proposals_per_step,
-                         preset=preset, seed=seed, vocab_size=vocab, library_size=len(keywords), **values)
-    return generate_queries_from(keywords, params)
+                         preset=preset, seed=seed, vocab_size=vocab, library_size=len(keywords),
+                         generator=generator, **values)
+    return generate_queries_from(keywords, params, threads=threads)
 
 
-def generate_queries_from(keywords: KeywordSet, params: QueryParams) -> QueryWorkload:
-    """Generate the workload described by ``params`` over ``keywords`` (``library_*`` fields are filled in)."""
+def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads: int | None = None) -> QueryWorkload:
+    """Generate the workload described by ``params`` over ``keywords`` (``library_*`` fields are filled in).
+
+    ``params.generator`` picks the version (2: per-query work independent of the library size; 1: kept so
+    old seeds reproduce).  ``threads`` (version 2's one-off passes over the library) never changes the output.
+    """
     if len(keywords) == 0:
         raise InputError("keywords: the library is empty; queries need at least one keyword")
+    if params.generator == VERSION:
+        return _generate_v2(keywords, params, threads)
     lib = _Library(keywords, params.num_steps, params.topic_depth, params.popularity_power,
                    params.popular_pool * params.proposals_per_step)
     params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))
-    vocab = params.vocab_size or int(keywords.tokens.max()) + 1
     rng = np.random.default_rng(params.seed)
-    q_n, t_n, k_n = params.num_queries, params.num_steps, params.proposals_per_step
-    tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.uint32)
-    logprobs = np.full((q_n, t_n, k_n), -np.inf, dtype=np.float32)
-    relevant: list[np.ndarray] = []
-    topics = np.zeros((q_n, params.topic_depth), dtype=np.uint32)
-
-    sizes = lib.group_sizes
-    eligible = np.flatnonzero(sizes >= params.min_topic_size)
-    if eligible.size == 0:
-        eligible = np.flatnonzero(sizes == sizes.max())
-    w = sizes[eligible].astype(np.float64) ** params.topic_size_power
-    topic_cdf = np.cumsum(w / w.sum())
-
-    for q in range(q_n):
-        g = int(eligible[min(int(np.searchsorted(topic_cdf, rng.random(), side="right")), eligible.size - 1)])
+    out = _Output(params, keywords)
+    eligible, topic_cdf = _topic_law(lib.group_sizes, params)
+    for q in range(params.num_queries):
+        g = _draw_topic(rng, eligible, topic_cdf)
         members = lib.group_members(g)
-        topics[q] = lib.tokens_of(members[:1])[0, : params.topic_depth]
+        out.topics[q] = lib.tokens_of(members[:1])[0, : params.topic_depth]
         # length-biased sample without replacement (Efraimidis-Spirakis keys); the first ones are relevant
         u = np.log(rng.random(members.size))
         mlen = lib.lengths[members].astype(np.float64)
         rel = members[_top_keys(u / mlen**params.length_bias, params.num_relevant)]
         sample = members[_top_keys(u / mlen**params.path_length_bias, params.topic_sample)]
-        relevant.append(np.unique(lib.canon[rel]))
-        rel_cols = lib.tokens_of(rel)
-        sample_cols = lib.tokens_of(sample)
-        bg_cols = lib.tokens_of(lib.background(rng, params.background_sample, params.path_length_bias))
-        for t in range(t_n):
+        out.relevant.append(np.unique(lib.canon[rel]))
+        bg = lib.background(rng, params.background_sample, params.path_length_bias)
+        out.fill_rows(rng, q, lib.tokens_of(rel), lib.tokens_of(sample), lib.tokens_of(bg), lib)
+    return out.workload()
+
+
+def _generate_v2(keywords: KeywordSet, params: QueryParams, threads: int | None) -> QueryWorkload:
+    """Version 2 (`datasets._queries_v2`): topics drawn first, their members collected in one pass."""
+    lib = ScaledLibrary(keywords, params.num_steps, params.topic_depth, params.popularity_power,
+                        params.popular_pool * params.proposals_per_step, threads)
+    params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))
+    rng = np.random.default_rng(params.seed)
+    out = _Output(params, keywords)
+    eligible, topic_cdf = _topic_law(lib.group_sizes, params)
+    groups = [_draw_topic(rng, eligible, topic_cdf) for _ in range(params.num_queries)]
+    if groups:
+        lib.prepare_topics(np.array(groups))
+    chosen: list[np.ndarray] = []
+    for q, g in enumerate(groups):
+        out.topics[q] = lib.tokens_of(np.array([lib.topic_member(g)]))[0, : params.topic_depth]
+        ids, logu, mlen = lib.top_members(rng, g, max(params.num_relevant, params.topic_sample))
+        rel = ids[_top_keys(logu / mlen**params.length_bias, params.num_relevant)]
+        sample = ids[_top_keys(logu / mlen**params.path_length_bias, params.topic_sample)]
+        chosen.append(rel)
+        bg = lib.background(rng, params.background_sample, params.path_length_bias)
+        out.fill_rows(rng, q, lib.tokens_of(rel), lib.tokens_of(sample), lib.tokens_of(bg), lib)
+    if chosen:
+        canon = lib.canonical(np.concatenate(chosen))
+        at = np.cumsum([0] + [r.size for r in chosen])
+        out.relevant.extend(np.unique(canon[at[i] : at[i + 1]]) for i in range(len(chosen)))
+    return out.workload()
+
+
+class _Output:
+    """The arrays of a workload being generated, and the row filling both versions share."""
+
+    def __init__(self, params: QueryParams, keywords: KeywordSet) -> None:
+        q_n, t_n, k_n = params.num_queries, params.num_steps, params.proposals_per_step
+        self.params = params
+        self.vocab = params.vocab_size or int(keywords.tokens.max()) + 1
+        self.tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.uint32)
+        self.logprobs = np.full((q_n, t_n, k_n), -np.inf, dtype=np.float32)
+        self.relevant: list[np.ndarray] = []
+        self.topics = np.zeros((q_n, params.topic_depth), dtype=np.uint32)
+
+    def fill_rows(self, rng: np.random.Generator, q: int, rel_cols: np.ndarray, sample_cols: np.ndarray,
+                  bg_cols: np.ndarray, lib: _Library | ScaledLibrary) -> None:
+        p = self.params
+        for t in range(p.num_steps):
             row_tok, row_cls, row_rank = _build_row(rng, rel_cols[:, t], sample_cols[:, t], bg_cols[:, t], lib, t,
-                                                    vocab, k_n, params)
-            lp = _row_logprobs(rng, row_cls, row_rank, params)
-            if params.sort_rows:
+                                                    self.vocab, p.proposals_per_step, p)
+            lp = _row_logprobs(rng, row_cls, row_rank, p)
+            if p.sort_rows:
                 o = np.argsort(-lp, kind="stable")
                 row_tok, lp = row_tok[o], lp[o]
-            tokens[q, t, : row_tok.size] = row_tok
-            logprobs[q, t, : row_tok.size] = lp
-    return QueryWorkload(Proposals(tokens, logprobs), relevant, params, topics)
+            self.tokens[q, t, : row_tok.size] = row_tok
+            self.logprobs[q, t, : row_tok.size] = lp
+
+    def workload(self) -> QueryWorkload:
+        return QueryWorkload(Proposals(self.tokens, self.logprobs), self.relevant, self.params, self.topics)
+
+
+def _topic_law(sizes: np.ndarray, params: QueryParams) -> tuple[np.ndarray, np.ndarray]:
+    """The groups a topic may be (at least ``min_topic_size`` members, else the largest) and their CDF."""
+    eligible = np.flatnonzero(sizes >= params.min_topic_size)
+    if eligible.size == 0:
+        eligible = np.flatnonzero(sizes == sizes.max())
+    w = sizes[eligible].astype(np.float64) ** params.topic_size_power
+    return eligible, np.cumsum(w / w.sum())
+
+
+def _draw_topic(rng: np.random.Generator, eligible: np.ndarray, topic_cdf: np.ndarray) -> int:
+    return int(eligible[min(int(np.searchsorted(topic_cdf, rng.random(), side="right")), eligible.size - 1)])
 
 
 # ------------------------------------------------------------------------------------------ helpers

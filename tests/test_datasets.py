@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 
 import numpy as np
@@ -14,11 +15,14 @@ from flashtrie.datasets import (
     generate_keywords_from,
     generate_queries,
     keyword_stats,
+    library_fingerprint,
     load_keywords,
     load_workload,
     save_keywords,
     save_workload,
 )
+from flashtrie.datasets._keywords_v2 import CHUNK, VERSION
+from flashtrie.datasets._queries_v2 import VERSION as QUERY_VERSION
 
 from flashtrie import InputError, KeywordSet, Proposals
 from flashtrie.limits import PAD_TOKEN
@@ -91,6 +95,38 @@ def test_structure_is_realistic(mid_lib: KeywordSet) -> None:
     # token frequency falls with the id (Zipf-like): the first 1% of ids are far more frequent
     counts = np.bincount(mid_lib.tokens, minlength=2_200_000)
     assert counts[:22_000].sum() > 10 * counts[-22_000:].sum()
+
+
+@pytest.mark.parametrize("dup", [0.0, 0.02])
+def test_keywords_same_for_any_thread_count(dup: float) -> None:
+    # 600k keywords span three fixed chunks; the chunking, not the threads, fixes the streams
+    n = 2 * CHUNK + 75_000
+    one = generate_keywords(n, seed=11, duplicate_fraction=dup, threads=1)
+    for threads in (2, 3, 7):
+        other = generate_keywords(n, seed=11, duplicate_fraction=dup, threads=threads)
+        assert np.array_equal(one.offsets, other.offsets) and np.array_equal(one.tokens, other.tokens)
+    assert library_fingerprint(one) != library_fingerprint(generate_keywords(n, seed=12, threads=2))
+
+
+def test_version_1_still_reproduces() -> None:
+    # fingerprints of the version-1 output at commit 59cae3b (the generator before version 2)
+    v1 = "flashtrie.datasets.keywords/1"
+    assert library_fingerprint(generate_keywords(30_000, seed=5, generator=v1)) == "d1b1d8113c792560"
+    assert library_fingerprint(generate_keywords(5_000, seed=2, duplicate_fraction=0.1, generator=v1)) \
+        == "e05ca61b9323f28d"
+    p = KeywordParams(n=10, generator=v1)
+    assert KeywordParams.from_dict(p.to_dict()).generator == v1
+    with pytest.raises(InputError, match="generator"):
+        KeywordParams(n=10, generator="flashtrie.datasets.keywords/9")
+
+
+def test_version_2_is_the_default_and_has_no_accidental_duplicates() -> None:
+    assert KeywordParams(n=1).generator == VERSION
+    ks = generate_keywords(3 * CHUNK, seed=4, threads=2)
+    s = keyword_stats(ks)
+    assert s["duplicates"] == 0
+    # every keyword of a parent ends on its own slot: equal parents never share a last token
+    assert s["distinct_prefixes_per_depth"][0] > 10_000
 
 
 def test_duplicate_fraction() -> None:
@@ -287,3 +323,68 @@ def test_wrong_files_refused(tmp_path, small_lib: KeywordSet, dense: QueryWorklo
              offsets=np.array([0, 1], np.int64))
     with pytest.raises(InputError, match=f"{bad_params}.*generator parameters"):
         load_keywords(bad_params)
+
+
+# ------------------------------------------------------------------------------------------ versions
+def _workload_digest(wl: QueryWorkload) -> str:
+    h = hashlib.sha256()
+    for a in (wl.proposals.tokens, wl.proposals.logprobs, wl.topics, *wl.relevant):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()[:16]
+
+
+def test_query_version_1_still_reproduces(small_lib: KeywordSet) -> None:
+    # digests of version-1 workloads over the version-1 library, at commit 59cae3b (before version 2)
+    kw = generate_keywords(20_000, vocab_size=50_000, seed=3, generator="flashtrie.datasets.keywords/1")
+    want = {"dense": "fed1646d3c84b0ae", "sparse": "52d4754554da98f4"}
+    for preset, digest in want.items():
+        wl = generate_queries(kw, 3, proposals_per_step=300, preset=preset, seed=5, min_topic_size=64,
+                              generator="flashtrie.datasets.queries/1")
+        assert wl.params.generator == "flashtrie.datasets.queries/1"
+        assert _workload_digest(wl) == digest
+
+
+def test_queries_same_for_any_thread_count() -> None:
+    kw = generate_keywords(2_500_000, seed=2, duplicate_fraction=0.01, threads=2)  # several ranges per pass
+    a = generate_queries(kw, 4, proposals_per_step=200, seed=1, min_topic_size=256, threads=1)
+    b = generate_queries(kw, 4, proposals_per_step=200, seed=1, min_topic_size=256, threads=3)
+    assert a.params.generator == QUERY_VERSION and _workload_digest(a) == _workload_digest(b)
+
+
+def _inclusion(generator: str, kw: KeywordSet, runs: int, **kw_args: object) -> np.ndarray:
+    wl = generate_queries(kw, runs, num_steps=2, proposals_per_step=8, preset="sparse", seed=9,
+                          generator=generator, **kw_args)
+    return np.bincount(np.concatenate(wl.relevant), minlength=len(kw)) / runs
+
+
+def test_query_versions_draw_the_same_law() -> None:
+    # one topic (first token 1) of 7 keywords of lengths 1..4 (two duplicates of keyword 4): the chance
+    # that each is relevant (length-biased, without replacement) must agree between the versions
+    seqs = [[1], [1, 2], [1, 3], [1, 4, 5], [1, 4, 6, 7], [1, 4, 6, 7], [1, 8, 9, 10], [2, 3]]
+    kw = KeywordSet.from_sequences(seqs)
+    args = {"num_relevant": 3, "min_topic_size": 5, "length_bias": 1.5, "topic_sample": 4}
+    v1 = _inclusion("flashtrie.datasets.queries/1", kw, 3000, **args)
+    v2 = _inclusion(QUERY_VERSION, kw, 3000, **args)
+    assert v1[5] == v2[5] == 0  # keyword 5 repeats keyword 4: relevant ids are canonical
+    assert v1[7] == v2[7] == 0  # outside the topic
+    assert np.abs(v1 - v2).max() < 0.05  # 3000 draws: standard error of a difference about 0.013
+    assert v2[6] > v2[3] > v2[1] > v2[0] > 0  # longer is likelier (length_bias > 0)
+
+
+def test_stored_member_fast_read_checks_crc(tmp_path, small_lib: KeywordSet) -> None:
+    path = tmp_path / "lib.npz"
+    save_keywords(path, small_lib)
+    back = load_keywords(path).keywords
+    assert np.array_equal(back.tokens, small_lib.tokens) and np.array_equal(back.offsets, small_lib.offsets)
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("tokens.npy")
+    raw = bytearray(path.read_bytes())
+    raw[info.header_offset + 30 + len("tokens.npy") + 200] ^= 0x01  # one bit inside the token array
+    bad = tmp_path / "flip.npz"
+    bad.write_bytes(bytes(raw))
+    with pytest.raises(InputError, match="CRC"):
+        load_keywords(bad)
+    # a compressed file takes numpy's own reader
+    packed = tmp_path / "packed.npz"
+    save_keywords(packed, small_lib, compress=True)
+    assert np.array_equal(load_keywords(packed).keywords.tokens, small_lib.tokens)

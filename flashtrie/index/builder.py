@@ -311,11 +311,51 @@ def _sorted_preorder(ks: KeywordSet, max_len: int) -> tuple[np.ndarray, _Preorde
     return np.concatenate(orders), pre
 
 
-def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input") -> BuiltArrays:
+@dataclass
+class LevelOrder:
+    """Steps 1-4's output, in level order: what the array assembly reads (node 0 is the root)."""
+
+    parent: np.ndarray  # level-order parent of nodes 1..n-1 (non-decreasing)
+    creator: np.ndarray  # sorted-keyword index of each node's creator (-1 for the root)
+    depth: np.ndarray  # plain-trie depth of each node
+    start: np.ndarray  # plain depth of each node's first edge token
+    num_nodes: int
+
+
+#: Steps 1-4 as one function: ``(keywords, max_len, progress) -> (sorted unique ids, level order)``.
+SortAndOrder = Callable[[KeywordSet, int, Progress], "tuple[np.ndarray, LevelOrder]"]
+
+
+def _level_order(pre: _Preorder, max_len: int) -> LevelOrder:
+    """Step 4: level order = a stable sort of preorder by compressed depth; the node arrays in that order."""
+    bfs = np.argsort(_small_uint(pre.cdepth, max_len), kind="stable")  # level order: (cdepth, preorder)
+    n = bfs.size
+    inv = np.empty(n, dtype=np.int64)
+    inv[bfs] = np.arange(n, dtype=np.int64)
+    par, creator, depth, start = _in_parallel(
+        *[partial(np.take, a, bfs) for a in (pre.parent, pre.creator, pre.depth, pre.edge_start)])
+    parent_bfs = inv[par[1:]]
+    del inv, bfs, par
+    if parent_bfs.size and (np.any(np.diff(parent_bfs) < 0) or parent_bfs.min() < 0):
+        raise AssertionError("internal error: children are not contiguous in level order")
+    return LevelOrder(parent_bfs, creator, depth, start, n)
+
+
+def _sort_and_order(ks: KeywordSet, max_len: int, say: Progress) -> tuple[np.ndarray, LevelOrder]:
+    """Steps 1-4 on the CPU (the reference; `flashtrie.gpu_impl.build_gpu` mirrors it on a GPU)."""
+    say("sort+trie")
+    order, pre = _sorted_preorder(ks, max_len)
+    say("order")
+    return order, _level_order(pre, max_len)
+
+
+def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input", *,
+                 sort_and_order: SortAndOrder | None = None) -> BuiltArrays:
     """Build every index array from ``ks``; ``progress(stage)`` is called as stages start.
 
     ``ids="input"``: results carry input ids, through the map ``keyword_ids`` unless the input order already
     is the index order (then no map is stored).  ``ids="index"``: the r-th terminal node has id r, no map.
+    ``sort_and_order`` replaces steps 1-4 (the GPU builder's hook); its output must equal `_sort_and_order`'s.
     """
     if ids not in ("input", "index"):
         raise ValueError(f"ids must be 'input' or 'index', got {ids!r}")
@@ -328,23 +368,13 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "i
     starts_all = ks.offsets[:-1]
     max_len = int(lengths_all.max())
 
-    say("sort+trie")
-    order, pre = _sorted_preorder(ks, max_len)
+    order, lv = (sort_and_order or _sort_and_order)(ks, max_len, say)
     starts = starts_all[order]
     lens = lengths_all[order]
     u = order.size
-
-    say("order")
-    bfs = np.argsort(_small_uint(pre.cdepth, max_len), kind="stable")  # level order: (cdepth, preorder)
-    n = bfs.size
-    inv = np.empty(n, dtype=np.int64)
-    inv[bfs] = np.arange(n, dtype=np.int64)
-    par, creator, depth, start = _in_parallel(
-        *[partial(np.take, a, bfs) for a in (pre.parent, pre.creator, pre.depth, pre.edge_start)])
-    parent_bfs = inv[par[1:]]
-    del pre, inv, bfs, par
-    if parent_bfs.size and (np.any(np.diff(parent_bfs) < 0) or parent_bfs.min() < 0):
-        raise AssertionError("internal error: children are not contiguous in level order")
+    parent_bfs, creator, depth, start = lv.parent, lv.creator, lv.depth, lv.start
+    n = lv.num_nodes
+    del lv
 
     say("arrays")
     creator[0] = 0  # the root reads nothing below; any valid index keeps the gathers in range

@@ -1,0 +1,213 @@
+"""Query generator version 2: the workload model of `datasets.queries` with per-query work independent of N.
+
+Version 1 draws one uniform per member of the query's topic (tens of millions at 800M keywords) and keeps
+an N x T token matrix, a stable argsort of the library and per-depth `np.unique` sorts.  Version 2 draws
+the same distributions with per-query work proportional to the samples:
+
+* **relevant keywords and topic sample** (Efraimidis-Spirakis keys ``log(u) / length ** bias`` sharing one
+  ``u`` per member, as in version 1): within one length class all members have the same weight, so the
+  class's top keys belong to its largest ``u``; those are drawn as order statistics (the largest of m
+  uniforms is ``v ** (1 / m)``, the next one is the largest of m - 1 below it, ...) and given to a
+  uniformly random ordered subset of the class.  The top keys of the whole topic are among the classes'
+  top ``max(num_relevant, topic_sample)``: the same joint law, with O(K) draws per length class;
+* **background keywords** (with replacement, weight ``length ** bias``): uniform ids accepted with
+  probability ``weight / max weight`` (exact; the expected number of draws per keyword is
+  ``max weight / mean weight``, a property of the length distribution, not of N);
+* **canonical ids** of the relevant keywords: one pass over the keyword hashes for all queries at once,
+  instead of a stable argsort of the library.
+
+One-off passes over the library (keyword hashes, token counts per depth, topic sizes, the members of the
+chosen topics by length) run over ranges of keywords on threads; none is repeated per query, and their
+results do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from flashtrie.cpus import in_parallel, usable_cpus
+from flashtrie.errors import InputError
+from flashtrie.keywords import KeywordSet
+from flashtrie.limits import PAD_TOKEN
+
+from ._hashing import ROOT_HASH, child_hash, full_keyword_hashes
+
+__all__ = ["VERSION", "ScaledLibrary"]
+
+VERSION = "flashtrie.datasets.queries/2"
+_RANGE = 1 << 20  # keywords per task, at least
+_BINCOUNT_MAX = 1 << 26  # token counts by bincount up to this token id; np.unique above
+_CANON_BITS = 22  # the prefilter table of `canonical` (4M flags)
+
+
+class ScaledLibrary:
+    """What the version-2 generator needs of a library: built once, then O(K) work per query."""
+
+    def __init__(self, keywords: KeywordSet, num_steps: int, topic_depth: int, popularity_power: float,
+                 popular_pool: int, threads: int | None = None) -> None:
+        self.ks = keywords
+        self.threads = usable_cpus() if threads is None else max(1, int(threads))
+        n = len(keywords)
+        self.n = n
+        self.topic_depth = topic_depth
+        self.cols = max(num_steps, topic_depth)
+        step = max(_RANGE, -(-n // (4 * self.threads)))
+        self.ranges = [(s, min(s + step, n)) for s in range(0, n, step)]
+        self.lengths = self._lengths()
+        off, tok = keywords.offsets, keywords.tokens
+        self.max_token = max(self._map(lambda s, e: int(tok[off[s] : off[e]].max()) if off[e] > off[s] else 0))
+        self.full = full_keyword_hashes(keywords, self.threads)
+        hist = np.bincount(self.lengths)
+        self.present_lengths = np.flatnonzero(hist)
+        self.depth_tokens: list[np.ndarray] = []
+        self.depth_weights: list[np.ndarray] = []
+        first_counts = self._depth_counts(0)
+        for d in range(num_steps):
+            tok, cnt = first_counts if d == 0 else self._depth_counts(d)
+            o = np.argsort(-cnt, kind="stable")[:popular_pool]
+            self.depth_tokens.append(tok[o])
+            self.depth_weights.append(cnt[o].astype(np.float64) ** popularity_power)
+        if topic_depth == 1:
+            self.group_keys, self.group_sizes = first_counts
+        else:
+            keys = np.concatenate([self._group_key(s, e)[1] for s, e in self.ranges])
+            self.group_keys, self.group_sizes = np.unique(keys, return_counts=True)
+        if self.group_sizes.size == 0:
+            raise InputError(f"topic_depth: no keyword has {topic_depth} or more tokens")
+        self._members: dict[int, list[tuple[int, np.ndarray]]] = {}
+
+    # ------------------------------------------------------------------ one-off passes (threaded)
+    def _map(self, fn) -> list:
+        return in_parallel([lambda s=s, e=e: fn(s, e) for s, e in self.ranges], self.threads)
+
+    def _lengths(self) -> np.ndarray:
+        off = self.ks.offsets
+        out = np.empty(self.n, dtype=np.uint8 if self.ks.max_length < 256 else np.int64)
+
+        def one(s: int, e: int) -> None:
+            out[s:e] = np.diff(off[s : e + 1])
+
+        self._map(one)
+        return out
+
+    def _column(self, s: int, e: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ids in [s, e) of the keywords longer than d, and their token at depth d."""
+        ids = np.flatnonzero(self.lengths[s:e] > d) + s
+        return ids, self.ks.tokens[self.ks.offsets[ids] + d]
+
+    def _depth_counts(self, d: int) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct tokens at depth d (ascending) and how many keywords have each there."""
+        top = self.max_token + 1
+        if top <= _BINCOUNT_MAX:
+            cnt = np.zeros(top, dtype=np.int64)
+            for part in self._map(lambda s, e: np.bincount(self._column(s, e, d)[1], minlength=top)):
+                cnt += part
+            tok = np.flatnonzero(cnt)
+            return tok.astype(np.uint32), cnt[tok]
+        col = np.concatenate([self._column(s, e, d)[1] for s, e in self.ranges])
+        tok, cnt = np.unique(col, return_counts=True)
+        return tok, cnt
+
+    def _group_key(self, s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+        """Ids in [s, e) of the keywords with a topic (``topic_depth`` tokens or more) and their group key."""
+        if self.topic_depth == 1:
+            ids, tok = self._column(s, e, 0)
+            return ids, tok.astype(np.uint64)
+        ids = np.flatnonzero(self.lengths[s:e] >= self.topic_depth) + s
+        key = np.full(ids.size, ROOT_HASH, dtype=np.uint64)
+        for d in range(self.topic_depth):
+            key = child_hash(key, self.ks.tokens[self.ks.offsets[ids] + d])
+        return ids, key
+
+    def prepare_topics(self, groups: np.ndarray) -> None:
+        """Collect, in one pass, the members of the given groups by length (ascending ids in each)."""
+        groups = np.unique(np.asarray(groups, dtype=np.int64))
+        keys = self.group_keys[groups].astype(np.uint64)  # ascending, like group_keys
+        nlen = int(self.present_lengths.max()) + 1
+
+        def one(s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+            ids, key = self._group_key(s, e)
+            at = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+            hit = keys[at] == key
+            ids, cls = ids[hit], at[hit] * nlen + self.lengths[ids[hit]]
+            small = np.uint16 if keys.size * nlen <= 1 << 16 else np.int64  # uint16: numpy's radix sort
+            o = np.argsort(cls.astype(small), kind="stable")
+            return ids[o], cls[o]
+
+        parts = self._map(one)
+        for gi, g in enumerate(groups.tolist()):
+            by_len = []
+            for length in self.present_lengths.tolist():
+                c = gi * nlen + length
+                pieces = [ids[np.searchsorted(cls, c):np.searchsorted(cls, c, side="right")] for ids, cls in parts]
+                members = np.concatenate(pieces)
+                if members.size:
+                    by_len.append((length, members))
+            self._members[g] = by_len
+
+    # ------------------------------------------------------------------ per-query draws (O(K))
+    def topic_member(self, g: int) -> int:
+        """Some keyword of group g (they all share the topic's tokens)."""
+        return int(self._members[g][0][1][0])
+
+    def top_members(self, rng: np.random.Generator, g: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The members of group g with the k largest ``log(u)`` of each length class: (ids, log u, length).
+
+        Per class of m members: the t = min(k, m) largest log-uniforms in decreasing order (order statistics)
+        and a uniformly random ordered choice of t members to carry them.
+        """
+        ids, logu, lens = [], [], []
+        for length, members in self._members[g]:
+            m = members.size
+            t = min(k, m)
+            logu.append(np.cumsum(np.log(rng.random(t)) / (m - np.arange(t, dtype=np.float64))))
+            ids.append(members[rng.choice(m, size=t, replace=False)])
+            lens.append(np.full(t, length, dtype=np.float64))
+        return np.concatenate(ids), np.concatenate(logu), np.concatenate(lens)
+
+    def background(self, rng: np.random.Generator, size: int, length_bias: float) -> np.ndarray:
+        """``size`` keyword ids from the whole library (with replacement), weighted by ``length ** length_bias``."""
+        if size <= 0:
+            return np.zeros(0, dtype=np.int64)
+        w = self.present_lengths.astype(np.float64) ** length_bias
+        weight = np.zeros(int(self.present_lengths.max()) + 1)
+        weight[self.present_lengths] = w / w.max()
+        out = np.zeros(0, dtype=np.int64)
+        while out.size < size:
+            draw = rng.integers(0, self.n, size=2 * (size - out.size) + 64)
+            ok = rng.random(draw.size) < weight[self.lengths[draw]]
+            out = np.concatenate([out, draw[ok]])
+        return out[:size]
+
+    def tokens_of(self, ids: np.ndarray) -> np.ndarray:
+        """``mat[i, d]``: token d of keyword ``ids[i]``, PAD_TOKEN past its end."""
+        ids = np.asarray(ids, dtype=np.int64)
+        mat = np.full((ids.size, self.cols), PAD_TOKEN, dtype=np.uint32)
+        lens = self.lengths[ids]
+        starts = self.ks.offsets[ids]
+        for d in range(self.cols):
+            has = np.flatnonzero(lens > d)
+            if has.size == 0:
+                break
+            mat[has, d] = self.ks.tokens[starts[has] + d]
+        return mat
+
+    def canonical(self, ids: np.ndarray) -> np.ndarray:
+        """For each id, the smallest id of an identical keyword (equal full hashes), in one pass for all."""
+        ids = np.asarray(ids, dtype=np.int64)
+        targets = np.unique(self.full[ids])
+        mask = np.uint64((1 << _CANON_BITS) - 1)
+        table = np.zeros(1 << _CANON_BITS, dtype=bool)
+        table[(targets & mask).astype(np.int64)] = True
+
+        def one(s: int, e: int) -> np.ndarray:
+            h = self.full[s:e]
+            cand = np.flatnonzero(table[(h & mask).astype(np.int64)])
+            at = np.minimum(np.searchsorted(targets, h[cand]), targets.size - 1)
+            hit = targets[at] == h[cand]
+            best = np.full(targets.size, self.n, dtype=np.int64)
+            np.minimum.at(best, at[hit], cand[hit] + s)
+            return best
+
+        best = np.min(self._map(one), axis=0)
+        return best[np.searchsorted(targets, self.full[ids])]
