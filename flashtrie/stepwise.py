@@ -120,21 +120,26 @@ class TrieStepper:
         ids = np.full((len(rows), max(width, 1)), -1, dtype=np.int64)
         for i, r in enumerate(rows):
             ids[i, : r.size] = r
-        return self.walk(ids, np.array([r.size for r in rows], dtype=np.int64))
+        return self.walk(ids, end=np.array([r.size for r in rows], dtype=np.int64))
 
-    def walk(self, ids: np.ndarray, lengths: np.ndarray | None = None, eos_token_id: Any = None) -> StepStates:
-        """States after feeding each row of ``ids[n, L]`` from the root (its first ``lengths[r]`` tokens)."""
+    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
+        """States after feeding ``ids[r, begin[r]:end[r]]`` from the root, for each row of ``ids[n, L]``
+        (``begin`` defaults to 0 and ``end`` to L; an int applies to every row).  Used to re-derive the
+        state of every row from its generated suffix (`flashtrie.hf`)."""
         ids = np.asarray(ids)
         if ids.ndim != 2 or not np.issubdtype(ids.dtype, np.integer):
             raise InputError(f"ids: expected a 2-D integer array [n, L], got {ids.dtype}{list(ids.shape)}")
         n, width = ids.shape
-        lens = np.full(n, width, dtype=np.int64) if lengths is None else np.asarray(lengths, dtype=np.int64)
-        if lens.shape != (n,) or (lens.size and (lens.min() < 0 or lens.max() > width)):
-            raise InputError(f"lengths: expected {n} values in [0, {width}]")
+        lo = _cols(begin, 0, n, width, "begin")
+        hi = _cols(end, width, n, width, "end")
         st = self.start(n)
-        for c in range(int(lens.max()) if n else 0):
+        if n == 0:
+            return st
+        for c in range(int(lo.min()), int(hi.max())):
+            go = (lo <= c) & (c < hi)
+            if not go.any():
+                continue
             nxt = self.advance(st, ids[:, c], eos_token_id)
-            go = c < lens
             st = StepStates(np.where(go, nxt.node, st.node), np.where(go, nxt.off, st.off))
         return st
 
@@ -310,6 +315,16 @@ class TrieStepper:
 
     def reset_dead_count(self) -> None:
         self.dead_count = 0
+
+
+def _cols(v: Any, default: int, n: int, width: int, name: str) -> np.ndarray:
+    """A per-row column bound (int or int array [n]) in [0, width]."""
+    a = np.full(n, default if v is None else 0, dtype=np.int64)
+    if v is not None:
+        a[:] = np.asarray(v, dtype=np.int64)
+    if a.size and (a.min() < 0 or a.max() > width):
+        raise InputError(f"{name}: expected column bounds in [0, {width}], got {a.min()}..{a.max()}")
+    return a
 
 
 def _check_out(out: Any, shape: tuple[int, int], additive: bool) -> np.ndarray:
