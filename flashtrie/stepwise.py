@@ -310,7 +310,8 @@ class TrieStepper:
             return out
         if out is None:
             out = np.zeros((n, v), dtype=np.float32)
-        np.add(out, np.where(allow, out.dtype.type(0), out.dtype.type(-np.inf)), out=out)
+        with np.errstate(invalid="ignore"):  # a +inf logit at a banned token becomes NaN, as in torch
+            np.add(out, np.where(allow, out.dtype.type(0), out.dtype.type(-np.inf)), out=out)
         return out
 
     def reset_dead_count(self) -> None:
