@@ -25,6 +25,7 @@ sequence, one per row of ``input_ids`` (or one per batch item, repeated over its
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -69,7 +70,7 @@ class TrieLogitsProcessor(LogitsProcessor):
     @property
     def dead_count(self) -> int:
         """Rows seen dead (a token left the trie) by every call so far, on every backend (syncs the GPU)."""
-        return self._cpu.dead_count + sum(int(g.dead_count) for g in self._gpu.values())
+        return self._cpu.dead_count + sum(int(g.dead_count) for g in self._gpu.values() if g is not None)
 
     def reset(self) -> None:
         """Forget the inferred prompt length (before reusing the processor for another `generate()`)."""
@@ -104,9 +105,11 @@ class TrieLogitsProcessor(LogitsProcessor):
                 from .gpu_impl.stepwise import GpuTrieStepper
 
                 self._gpu[idx] = GpuTrieStepper(self.index, device=idx, array_module="torch")
-            except Exception:
+            except Exception as e:
                 if self.backend == "gpu":
                     raise
+                warnings.warn(f"flashtrie.hf: the GPU stepper is not usable ({type(e).__name__}: {e}); masking on "
+                              "the CPU with host copies", RuntimeWarning, stacklevel=3)
                 self._gpu[idx] = None
         return self._gpu[idx]
 

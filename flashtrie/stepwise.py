@@ -105,6 +105,7 @@ class TrieStepper:
         #: dead rows seen by `mask` since construction (or `reset_dead_count`)
         self.dead_count = 0
         self._eos_ok: set[tuple[int, ...]] = set()
+        self._root: np.ndarray | None = None
 
     # ------------------------------------------------------------------ start states
     def start(self, n: int) -> StepStates:
@@ -189,16 +190,26 @@ class TrieStepper:
         """Allowed next trie tokens as CSR: ``offsets`` int64[n + 1], ``tokens`` uint32 (ascending per state).
 
         EOS is not among them: `ends` says where it is allowed."""
-        node, off, at = self._decode(states)
+        return self._allowed(*self._decode(states))
+
+    def _root_labels(self) -> np.ndarray:
+        if self._root is None:
+            f, e = (int(v[0]) for v in self.index.child_range(np.zeros(1, dtype=np.int64)))
+            self._root = self.index.labels(np.arange(f, e, dtype=np.int64))
+        return self._root
+
+    def _allowed(self, node: np.ndarray, off: np.ndarray, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         first, cnt = self._counts(node, off, at)
         offsets = np.zeros(node.size + 1, dtype=np.int64)
         np.cumsum(cnt, out=offsets[1:])
         tokens = np.zeros(int(offsets[-1]), dtype=np.uint32)
-        kids = np.repeat(at, cnt)
+        root = at & (node == 0)  # the root's children are decoded once and reused
+        if root.any():
+            tokens[np.repeat(root, cnt)] = np.tile(self._root_labels(), int(np.count_nonzero(root)))
+        kids = np.repeat(at & ~root, cnt)
         if kids.any():
             row_first = np.repeat(first - offsets[:-1], cnt)
-            ids = row_first[kids] + np.flatnonzero(kids)
-            tokens[kids] = self.index.labels(ids)
+            tokens[kids] = self.index.labels(row_first[kids] + np.flatnonzero(kids))
         mid = (node >= 0) & ~at
         if mid.any():
             tokens[offsets[:-1][mid]] = self.index.edge_tokens(node[mid], off[mid])
@@ -297,10 +308,13 @@ class TrieStepper:
         n, v = node.size, int(vocab_size)
         if out is not None:
             out = _check_out(out, (n, v), additive)
-        offsets, tokens = self.allowed(states)
+        offsets, tokens = self._allowed(node, off, at)
         allow = np.zeros((n, v), dtype=bool)
-        allow[np.repeat(np.arange(n), np.diff(offsets)), tokens.astype(np.int64)] = True
-        eos_rows = np.flatnonzero(self.ends(states) | (node < 0))
+        allow[np.repeat(np.arange(n), np.diff(offsets)), tokens] = True
+        ends = np.zeros(n, dtype=bool)
+        if at.any():
+            ends[at] = self.index.is_terminal(node[at])
+        eos_rows = np.flatnonzero(ends | (node < 0))
         allow[np.ix_(eos_rows, np.asarray(eos, dtype=np.int64))] = True
         self.dead_count += int(np.count_nonzero(node == DEAD))
         if not additive:

@@ -102,6 +102,8 @@ def test_generate_equals_prefix_allowed_tokens_fn(arch: str, vocab: int, beams: 
     for gen in _continuations(ours.sequences, p):
         assert gen[-1] == EOS and tuple(gen[:-1]) in words, gen
     assert proc.dead_count == 0
+    if device == "cuda":  # the GPU stepper did the work, not the CPU fallback
+        assert proc._gpu and all(g is not None for g in proc._gpu.values())
 
 
 @pytest.mark.parametrize("device", DEVICES)
