@@ -185,19 +185,19 @@ def hf_metrics(index: NarrowLoudsIndex, root: dict, prefixes: list[list[int]], b
 
     depth = len(prefixes[0])
     prompt = 4
-    ids = torch.tensor([[0] * prompt + p for p in prefixes], device="cuda")
-    scores = torch.randn(len(prefixes), vocab + 1, device="cuda")
+    ids = torch.tensor([[0] * prompt + p for p in prefixes], device=_dev())
+    scores = torch.randn(len(prefixes), vocab + 1, device=_dev())
     theirs = PrefixConstrainedLogitsProcessor(dict_prefix_fn(root, prompt, eos), beams)
     ours = TrieLogitsProcessor(index, eos, prompt_length=prompt)
     out = {}
     for name, proc, reps in (("hf_ms", theirs, 3), ("ours_ms", ours, 20)):
         proc(ids, scores)
-        torch.cuda.synchronize()
+        _sync()
         t = []
         for _ in range(reps):
             t0 = time.perf_counter()
             r = proc(ids, scores)
-            torch.cuda.synchronize()
+            _sync()
             t.append((time.perf_counter() - t0) * 1e3)
         out[name] = statistics.median(t)
         out[name.replace("_ms", "_out")] = r
@@ -215,8 +215,8 @@ def generate_metrics(index: NarrowLoudsIndex, root: dict, vocab: int, eos: int, 
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab + 1, n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                       eos_token_id=eos, bos_token_id=eos, pad_token_id=eos)).cuda().eval()
-    prompt = torch.randint(0, vocab, (batch, 4), device="cuda")
+                                       eos_token_id=eos, bos_token_id=eos, pad_token_id=eos)).to(_dev()).eval()
+    prompt = torch.randint(0, vocab, (batch, 4), device=_dev())
     kw = {"num_beams": beams, "do_sample": False, "max_new_tokens": index.max_keyword_length + 1,
           "eos_token_id": eos, "pad_token_id": eos}
     variants = {
@@ -228,16 +228,29 @@ def generate_metrics(index: NarrowLoudsIndex, root: dict, vocab: int, eos: int, 
     for name, extra in variants.items():
         t = []
         for _ in range(3):
-            torch.cuda.synchronize()
+            _sync()
             t0 = time.perf_counter()
             with torch.no_grad():
                 model.generate(prompt, **kw, **extra)
-            torch.cuda.synchronize()
+            _sync()
             t.append((time.perf_counter() - t0) * 1e3)
         out[f"{name}_ms"] = statistics.median(t[1:])
     out["ours_over_unconstrained"] = out["ours_ms"] / out["unconstrained_ms"]
     out["hf_over_unconstrained"] = out["hf_prefix_fn_ms"] / out["unconstrained_ms"]
     return out
+
+
+def _dev() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def _shape(text: str) -> tuple[int, int]:
@@ -295,7 +308,7 @@ def run(args: argparse.Namespace) -> list[Record]:
                 except Exception as e:  # noqa: BLE001 - one failed case is recorded, the run goes on
                     emit(Record("latency", f"{args.backend}-stepwise", "error", f"{type(e).__name__}: {e}",
                                 "stepwise", wl, cfg))
-        if gpu is not None and (args.hf or args.generate) and wl["num_keywords"] <= args.hf_max_keywords:
+        if gpu is not None and (args.hf or args.generate) and case in args.hf_cases.split(","):
             _compare_hf(args, index, keywords, wl, eos, shapes, emit)
         del gpu, cpu, index, keywords
     return records
@@ -404,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("records", nargs="+")
         p.add_argument("--out-dir", default="reports/h200-stepwise")
         a = p.parse_args(argv[1:])
-        print(render(read_records(*a.records), a.out_dir))
+        recs = read_records(*a.records)
+        print(render(recs, a.out_dir))
+        print(table(recs))
         return 0
     p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise_bench", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="JSON Lines records file (appended)")
@@ -415,7 +430,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
     p.add_argument("--hf", action="store_true", help="compare with transformers' processor (small libraries)")
     p.add_argument("--generate", action="store_true", help="generate() of a tiny GPT-2 with and without")
-    p.add_argument("--hf-max-keywords", type=int, default=1_000_000)
+    p.add_argument("--hf-cases", default="fixed:1M:2048",
+                   help="libraries of the transformers comparisons (its dict trie and callback are slow)")
     a = p.parse_args(argv)
     recs = run(a)
     print(table(recs))
