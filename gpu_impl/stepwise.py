@@ -158,19 +158,8 @@ class GpuTrieStepper:
     def _upload_index(self) -> None:
         from cuda.bindings import driver
 
-        ix = self.index
-        n = int(ix.num_nodes)
-        louds = ix.louds.to_bools()
-        zpos = np.flatnonzero(~louds)
-        if zpos.size != n:
-            raise IndexFormatError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n})")
-        deg = np.diff(np.concatenate(([-1], zpos))) - 1
-        del louds, zpos
-        vals = (ix.linked.to_bools()[:n].astype(np.uint32) | (ix.terminal.to_bools()[:n].astype(np.uint32) << 1)
-                | ((deg > 0).astype(np.uint32) << 2))
-        vals = np.concatenate([vals, np.zeros((-n) % 8 + 8, dtype=np.uint32)])
-        nflags = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
-        host = [np.ascontiguousarray(ix.arrays[k]) for k in _INDEX_NAMES] + [nflags.astype(np.uint32)]
+        host, widths = index_host_arrays(self.index)
+        n = int(self.index.num_nodes)
         offsets, total = [], 0
         for a in host:
             total = -(-total // 256) * 256
@@ -183,10 +172,7 @@ class GpuTrieStepper:
             for off, a in zip(offsets, host, strict=True):
                 if a.nbytes:
                     _check(driver.cuMemcpyHtoDAsync(base + off, a.ctypes.data, a.nbytes, stream.handle))
-            meta = ix.meta
-            view = np.frombuffer(struct.pack(_INDEX_FMT, *[base + o for o in offsets], int(meta["labels_hi.width"]),
-                                             int(meta["link_starts.width"]), int(meta["suffix.width"]),
-                                             int(meta["keyword_ids.width"]), n, 0, 0, 0), dtype=np.uint8).copy()
+            view = index_view_bytes([base + o for o in offsets], widths, n)
             self._view_buf = self.device.allocate(view.nbytes, stream=stream)
             _check(driver.cuMemcpyHtoDAsync(int(self._view_buf.handle), view.ctypes.data, view.nbytes, stream.handle))
             stream.sync()
@@ -395,6 +381,33 @@ class GpuTrieStepper:
 
     def reset_dead_count(self) -> None:
         self._dead[0] = 0
+
+
+def index_host_arrays(ix: NarrowLoudsIndex) -> tuple[list[np.ndarray], tuple[int, int, int, int]]:
+    """The arrays of the kernels' ``IndexView`` in its order (the node flags last, 4 bits per node: linked,
+    terminal, has a child), and the packed widths, as `GpuSearcher._upload_index` packs them."""
+    n = int(ix.num_nodes)
+    louds = ix.louds.to_bools()
+    zpos = np.flatnonzero(~louds)
+    if zpos.size != n:
+        raise IndexFormatError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n})")
+    deg = np.diff(np.concatenate(([-1], zpos))) - 1
+    del louds, zpos
+    vals = (ix.linked.to_bools()[:n].astype(np.uint32) | (ix.terminal.to_bools()[:n].astype(np.uint32) << 1)
+            | ((deg > 0).astype(np.uint32) << 2))
+    vals = np.concatenate([vals, np.zeros((-n) % 8 + 8, dtype=np.uint32)])
+    nflags = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
+    arrays = ix.arrays
+    host = [np.ascontiguousarray(arrays[k]) for k in _INDEX_NAMES] + [nflags.astype(np.uint32)]
+    meta = ix.meta
+    widths = (int(meta["labels_hi.width"]), int(meta["link_starts.width"]), int(meta["suffix.width"]),
+              int(meta["keyword_ids.width"]))
+    return host, widths
+
+
+def index_view_bytes(pointers: Sequence[int], widths: tuple[int, int, int, int], num_nodes: int) -> np.ndarray:
+    """The ``IndexView`` struct (kernels/index.cuh) as bytes."""
+    return np.frombuffer(struct.pack(_INDEX_FMT, *pointers, *widths, num_nodes, 0, 0, 0), dtype=np.uint8).copy()
 
 
 def _array_module(name: str | None, device: int) -> _Torch | _Cupy:

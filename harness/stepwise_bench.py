@@ -111,9 +111,20 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         steps["step"]()
         torch.cuda.synchronize()
         synced.append((time.perf_counter() - t0) * 1e6)
-    out: dict[str, Any] = {"host_us": _stats(host), "sync_us": _stats(synced)}
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(repeats):
+        steps["step"]()
+    e1.record()
+    torch.cuda.synchronize()
+    out: dict[str, Any] = {"host_us": _stats(host), "sync_us": _stats(synced),
+                           "stream_us": e0.elapsed_time(e1) * 1e3 / repeats}  # eager, launch gaps included
     for name, f in steps.items():
-        out[f"graph_{name}_us"] = _graph_us(f, repeats)
+        try:
+            out[f"graph_{name}_us"] = _graph_us(f, repeats)
+        except Exception as e:  # noqa: BLE001 - keep the eager numbers
+            out["graph_error"] = f"{type(e).__name__}: {e}"
+            break
     out["dead_rows"] = gpu.dead_count
     return out
 
@@ -346,22 +357,24 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
 def table(records: list[Record]) -> str:
     """A Markdown table of the step records, then the HF comparisons."""
     lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step µs | host µs | "
-             "host+sync µs |", "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: |"]
+             "host+sync µs | eager stream µs |", "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
         w, c, m = r.workload, r.config, r.metrics
         if r.status != "ok":
-            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | |")
+            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | |")
             continue
         dev = m.get("graph_step_us")
         parts = " / ".join(f"{m[k]:.1f}" for k in ("graph_mask_us", "graph_advance_us", "graph_bool_step_us")
                            if k in m) or "-"
         lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
-                     f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} |"
+                     f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} | "
+                     f"{m.get('stream_us', float('nan')):.1f} |"
                      if dev is not None else
                      f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
-                     f"{c['states']} | - | - | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} |")
+                     f"{c['states']} | - | {m.get('graph_error', '-')} | {m['host_us']['mean']:.1f} | "
+                     f"{m['sync_us']['mean']:.1f} | {m.get('stream_us', float('nan')):.1f} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
     if hf:
         lines += ["", "| library | rows | depth | transformers dict-trie processor ms | ours ms | speed-up | same |",
