@@ -328,6 +328,12 @@ class TrieStepper:
             np.add(out, np.where(allow, out.dtype.type(0), out.dtype.type(-np.inf)), out=out)
         return out
 
+    def advance_mask(self, states: StepStates, tokens: np.ndarray, vocab_size: int, eos_token_id: Any,
+                     out: np.ndarray | None = None, additive: bool = True) -> tuple[StepStates, np.ndarray]:
+        """`advance`, then `mask` of the new states: ``(new_states, mask)`` (one launch on the GPU)."""
+        new = self.advance(states, tokens, eos_token_id)
+        return new, self.mask(new, vocab_size, eos_token_id, out=out, additive=additive)
+
     def reset_dead_count(self) -> None:
         self.dead_count = 0
 

@@ -137,7 +137,9 @@ class GpuTrieStepper:
         ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
-                   ("advance", "walk", "mask", "count", "fill")}
+                   ("advance", "walk", "mask", "advance_mask", "count", "fill")}
+        #: ask L2 for the logits while a mask block decodes its state (bit 0 of the kernels' flags)
+        self.prefetch = True
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_view.handle)
@@ -342,11 +344,8 @@ class GpuTrieStepper:
                          np.uint64(0), np.uint64(_ptr(tokens)))
         return offsets, tokens
 
-    def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
-             additive: bool = True) -> Any:
-        """0 / -inf added in place to float32 logits ``out[n, vocab_size]`` (a new zero array when None), or
-        a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
-        `dead_count` on the device."""
+    def _mask_args(self, n: int, vocab_size: int, eos_token_id: Any, out: Any, additive: bool) -> tuple[Any, int, list]:
+        """Checks, the output array, the number of vocabulary chunks and the kernel arguments after the states."""
         eos, eos_dev = self._eos(eos_token_id)
         if not eos:
             raise InputError("eos_token_id: a mask needs an EOS token id")
@@ -355,7 +354,6 @@ class GpuTrieStepper:
             self._vocab_ok.add(int(vocab_size))
         if max(eos) >= vocab_size:
             raise InputError(f"eos_token_id: {max(eos)} is not below vocab_size {vocab_size}")
-        a, b, n = self._states(states)
         v = int(vocab_size)
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
@@ -367,12 +365,37 @@ class GpuTrieStepper:
         chunks = -(-v // CHUNK)
         if n * chunks >= 2**31:
             raise InputError(f"states: {n} rows x {chunks} vocabulary chunks is over the launch limit 2**31")
+        fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
+        args = [np.uint64(v), np.uint32(chunks), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(fp),
+                np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
+                np.uint32(1 if self.prefetch else 0)]
+        return out, chunks, args
+
+    def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
+             additive: bool = True) -> Any:
+        """0 / -inf added in place to float32 logits ``out[n, vocab_size]`` (a new zero array when None), or
+        a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
+        `dead_count` on the device."""
+        a, b, n = self._states(states)
+        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         if n:
-            fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
-            self._launch("mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), np.uint64(v),
-                         np.uint32(chunks), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(fp),
-                         np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)))
+            self._launch("mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
         return out
+
+    def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
+                     additive: bool = True) -> tuple[StepStates, Any]:
+        """`advance`, then `mask` of the new states, in one launch: ``(new_states, out)``."""
+        a, b, n = self._states(states)
+        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        if t.shape != (n,):
+            raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
+        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        new = self._new_states(n)
+        if n:
+            self._launch("advance_mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+                         np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n), *args,
+                         np.uint64(_ptr(new.node)), np.uint64(_ptr(new.off)))
+        return new, out
 
     @property
     def dead_count(self) -> int:

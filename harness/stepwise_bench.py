@@ -96,6 +96,9 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         "mask": lambda: gpu.mask(d, vocab, eos, out=logits),
         "advance": lambda: gpu.advance(d, tok, eos),
         "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
+        "fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=logits),
+        "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
+        "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
     }
     for f in steps.values():
         f()
@@ -127,6 +130,14 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             break
     out["dead_rows"] = gpu.dead_count
     return out
+
+
+def _without_prefetch(gpu: Any, f: Callable[[], Any]) -> Any:
+    gpu.prefetch = False
+    try:
+        return f()
+    finally:
+        gpu.prefetch = True
 
 
 def _graph_us(f: Callable[[], Any], repeats: int) -> float:
@@ -356,8 +367,9 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
 
 def table(records: list[Record]) -> str:
     """A Markdown table of the step records, then the HF comparisons."""
-    lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step µs | host µs | "
-             "host+sync µs | eager stream µs |", "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+    lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step / fused / "
+             "bool fused µs | host µs | host+sync µs | eager stream µs |",
+             "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
@@ -366,7 +378,8 @@ def table(records: list[Record]) -> str:
             lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | |")
             continue
         dev = m.get("graph_step_us")
-        parts = " / ".join(f"{m[k]:.1f}" for k in ("graph_mask_us", "graph_advance_us", "graph_bool_step_us")
+        parts = " / ".join(f"{m[k]:.1f}" for k in ("graph_mask_us", "graph_advance_us", "graph_bool_step_us",
+                                                     "graph_fused_us", "graph_bool_fused_us")
                            if k in m) or "-"
         lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
                      f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} | "

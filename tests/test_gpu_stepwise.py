@@ -144,6 +144,15 @@ def test_masks_match_numpy(kws, seed):
         x = np.array([pick_token(rnd, trie, h, alphabet, eos) % vocab for h in hist], dtype=np.int64)
         nxt = cpu.advance(s, x, eos)
         same_states(nxt, gpu.advance(dev(s), torch.as_tensor(x, device="cuda"), eos))
+        gpu.prefetch = not gpu.prefetch  # the L2 prefetch changes no result
+        new, m = gpu.advance_mask(dev(s), torch.as_tensor(x, device="cuda"), vocab, eos, additive=False)
+        same_states(nxt, new)
+        assert np.array_equal(m.cpu().numpy(), cpu.advance_mask(s, x, vocab, eos, additive=False)[1])
+        logits = np.random.default_rng(seed % 1000).normal(size=(len(s), vocab)).astype(np.float32)
+        got = torch.as_tensor(logits, device="cuda")
+        gpu.advance_mask(dev(s), torch.as_tensor(x, device="cuda"), vocab, eos, out=got)
+        cpu.advance_mask(s, x, vocab, eos, out=logits)
+        assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
         hist = [trie.advance(h, int(t), eos) for h, t in zip(hist, x, strict=True)]
         s = nxt
 

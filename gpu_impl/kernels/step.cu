@@ -8,6 +8,7 @@
 //   ft_step_walk     one thread per row: the state after a row's tokens ids[r, begin:end] from the root
 //   ft_step_mask     one block per (state, chunk of CHUNK vocabulary entries): a bitmap of the allowed
 //                    tokens in shared memory, then 0 / -inf added to float32 logits, or a bool mask
+//   ft_step_advance_mask  both in one launch: the new states and their mask (one decode chain, one launch)
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
 
@@ -146,22 +147,28 @@ __device__ __forceinline__ u32 child_lower_bound(const IndexView& I, u32 first, 
     return lo;
 }
 
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in, const i64* __restrict__ off_in,
-             u32 n, u64 V, u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
-             unsigned char* outb, u64 row_stride, unsigned long long* dead_count) {
-    __shared__ IndexView I;
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+#ifdef __CUDA_ARCH__
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+#endif
+}
+
+// One block's part of a mask: state (node, off) of `row`, vocabulary entries [v0, v1).  The block's threads
+// first ask L2 for their logits (FT_PREFETCH) so the loads overlap the thread-0 decode.
+__device__ void mask_block(const IndexView& I, i64 node, i64 off, u32 row, u64 v0, u64 V, const i64* eos,
+                           u32 n_eos, float* outf, unsigned char* outb, u64 row_stride,
+                           unsigned long long* dead_count, u32 flags) {
     __shared__ u32 bits[CHUNK / 32];
     __shared__ Pos P;
     __shared__ u32 lo_c, hi_c;
-    const u32 row = blockIdx.x / chunks_per_row;
-    const u64 v0 = (u64)(blockIdx.x % chunks_per_row) * CHUNK;
     const u64 v1 = min(V, v0 + CHUNK);
-    if (threadIdx.x == 0) I = *view;
+    const u64 base = (u64)row * row_stride;
+    if (outf && (flags & 1u))
+        for (u64 v = v0 + 32ull * threadIdx.x; v < v1; v += 32ull * blockDim.x)
+            prefetch_l2(outf + base + v);
     for (u32 i = threadIdx.x; i < CHUNK / 32; i += blockDim.x) bits[i] = 0u;
-    __syncthreads();
     if (threadIdx.x == 0) {
-        P = decode(I, node_in[row], off_in[row], true);
+        P = decode(I, node, off, true);
         if (v0 == 0 && P.kind == K_DEAD) atomicAdd(dead_count, 1ull);
     }
     __syncthreads();
@@ -192,7 +199,6 @@ ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in
         }
     }
     __syncthreads();
-    const u64 base = (u64)row * row_stride;
     for (u64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
         const u32 k = (u32)(v - v0);
         const bool ok = (bits[k >> 5] >> (k & 31)) & 1u;
@@ -203,6 +209,42 @@ ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in
             outb[base + v] = ok ? 1 : 0;
         }
     }
+}
+
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in, const i64* __restrict__ off_in,
+             u32 n, u64 V, u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+             unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
+    __shared__ IndexView I;
+    if (threadIdx.x == 0) I = *view;
+    __syncthreads();
+    const u32 row = blockIdx.x / chunks_per_row;
+    mask_block(I, node_in[row], off_in[row], row, (u64)(blockIdx.x % chunks_per_row) * CHUNK, V, eos, n_eos, outf,
+               outb, row_stride, dead_count, flags);
+}
+
+// advance, then the mask of the new states, in one launch: every block of a row advances the row's state
+// (the first block of the row stores it), then masks its chunk.  `node_out` must not alias `node_in`.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in,
+                     const i64* __restrict__ off_in, const void* tok, u32 tok_is64, u64 tok_stride, u32 n, u64 V,
+                     u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf, unsigned char* outb,
+                     u64 row_stride, unsigned long long* dead_count, u32 flags, i64* node_out, i64* off_out) {
+    __shared__ IndexView I;
+    __shared__ i64 s_node, s_off;
+    const u32 row = blockIdx.x / chunks_per_row;
+    const u32 chunk = blockIdx.x % chunks_per_row;
+    if (threadIdx.x == 0) {
+        I = *view;
+        i64 node = node_in[row], off = off_in[row];
+        const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride]
+                               : (i64)((const int*)tok)[(u64)row * tok_stride];
+        advance_one(I, node, off, x, eos, n_eos);
+        if (chunk == 0) { node_out[row] = node; off_out[row] = off; }
+        s_node = node; s_off = off;
+    }
+    __syncthreads();
+    mask_block(I, s_node, s_off, row, (u64)chunk * CHUNK, V, eos, n_eos, outf, outb, row_stride, dead_count, flags);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
