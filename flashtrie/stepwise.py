@@ -21,6 +21,10 @@ at the node; the root is ``(0, 0)``).  Two special values of ``node`` (``off`` i
 **EOS** (``eos_token_id``: an int or a sequence of ints) is allowed exactly where a keyword ends.  An EOS
 id that is also a token of the trie would be ambiguous and is refused, and so is a trie token that is
 not below ``vocab_size`` (a keyword with it could never be generated).
+
+Written against the index's vectorised decoders (``child_range``, ``labels``, ``edge_lengths``,
+``edge_tokens``, ``is_terminal``); ``flashtrie.search_core``'s shared checks and start states did not exist
+when this was written, so `start_from_prefixes` walks the prefixes here.
 """
 
 from __future__ import annotations
