@@ -1,10 +1,13 @@
-"""nox sessions: `nox -s lint tests` (what CI runs), `bench`, `report`, `gpu`, `demo`."""
+"""nox sessions: `nox -s lint tests` (what CI runs), `typecheck`, `bench`, `report`, `gpu`, `demo`."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "typecheck"]
 nox.options.reuse_existing_virtualenvs = True
 
 
@@ -21,6 +24,36 @@ def tests(session: nox.Session) -> None:
     session.install("torch==2.13.0")  # a CPU wheel (pip's find-links); then the `hf` extra finds it installed
     session.install("-e", ".[test,gpu,hf]")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
+
+
+#: The modules `typecheck` checks (as installed: flashtrie.reference_cpu is the folder reference_cpu/).
+TYPECHECKED = ["flashtrie/errors.py", "flashtrie/limits.py", "flashtrie/tokens.py", "flashtrie/proposals.py",
+               "flashtrie/scoring.py", "flashtrie/cpus.py", "flashtrie/search_types.py", "flashtrie/search_core.py",
+               "flashtrie/reference_cpu", "flashtrie/harness/parity.py", "flashtrie/harness/backends.py"]
+#: Source folders installed as subpackages of flashtrie (pyproject's package-dir).
+_SUBPACKAGES = ("reference_cpu", "harness", "gpu_impl", "datasets")
+
+
+def _overlay(root: Path, into: Path) -> Path:
+    """A folder ``into/flashtrie`` of links that mirrors the installed package, so mypy resolves
+    ``flashtrie.reference_cpu`` and friends to their source folders."""
+    pkg = into / "flashtrie"
+    pkg.mkdir(parents=True, exist_ok=True)
+    for src in [*(root / "flashtrie").iterdir(), *(root / d for d in _SUBPACKAGES)]:
+        link = pkg / src.name
+        if not link.is_symlink():
+            link.symlink_to(src)
+    return into
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over the search core, the CPU backends and the parity harness (configuration in pyproject.toml)."""
+    session.install("mypy>=1.10", "numpy>=2.0")
+    root = Path(__file__).resolve().parent
+    overlay = _overlay(root, Path(session.create_tmp()) / "typecheck")
+    session.chdir(overlay)
+    session.run("mypy", "--config-file", os.fspath(root / "pyproject.toml"), *TYPECHECKED, *session.posargs)
 
 
 @nox.session

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TypeVar
 
 __all__ = ["usable_cpus", "in_parallel"]
 
@@ -18,7 +18,10 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-def in_parallel(fns: list[Callable[[], Any]], workers: int) -> list[Any]:
+T = TypeVar("T")
+
+
+def in_parallel(fns: list[Callable[[], T]], workers: int) -> list[T]:
     """The results of independent calls, in order, on up to ``workers`` threads (numpy releases the GIL in
     its array work); in this thread when one worker is enough."""
     workers = min(workers, len(fns))

@@ -17,3 +17,7 @@ class IndexFormatError(FlashTrieError):
 
 class DeviceError(FlashTrieError, RuntimeError):
     """The GPU backend cannot run the request (no device, not enough memory, ...)."""
+
+
+class WorkerError(FlashTrieError, RuntimeError):
+    """A CPU backend's worker process died during a search, or the searcher is closed."""

@@ -12,7 +12,7 @@ import numpy as np
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_PROPOSALS, MAX_STEPS, PAD_TOKEN
-from .tokens import check_token_sequence
+from .tokens import check_token_sequence, is_integer_dtype
 
 __all__ = ["Proposals"]
 
@@ -176,8 +176,27 @@ def _parse_record(obj: object) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return tok_rows, lp_rows
 
 
+def _from_torch(name: str, a: object) -> object:
+    """A PyTorch CPU tensor as something numpy reads: detached from autograd; bfloat16 / float16 logprobs
+    widened to float32 (exact: every such value is a float32).  Other objects pass unchanged."""
+    if not type(a).__module__.startswith("torch") or not hasattr(a, "detach"):
+        return a
+    t = a.detach()
+    device = str(getattr(t, "device", "cpu"))
+    if device != "cpu":
+        raise InputError(f"{name}: a torch tensor on {device}; Proposals takes host arrays (call .cpu(), or pass "
+                         "device arrays to GpuSearcher.search)")
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype in ("bfloat16", "float16", "half"):
+        if name == "tokens":
+            raise InputError(f"tokens: expected an integer array, got dtype {dtype}")
+        t = t.float()
+    return t
+
+
 def _rectangular(name: str, a: object) -> np.ndarray:
-    """``np.asarray(a)``, with a ragged nested list refused by name."""
+    """``np.asarray(a)``, with a ragged nested list refused by name (torch tensors through `_from_torch`)."""
+    a = _from_torch(name, a)
     try:
         return np.asarray(a)
     except ValueError as e:
@@ -198,7 +217,7 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
         raise InputError(f"tokens: T = {t_n} steps is over the limit {MAX_STEPS}")
     if k_n > MAX_PROPOSALS:
         raise InputError(f"tokens: K = {k_n} proposals per row is over the limit {MAX_PROPOSALS}")
-    if tok.size and not np.issubdtype(tok.dtype, np.integer):
+    if tok.size and not is_integer_dtype(tok.dtype):  # bool, timedelta64, datetime64, object, complex ...
         raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
     if tok.dtype == np.uint32:
         tok32 = tok
@@ -216,7 +235,7 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
         tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
     if tok32 is tok:
         tok32 = tok.copy()  # the caller's array may change after the checks; ours may not
-    if lp.size and not np.issubdtype(lp.dtype, np.floating):
+    if lp.size and lp.dtype.kind != "f":
         raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
     # Rounding to float32 is the documented input precision; a float64 beyond float32's range becomes
     # ±inf, and +inf is refused below.

@@ -15,7 +15,7 @@ import numpy as np
 from .errors import InputError
 from .limits import MAX_TOKEN, PAD_TOKEN
 
-__all__ = ["check_token_sequence", "first_out_of_range"]
+__all__ = ["check_token_sequence", "first_out_of_range", "is_integer_dtype"]
 
 
 def _default_element(name: str) -> Callable[[int], str]:
@@ -28,8 +28,17 @@ def _limit_text(allow_padding: bool) -> str:
     return f"tokens must be integers in [0, {MAX_TOKEN}] (2**32 - 1 is reserved for padding)"
 
 
+#: Types that pass an integer check but are not tokens (``np.timedelta64`` subclasses ``np.signedinteger``).
+_NOT_TOKENS = (bool, np.bool_, np.timedelta64, np.datetime64)
+
+
 def _is_token_type(x: object) -> bool:
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    return isinstance(x, (int, np.integer)) and not isinstance(x, _NOT_TOKENS)
+
+
+def is_integer_dtype(dtype: np.dtype) -> bool:
+    """True for signed / unsigned integer dtypes only (not bool, timedelta64, datetime64, object, ...)."""
+    return dtype.kind in "iu"
 
 
 def first_out_of_range(tok: np.ndarray, allow_padding: bool = False) -> int:
@@ -69,7 +78,7 @@ def check_token_sequence(seq: object, name: str, *, element: Callable[[int], str
     if arr.dtype == object:
         items = arr.tolist()
         types = set(map(type, items))
-        if not all(issubclass(t, (int, np.integer)) and not issubclass(t, (bool, np.bool_)) for t in types):
+        if not all(issubclass(t, (int, np.integer)) and not issubclass(t, _NOT_TOKENS) for t in types):
             j = next(j for j, x in enumerate(items) if not _is_token_type(x))
             raise InputError(f"{elem(j)}: {items[j]!r} ({type(items[j]).__name__}) is not an integer token; "
                              f"{_limit_text(allow_padding)}")
@@ -79,7 +88,7 @@ def check_token_sequence(seq: object, name: str, *, element: Callable[[int], str
             j = next(j for j, x in enumerate(items) if not lo_ok <= x <= hi_ok)
             raise InputError(f"{elem(j)}: token {int(items[j])} is out of range; {_limit_text(allow_padding)}")
         arr = np.array(items, dtype=np.int64)  # every item is an integer in [-1, 2**32 - 1]: exact
-    elif not np.issubdtype(arr.dtype, np.integer):  # floats, strings, bools, complex, datetimes ...
+    elif not is_integer_dtype(arr.dtype):  # floats, strings, bools, complex, datetimes, timedeltas ...
         raise InputError(f"{elem(0)}: {arr[0].item()!r} is not an integer token (the sequence has dtype "
                          f"{arr.dtype}); {_limit_text(allow_padding)}")
     else:

@@ -9,11 +9,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from flashtrie.keywords import KeywordSet
+from flashtrie.search_types import Searcher
 
-__all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available_backends",
+if TYPE_CHECKING:
+    from flashtrie.index import NarrowLoudsIndex
+
+__all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available", "available_backends",
            "make_searchers", "close_searchers", "parse_backends", "reference_first", "REFERENCE", "BASELINE"]
 
 #: Display and timing order; marisa first because it is the speed-up baseline.
@@ -37,7 +41,7 @@ class BackendSpec:
     cls: str
     needs: str  # "keywords" or "index"
     description: str
-    options: tuple[tuple[str, Any], ...] = ()  # keyword arguments of the constructor
+    options: tuple[tuple[str, object], ...] = ()  # keyword arguments of the constructor
 
 
 BACKENDS: dict[str, BackendSpec] = {
@@ -48,6 +52,9 @@ BACKENDS: dict[str, BackendSpec] = {
                                  "CPU baseline, lookups only: one marisa-trie get per (hypothesis, valid proposal), "
                                  "as a trie library without child iteration allows (not run unless named)",
                                  options=(("enum_ratio", 0.0),)),
+    "oracle": BackendSpec("oracle", "flashtrie.reference_cpu", "OracleSearcher", "keywords",
+                          "brute-force reading of docs/semantics.md over every keyword prefix; small inputs only "
+                          "(not run unless named)"),
     "numpy": BackendSpec("numpy", "flashtrie.reference_cpu", "NumpySearcher", "index",
                          "CPU reference: vectorised numpy over the narrow-LOUDS index"),
     "gpu": BackendSpec("gpu", "flashtrie.gpu_impl", "GpuSearcher", "index",
@@ -55,11 +62,11 @@ BACKENDS: dict[str, BackendSpec] = {
 }
 
 
-def find_class(package: str, name: str) -> Any:
+def find_class(package: str, name: str) -> type:
     """``package.name`` (the backend packages export their searcher classes); raises ImportError."""
     obj = getattr(importlib.import_module(package), name, None)
-    if obj is None:
-        raise ImportError(f"{package} has no {name}")
+    if not isinstance(obj, type):
+        raise ImportError(f"{package} has no {name} (or it is not a class)")
     return obj
 
 
@@ -82,6 +89,12 @@ def availability(name: str) -> str | None:
     except Exception as e:  # noqa: BLE001
         return f"{spec.package}.{spec.cls} is not available ({type(e).__name__}: {e})"
     return None
+
+
+def available(names: Iterable[str] | None = None) -> list[str]:
+    """The registered backends (all of `BACKENDS`, or ``names``) that can run here, in registry order."""
+    wanted = set(BACKENDS if names is None else names)
+    return [n for n in BACKENDS if n in wanted and availability(n) is None]
 
 
 def available_backends(names: Iterable[str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -115,10 +128,10 @@ def parse_backends(text: str | None) -> list[str] | None:
     return names
 
 
-def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any,
-                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: NarrowLoudsIndex | None,
+                   progress: Callable[[str], None] | None = None) -> tuple[dict[str, Searcher], dict[str, str]]:
     """Construct each named searcher: ({name: searcher}, {name: error}).  Construction errors are kept."""
-    made: dict[str, Any] = {}
+    made: dict[str, Searcher] = {}
     failed: dict[str, str] = {}
     for n in names:
         spec = BACKENDS[n]
@@ -137,7 +150,7 @@ def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: Any
     return made, failed
 
 
-def close_searchers(searchers: dict[str, Any]) -> None:
+def close_searchers(searchers: dict[str, Searcher]) -> None:
     """Release worker pools / device memory of searchers that hold any."""
     for s in searchers.values():
         close = getattr(s, "close", None)

@@ -2,75 +2,23 @@
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from flashtrie.proposals import Proposals
-from flashtrie.search_types import SearchConfig, SearchResult
+from flashtrie.search_types import ResultDifference, SearchConfig, Searcher, SearchResult, result_difference
 
 __all__ = ["Mismatch", "BackendOutcome", "ParityReport", "check_parity", "compare_results"]
 
 
-@dataclass(frozen=True)
-class Mismatch:
-    """The first difference between two results: where, which field, and both sides' entries."""
-
-    query: int | None  # None when the shapes differ, or only the padding columns do
-    rank: int | None  # None likewise
-    field: str
-    left: Any
-    right: Any
-    detail: str
-
-    def __str__(self) -> str:
-        return self.detail
-
-
-_FIELDS = ("keyword_ids", "scores", "norm_scores", "lengths")
-
-
-def _f32_bits(v: float) -> int:
-    return int(struct.unpack("<I", struct.pack("<f", v))[0])
-
-
-def _bits(entry: tuple[int, float, float, int]) -> tuple[int, int, int, int]:
-    """An entry of `SearchResult.query` with its float32 scores as their bit patterns."""
-    kid, score, norm, length = entry
-    return kid, _f32_bits(score), _f32_bits(norm), length
-
-
-def _locate(left: SearchResult, right: SearchResult) -> tuple[int, int, str, Any, Any] | None:
-    """(query, rank, field, left entry, right entry) of the first entry that differs, comparing each query's
-    `SearchResult.query` entries field by field (scores as float32 bits); a missing entry is ``"pad"`` and
-    its field ``num_results``.  None when every entry agrees."""
-    for q in range(left.shape[0]):
-        a, b = left.query(q), right.query(q)
-        for r in range(max(len(a), len(b))):
-            if r >= len(a) or r >= len(b):
-                return q, r, "num_results", a[r] if r < len(a) else "pad", b[r] if r < len(b) else "pad"
-            for name, x, y in zip(_FIELDS, _bits(a[r]), _bits(b[r]), strict=True):
-                if x != y:
-                    return q, r, name, a[r], b[r]
-    return None
+#: The first difference between two results (`flashtrie.search_types.ResultDifference`).
+Mismatch = ResultDifference
 
 
 def compare_results(left: SearchResult, right: SearchResult) -> Mismatch | None:
-    """None when bit-identical (`SearchResult.first_difference`), else the first difference.
-
-    The verdict and ``detail`` are `first_difference`'s; the query / rank / field and both entries are
-    located by `_locate`.
-    """
-    text = left.first_difference(right)
-    if text is None:
-        return None
-    if left.shape != right.shape:
-        return Mismatch(None, None, "shape", left.shape, right.shape, text)
-    where = _locate(left, right)
-    if where is None:  # every entry agrees; only the padding columns differ
-        return Mismatch(None, None, "padding", None, None, text)
-    return Mismatch(*where, detail=text)
+    """None when bit-identical, else the first difference (`flashtrie.search_types.result_difference`)."""
+    return result_difference(left, right)
 
 
 @dataclass
@@ -128,7 +76,7 @@ class ParityReport:
                 m = o.mismatch
                 assert m is not None
                 if m.query is None or m.rank is None:
-                    lines.append(f"  {o.name:<10} MISMATCH ({m.field}): {m.detail}")
+                    lines.append(f"  {o.name:<10} MISMATCH ({m.field}): {m}")
                 else:
                     lines.append(f"  {o.name:<10} MISMATCH at query {m.query}, rank {m.rank} ({m.field}): "
                                  f"{self.reference} = {m.left}, {o.name} = {m.right}")
@@ -140,12 +88,12 @@ class ParityReport:
             "backends": [{"name": o.name, "status": o.status, "error": o.error,
                           "mismatch": None if o.mismatch is None else {
                               "query": o.mismatch.query, "rank": o.mismatch.rank, "field": o.mismatch.field,
-                              "left": o.mismatch.left, "right": o.mismatch.right, "detail": o.mismatch.detail}}
+                              "left": o.mismatch.left, "right": o.mismatch.right, "detail": str(o.mismatch)}}
                          for o in self.outcomes],
         }
 
 
-def check_parity(searchers: Mapping[str, Any], proposals: Proposals, config: SearchConfig,
+def check_parity(searchers: Mapping[str, Searcher], proposals: Proposals, config: SearchConfig,
                  prefixes: Sequence[Sequence[int]] | None = None, *,
                  results: Mapping[str, SearchResult] | None = None) -> ParityReport:
     """Run every searcher on the same input and compare each with the first, exactly.

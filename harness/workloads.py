@@ -194,13 +194,5 @@ def tile_proposals(p: Proposals, batch: int, start: int = 0) -> Proposals:
 
 
 def concat_results(parts: Sequence[SearchResult]) -> SearchResult:
-    """Stack per-batch results (same R) into one result."""
-    if len(parts) == 1:
-        return parts[0]
-    return SearchResult(
-        keyword_ids=np.concatenate([r.keyword_ids for r in parts]),
-        scores=np.concatenate([r.scores for r in parts]),
-        norm_scores=np.concatenate([r.norm_scores for r in parts]),
-        lengths=np.concatenate([r.lengths for r in parts]),
-        num_results=np.concatenate([r.num_results for r in parts]),
-    )
+    """Deprecated: `SearchResult.concat` (kept for the callers not yet moved)."""
+    return SearchResult.concat(parts)

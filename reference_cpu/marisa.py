@@ -10,10 +10,13 @@ a hypothesis with at most ``enum_ratio`` x (number of valid proposals) children 
 children table and finds each child's token in the row's sorted valid tokens (one vectorised
 ``searchsorted`` for all such hypotheses); a hypothesis with more children (the root, shallow nodes with a
 huge fan-out) asks marisa one ``trie.get(h + x)`` per valid proposal.  Everything else (scores,
-thresholds, top-B, pool) is vectorised with numpy.  `path_counts` counts the work done on each side.
+thresholds, top-B, pool) is vectorised with numpy.  `path_counts` counts the work done on each side
+by the last call.
 
 With ``processes > 1`` the trie and the arrays are saved to a temporary directory that worker processes
-memory-map; queries are split into contiguous chunks across a pool that lives until `close()`.
+memory-map; queries are split into contiguous chunks across a `ProcessPoolExecutor` that lives until
+`close()`.  Results are assembled by `SearchResult.from_pool` and the workers' parts merged by
+`SearchResult.concat`.
 """
 
 from __future__ import annotations
@@ -22,21 +25,26 @@ import multiprocessing
 import os
 import shutil
 import tempfile
+import threading
 import time
 import weakref
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 
 import marisa_trie
 import numpy as np
 
-from flashtrie.errors import InputError
+from flashtrie.errors import InputError, WorkerError
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
-from flashtrie.search_types import SearchConfig, SearchResult, check_request
+from flashtrie.search_core import check_request
+from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
-__all__ = ["MarisaSearcher"]
+__all__ = ["MarisaSearcher", "MARISA_MAX_KEYWORD_LENGTH"]
 
 _BE32 = np.dtype(">u4")
 
@@ -47,6 +55,10 @@ _COUNTS = ("enum_hyps", "enum_children", "lookup_hyps", "lookups")
 # (1M keywords, dense, K = B = 100 and 1000): ~0.36 us per marisa lookup vs a few ns per enumerated child;
 # the per-query time is flat from 16 to inf and rises below 16, and 16 keeps the widest nodes on marisa.
 ENUM_RATIO = 16.0
+#: Longest keyword the baseline accepts, in tokens.  Its trie holds every token-boundary prefix, so one
+#: keyword of L tokens costs 2 L^2 bytes of keys: measured (2-core box) 0.6 s and 96 MB peak for L = 4,096,
+#: 2.7 s and 289 MB for 8,192, 69 s and 3.5 GB for 30,000; at 70,000 marisa aborts the process.
+MARISA_MAX_KEYWORD_LENGTH = 4096
 
 
 def _build(keywords: KeywordSet) -> tuple[marisa_trie.BinaryTrie, dict[str, np.ndarray], int]:
@@ -85,6 +97,48 @@ def _build(keywords: KeywordSet) -> tuple[marisa_trie.BinaryTrie, dict[str, np.n
     return trie, arrays, len(whole) - len(first)
 
 
+@dataclass(slots=True)
+class _QueryPool:
+    """One query's results pool, sorted by pool key: keyword ids, s, n and lengths."""
+
+    kw: np.ndarray
+    s: np.ndarray
+    n: np.ndarray
+    length: np.ndarray
+
+    @classmethod
+    def empty(cls) -> _QueryPool:
+        f32 = np.zeros(0, dtype=np.float32)
+        return cls(np.zeros(0, dtype=np.int64), f32, f32.copy(), np.zeros(0, dtype=np.int32))
+
+    @property
+    def size(self) -> int:
+        return int(self.kw.size)
+
+    def offer(self, kw: np.ndarray, s: np.ndarray, n: np.ndarray, length: int, results: int) -> _QueryPool:
+        """Offer one step's whole keywords, given in (r, x) order: a stable sort on the score key gives the
+        pool key (-n, t, r, x); old entries come first, so on equal n the earlier step wins."""
+        best = np.argsort(desc_key32(n), kind="stable")[:results]
+        pool = _QueryPool(np.concatenate((self.kw, kw[best])), np.concatenate((self.s, s[best])),
+                          np.concatenate((self.n, n[best])),
+                          np.concatenate((self.length, np.full(best.size, length, dtype=np.int32))))
+        if self.size == 0:
+            return pool
+        keep = np.argsort(desc_key32(pool.n), kind="stable")[:results]
+        return _QueryPool(pool.kw[keep], pool.s[keep], pool.n[keep], pool.length[keep])
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The per-call constants: B, R, σ as float32, the LN table and its minimum."""
+
+    beam: int
+    results: int
+    sigma: np.float32
+    ln: np.ndarray
+    ln_min: np.float32
+
+
 class _Engine:
     """The searchable state (trie + arrays) and the per-query search; lives in the parent and in workers."""
 
@@ -102,97 +156,69 @@ class _Engine:
         self.counts = dict.fromkeys(_COUNTS, 0)
 
     def search(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig,
-               prefixes: list[bytes] | None, early_stop: bool
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Search queries ``tokens[Q, T, K]``; returns (ids int64, s f32, n f32, lengths int32), each [Q, R]."""
-        q_n, t_n, _ = tokens.shape
-        r_n = config.results
-        ids = np.full((q_n, r_n), -1, dtype=np.int64)
-        ss = np.full((q_n, r_n), -np.inf, dtype=np.float32)
-        ns = np.full((q_n, r_n), -np.inf, dtype=np.float32)
-        lens = np.zeros((q_n, r_n), dtype=np.int32)
-        if q_n == 0 or t_n == 0 or tokens.shape[2] == 0 or len(self.trie) == 0:
-            return ids, ss, ns, lens
-        tau = threshold32(config.token_threshold)
-        sigma = threshold32(config.score_threshold)
+               prefixes: list[bytes] | None, early_stop: bool) -> SearchResult:
+        """Search queries ``tokens[Q, T, K]`` (validated; prefixes as big-endian bytes)."""
+        q_n, t_n, k_n = tokens.shape
+        if q_n == 0 or t_n == 0 or k_n == 0 or len(self.trie) == 0:
+            return SearchResult.empty(q_n, config.results)
         ln = length_norm_table(config.length_norm, self.max_length)
-        ln_min = np.float32(ln[1:].min())
+        plan = _Plan(config.beam_width, config.results, threshold32(config.score_threshold), ln,
+                     np.float32(ln[1:].min()))
         # Rows sorted by token, so a candidate's position in its row's valid list orders like its token.
-        rows = sort_rows(tokens, logprobs, tau, with_later_max=early_stop)
-        tok_sorted, lp_sorted, valid, suffix_max = rows.tokens, rows.logprobs, rows.valid, rows.later_max
+        rows = sort_rows(tokens, logprobs, threshold32(config.token_threshold), with_later_max=early_stop)
+        pools = []
         with np.errstate(over="ignore", under="ignore"):
             for q in range(q_n):
                 prefix = prefixes[q] if prefixes is not None else b""
-                found = self._one(tok_sorted[q], lp_sorted[q], valid[q], prefix, config, sigma, ln, ln_min,
-                                  suffix_max[q] if suffix_max is not None else None)
-                if found is not None:
-                    kw, s, n, length = found
-                    m = kw.size
-                    ids[q, :m] = kw
-                    ss[q, :m] = s
-                    ns[q, :m] = n
-                    lens[q, :m] = length
-        return ids, ss, ns, lens
+                pools.append(self._one(rows.tokens[q], rows.logprobs[q], rows.valid[q], prefix, plan,
+                                       rows.later_max[q] if rows.later_max is not None else None))
+        qs = np.repeat(np.arange(q_n, dtype=np.int64), [p.size for p in pools])
+        return SearchResult.from_pool(q_n, plan.results, qs, *(np.concatenate([getattr(p, f) for p in pools])
+                                                               for f in ("kw", "s", "n", "length")))
 
-    def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, config: SearchConfig,
-             sigma: np.float32, ln: np.ndarray, ln_min: np.float32, suffix_max: np.ndarray | None,
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        if prefix:
-            start = self.trie.get(prefix)
-            if start is None:
-                return None
-        else:
-            start = self.root
-        beam, r_n = config.beam_width, config.results
-        t_n = tok.shape[0]
-        plen = len(prefix) // 4
+    def _start(self, prefix: bytes) -> int | None:
+        """The marisa id of the forced prefix (the root for none); None when it is not in the trie."""
+        if not prefix:
+            return self.root
+        return self.trie.get(prefix)
+
+    def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, plan: _Plan,
+             later_max: np.ndarray | None) -> _QueryPool:
+        """One query's step loop (docs/semantics.md): expand, score and threshold, offer to the pool, next
+        frontier, early stop."""
+        pool = _QueryPool.empty()
+        start = self._start(prefix)
+        if start is None:
+            return pool
+        t_n, plen = tok.shape[0], len(prefix) // 4
         hid = np.array([start], dtype=self.child_id.dtype)  # frontier: marisa ids and float32 scores, best first
         hs = np.zeros(1, dtype=np.float32)
-        p_kw = np.zeros(0, dtype=np.int64)
-        p_s = np.zeros(0, dtype=np.float32)
-        p_n = np.zeros(0, dtype=np.float32)
-        p_len = np.zeros(0, dtype=np.int32)
         for t in range(t_n):
             vt = tok[t][valid[t]]
-            nv = vt.size
-            if nv == 0:
+            if vt.size == 0:
                 break
-            vl = lp[t][valid[t]]
             r, j, cid = self._expand(hid, vt)
             if r.size == 0:
                 break
-            s = hs[r] + vl[j]  # one float32 addition
-            keep = s > sigma  # drop s ≤ σ (σ = -inf still drops a sum that overflowed to -inf)
+            s = hs[r] + lp[t][valid[t]][j]  # one float32 addition
+            keep = s > plan.sigma  # drop s ≤ σ (σ = -inf still drops a sum that overflowed to -inf)
             if not keep.all():
-                r, j, s, cid = r[keep], j[keep], s[keep], cid[keep]
+                s, cid = s[keep], cid[keep]
             kw = self.kw_of[cid]
-            length = plen + t + 1
             is_kw = kw >= 0
             if is_kw.any():
-                # Offered in (r, x) order; a stable sort on the score key gives pool key (-n, t, r, x).
-                n = s[is_kw] * ln[length]
-                best = np.argsort(desc_key32(n), kind="stable")[:r_n]
-                # Old entries come first, so on equal n the earlier step wins.
-                p_kw = np.concatenate((p_kw, kw[is_kw][best]))
-                p_s = np.concatenate((p_s, s[is_kw][best]))
-                p_n = np.concatenate((p_n, n[best]))
-                p_len = np.concatenate((p_len, np.full(best.size, length, dtype=np.int32)))
-                if p_kw.size > best.size:
-                    keep_pool = np.argsort(desc_key32(p_n), kind="stable")[:r_n]
-                    p_kw, p_s, p_n, p_len = p_kw[keep_pool], p_s[keep_pool], p_n[keep_pool], p_len[keep_pool]
+                length = plen + t + 1
+                pool = pool.offer(kw[is_kw], s[is_kw], s[is_kw] * plan.ln[length], length, plan.results)
             grow = np.flatnonzero(self.degree[cid])
             if grow.size == 0:
                 break
             # Frontier key (-s, r, x): survivors are in (r, x) order, so a stable sort on -s is exact.
-            grow = grow[np.argsort(desc_key32(s[grow]), kind="stable")[:beam]]
-            hs = s[grow]
-            hid = cid[grow]
-            if (suffix_max is not None and t + 1 < t_n and p_kw.size == r_n
-                    and pool_closed(suffix_max[t + 1], hs[0], p_n[-1], ln_min)):
+            grow = grow[np.argsort(desc_key32(s[grow]), kind="stable")[:plan.beam]]
+            hs, hid = s[grow], cid[grow]
+            if (later_max is not None and t + 1 < t_n and pool.size == plan.results
+                    and pool_closed(later_max[t + 1], hs[0], pool.n[-1], plan.ln_min)):
                 break  # nothing a later step offers can enter the full pool (see pool_closed)
-        if p_kw.size == 0:
-            return None
-        return p_kw, p_s, p_n, p_len
+        return pool
 
     def _expand(self, hid: np.ndarray, vt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """All valid ``h + [x]``: (frontier rank r, index j into the sorted valid tokens ``vt``, marisa id),
@@ -239,49 +265,78 @@ class _Engine:
 
 # ----------------------------------------------------------------------------------- worker processes
 _WORKER: dict[str, _Engine] = {}
+#: How often a worker checks that its parent is still alive (seconds).
+_PARENT_POLL_S = 0.2
 
 
-def _worker_init(tmpdir: str, max_length: int, enum_ratio: float) -> None:
+def _watch_parent(parent: int, tmpdir: str) -> None:
+    """In a worker: once the parent is gone (killed), remove the trie folder and exit."""
+    while True:
+        time.sleep(_PARENT_POLL_S)
+        if os.getppid() != parent:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+            os._exit(1)
+
+
+def _worker_init(tmpdir: str, max_length: int, enum_ratio: float, parent: int) -> None:
+    threading.Thread(target=_watch_parent, args=(parent, tmpdir), daemon=True, name="flashtrie-watch").start()
     trie = marisa_trie.BinaryTrie()
     trie.mmap(os.path.join(tmpdir, "prefixes.marisa"))
     arrays = {a: np.load(os.path.join(tmpdir, f"{a}.npy"), mmap_mode="r") for a in _ARRAYS}
     _WORKER["engine"] = _Engine(trie, arrays, max_length, enum_ratio)
 
 
-def _worker_search(args: tuple[Any, ...]) -> tuple[tuple[np.ndarray, ...], dict[str, int]]:
+def _worker_ready() -> int:
+    return os.getpid()
+
+
+#: One worker job: tokens, logprobs, config, forced prefixes as bytes, early stop.
+_Job = tuple[np.ndarray, np.ndarray, SearchConfig, "list[bytes] | None", bool]
+
+
+def _worker_search(args: _Job) -> tuple[SearchResult, dict[str, int]]:
     tokens, logprobs, config, prefixes, early_stop = args
     engine = _WORKER["engine"]
     engine.counts = dict.fromkeys(_COUNTS, 0)
     return engine.search(tokens, logprobs, config, prefixes, early_stop), engine.counts
 
 
-def _shutdown(pool: Any, tmpdir: str | None) -> None:
+def _shutdown(pool: ProcessPoolExecutor | None, tmpdir: str | None) -> None:
+    """Stop the workers (idle ones exit at once) and remove the trie folder."""
     if pool is not None:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
     if tmpdir is not None:
         shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _died(processes: Mapping[int, BaseProcess]) -> str:
+    """The workers that ended, as ``pid N (exit code C)``, for the error message."""
+    gone = [f"pid {pid} (exit code {p.exitcode})" for pid, p in processes.items() if p.exitcode not in (None, 0)]
+    return ", ".join(gone) or "a worker"
 
 
 class MarisaSearcher:
     """Exact trie-constrained beam search over a marisa-trie of keyword prefixes.
 
     ``processes > 1`` spreads queries over that many worker processes (each memory-maps the saved trie);
-    call `close()` or use the searcher as a context manager to stop them.  ``early_stop`` enables the
-    contract's allowed early stop (output identical either way).  ``enum_ratio`` sets the crossover of the
-    adaptive intersection (a hypothesis enumerates its children when it has at most ``enum_ratio`` x valid
-    proposals of them, else marisa is asked once per proposal; 0 = marisa only, inf = children table only).
-    ``build_seconds`` is the time spent building the trie and its arrays; ``duplicates`` the number of
-    repeated keywords collapsed; ``path_counts`` the hypotheses and children enumerated and the hypotheses
-    and marisa lookups done, summed over all searches (workers included).
+    call `close()` or use the searcher as a context manager to stop them (they are also stopped when the
+    searcher is collected or the interpreter exits, and they exit by themselves, removing the trie folder,
+    when the parent process is killed).  A worker that dies during a search (killed, out of memory) makes
+    that search raise `WorkerError` at once; the next search starts fresh workers.  ``early_stop`` enables
+    the contract's allowed early stop (output identical either way).  ``enum_ratio`` sets the crossover of
+    the adaptive intersection (a hypothesis enumerates its children when it has at most ``enum_ratio`` x
+    valid proposals of them, else marisa is asked once per proposal; 0 = marisa only, inf = children table
+    only).  ``build_seconds`` is the time spent building the trie and its arrays; ``duplicates`` the number
+    of repeated keywords collapsed; ``path_counts`` the hypotheses and children enumerated and the
+    hypotheses and marisa lookups done by the last search (workers included).  ``last_stats`` is always
+    None: this baseline does not measure the per-step counters of `SearchStats`.
     """
 
     name = "marisa"
 
     def __init__(self, keywords: KeywordSet, processes: int = 1, *, early_stop: bool = True,
                  mp_context: str | None = None, enum_ratio: float = ENUM_RATIO) -> None:
-        if not isinstance(keywords, KeywordSet):
-            raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+        _check_keywords(keywords)
         if isinstance(processes, bool) or not isinstance(processes, (int, np.integer)) or processes < 1:
             raise InputError(f"processes: expected an integer >= 1, got {processes!r}")
         if isinstance(enum_ratio, bool) or not isinstance(enum_ratio, (int, float, np.integer, np.floating)) \
@@ -294,34 +349,44 @@ class MarisaSearcher:
         self.processes = int(processes)
         self.early_stop = bool(early_stop)
         self.num_keywords = len(keywords)
+        #: the per-step counters of the last search: never measured by this baseline
+        self.last_stats: SearchStats | None = None
+        self._path_counts = dict.fromkeys(_COUNTS, 0)
         self._trie_bytes: int | None = None
-        self._pool: Any = None
+        self._mp_context = mp_context
+        self._pool: ProcessPoolExecutor | None = None
         self._tmpdir: str | None = None
+        self._closed = False
         self._finalizer: weakref.finalize | None = None
         if self.processes > 1:
-            self._start_pool(mp_context)
+            self._start_pool()
 
-    def _start_pool(self, mp_context: str | None) -> None:
+    def _start_pool(self) -> None:
+        """Save the trie and arrays to a fresh temporary folder and start the workers (all of them, now)."""
         self._tmpdir = tempfile.mkdtemp(prefix="flashtrie-marisa-")
         engine = self._engine
         try:
             engine.trie.save(os.path.join(self._tmpdir, "prefixes.marisa"))
             for a in _ARRAYS:
                 np.save(os.path.join(self._tmpdir, f"{a}.npy"), getattr(engine, a))
-            if mp_context is None:
-                mp_context = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-            ctx = multiprocessing.get_context(mp_context)
-            self._pool = ctx.Pool(self.processes, initializer=_worker_init,
-                                  initargs=(self._tmpdir, engine.max_length, engine.enum_ratio))
+            method = self._mp_context
+            if method is None:
+                method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+            self._pool = ProcessPoolExecutor(
+                self.processes, mp_context=multiprocessing.get_context(method), initializer=_worker_init,
+                initargs=(self._tmpdir, engine.max_length, engine.enum_ratio, os.getpid()))
+            for f in [self._pool.submit(_worker_ready) for _ in range(self.processes)]:
+                f.result()
         except BaseException:
-            _shutdown(None, self._tmpdir)  # no half-made temporary folder left behind
+            _shutdown(self._pool, self._tmpdir)  # no half-made pool or temporary folder left behind
+            self._pool = self._tmpdir = None
             raise
         self._finalizer = weakref.finalize(self, _shutdown, self._pool, self._tmpdir)
 
     @property
     def path_counts(self) -> dict[str, int]:
-        """Work done per side of the adaptive intersection, summed over all searches so far."""
-        return dict(self._engine.counts)
+        """Work done per side of the adaptive intersection by the last search."""
+        return dict(self._path_counts)
 
     @property
     def table_bytes(self) -> int:
@@ -340,33 +405,47 @@ class MarisaSearcher:
                prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult:
         """Run the search of docs/semantics.md for every query of ``proposals``."""
         norm = check_request(proposals, config, prefixes)
-        q_n = proposals.num_queries
+        if self._closed:
+            raise WorkerError("search: this MarisaSearcher is closed; make a new one")
         pbytes = [p.astype(_BE32).tobytes() for p in norm] if norm is not None else None
-        if self.processes > 1 and q_n > 1:
-            if self._pool is None:
-                raise RuntimeError("search: this MarisaSearcher is closed")
-            chunks = np.array_split(np.arange(q_n), min(q_n, 4 * self.processes))
-            jobs = [(proposals.tokens[c[0]:c[-1] + 1], proposals.logprobs[c[0]:c[-1] + 1], config,
-                     pbytes[c[0]:c[-1] + 1] if pbytes is not None else None, self.early_stop)
-                    for c in chunks if c.size]
-            parts = self._pool.map(_worker_search, jobs, chunksize=1)
-            ids, ss, ns, lens = (np.concatenate([p[0][i] for p in parts]) for i in range(4))
-            for _, counts in parts:
-                for key, value in counts.items():
-                    self._engine.counts[key] += value
-        else:
-            ids, ss, ns, lens = self._engine.search(proposals.tokens, proposals.logprobs, config, pbytes,
-                                                    self.early_stop)
-        return SearchResult(keyword_ids=ids, scores=ss, norm_scores=ns, lengths=lens)
+        if self.processes > 1 and proposals.num_queries > 1:
+            return self._search_workers(proposals, config, pbytes)
+        engine = self._engine
+        engine.counts = dict.fromkeys(_COUNTS, 0)
+        result = engine.search(proposals.tokens, proposals.logprobs, config, pbytes, self.early_stop)
+        self._path_counts = engine.counts
+        return result
+
+    def _search_workers(self, proposals: Proposals, config: SearchConfig, pbytes: list[bytes] | None
+                        ) -> SearchResult:
+        """The queries in contiguous chunks over the workers; a worker that dies raises `WorkerError`."""
+        if self._pool is None:  # the last pool broke: start a fresh one
+            self._start_pool()
+        assert self._pool is not None
+        chunks = [c for c in np.array_split(np.arange(proposals.num_queries), 4 * self.processes) if c.size]
+        jobs: list[_Job] = [(proposals.tokens[c[0]:c[-1] + 1], proposals.logprobs[c[0]:c[-1] + 1], config,
+                 pbytes[c[0]:c[-1] + 1] if pbytes is not None else None, self.early_stop) for c in chunks]
+        workers = dict(getattr(self._pool, "_processes", None) or {})
+        try:
+            parts = [f.result() for f in [self._pool.submit(_worker_search, job) for job in jobs]]
+        except BrokenProcessPool as e:
+            self._drop_pool()
+            raise WorkerError(f"search: a marisa worker process died during the search ({_died(workers)}; "
+                              f"killed, or out of memory); no results. The next search starts new workers") from e
+        self._path_counts = {k: sum(counts[k] for _, counts in parts) for k in _COUNTS}
+        return SearchResult.concat([res for res, _ in parts])
+
+    def _drop_pool(self) -> None:
+        """Forget a broken pool: stop what is left of it and remove its folder."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._pool = self._tmpdir = None
+        self._finalizer = None
 
     def close(self) -> None:
-        """Stop the worker processes (if any) and delete the temporary trie file."""
-        if self._finalizer is not None:
-            self._pool.close()
-            self._pool.join()
-            self._finalizer()
-            self._pool = None
-            self._finalizer = None
+        """Stop the worker processes (if any) and delete the temporary trie folder; later searches refuse."""
+        self._drop_pool()
+        self._closed = self.processes > 1
 
     def __enter__(self) -> MarisaSearcher:
         return self
@@ -377,3 +456,16 @@ class MarisaSearcher:
     def __repr__(self) -> str:
         return (f"MarisaSearcher(keywords={self.num_keywords}, trie_keys={len(self._engine.trie)}, "
                 f"processes={self.processes})")
+
+
+def _check_keywords(keywords: object) -> None:
+    """Refuse what the baseline cannot build: not a KeywordSet, no keywords, a keyword over the length limit."""
+    if not isinstance(keywords, KeywordSet):
+        raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+    if len(keywords) == 0:
+        raise InputError("keywords: the keyword set is empty; the marisa baseline needs at least one keyword")
+    if keywords.max_length > MARISA_MAX_KEYWORD_LENGTH:
+        longest = int(np.argmax(np.diff(keywords.offsets)))
+        raise InputError(f"keywords: keyword {longest} has {keywords.max_length} tokens, over the marisa baseline's "
+                         f"limit of {MARISA_MAX_KEYWORD_LENGTH} (its trie holds every prefix: memory grows with "
+                         f"the square of the length)")

@@ -1,31 +1,30 @@
 """`NumpySearcher`: the exact search of docs/semantics.md, vectorised over queries x beams x proposals.
 
 This is the bit-for-bit reference for the GPU kernels and the fast CPU path.  The only Python loops are
-over decoding steps and (for forced prefixes) over queries.
+over decoding steps and (for forced prefixes) over queries.  `_run` is the contract's step loop; each
+step is a function named for it, over the named state types of `numpy_state` (`Frontier` F_t, `Row`,
+`Candidates`, `Pool`):
 
-State of a hypothesis: ``(q, node, off, s, L, r)``; ``off`` tokens of ``E_node`` are consumed
-(``off == edge_len``: exactly at the node; the root is ``(0, 0)``).  Per step, every hypothesis is
-intersected with its row of proposals by one of three vectorised paths, all of which yield the same
-candidates:
+* **expand** (steps 1-2, `NumpySearcher._expand`): every hypothesis is intersected with its row of
+  proposals by one of three vectorised paths, all of which yield the same candidates:
+  mid-edge (the only possible next token is ``e_off``; look ``q << 32 | e_off`` up in the row keys);
+  at a node of degree ``d <= nvalid`` (enumerate its children, look ``q << 32 | label`` up in the row
+  keys); at a node of degree ``d > nvalid`` (pair it with each valid proposal and look
+  ``node << 32 | token`` up in the globally sorted child keys ``parent << 32 | label``, after a one-hash
+  Bloom filter over the child keys drops most absent probes);
+* **score and threshold** (steps 3-4, `_score_and_threshold`);
+* **offer to the pool** (`_offer_to_pool`, `Pool.merge`): pool key ``(desc_key32(n), t, r, xrank)``,
+  merged stably with older entries first;
+* **next frontier** (`_next_frontier`): frontier key ``desc_key32(s) << 32 | r << 16 | xrank``
+  (xrank = the token's position in its sorted row, which orders like the token; packed with q into one
+  uint64 when the bits fit, else lexsorted, `SortKeys`);
+* **early stop** (`_early_stop`), per query (``early_stop=True``; the output is identical either way).
 
-* mid-edge: the only possible next token is ``e_off``; look ``q << 32 | e_off`` up in the row keys;
-* at a node of degree ``d <= nvalid`` (valid proposals in the row): enumerate its children and look
-  ``q << 32 | label`` up in the row keys;
-* at a node of degree ``d > nvalid``: pair it with each valid proposal and look ``node << 32 | token``
-  up in the globally sorted child keys ``parent << 32 | label``.
-
-The pair path first drops most absent probes with a one-hash Bloom filter over the child keys, then
-binary-searches the survivors in sorted order.  Which path a hypothesis takes never changes the result.
-
-Frontier and pool are kept with 64-bit integer sort keys built from ``desc_key32`` (see
-``flashtrie.scoring``), so ties are broken exactly as the contract says: frontier key
-``desc_key32(s) << 32 | r << 16 | xrank`` (xrank = the token's position in its sorted row, which orders
-like the token; packed with q into one uint64 when the bits fit, else lexsorted), pool key
-``(desc_key32(n), t, r, xrank)``, merged stably with older entries first.
-The contract's early stop is applied per query (``early_stop=True``, output identical either way).
-
-``collect_stats=True`` records per-step workload counts of the last call in ``last_stats`` (a
-`SearchStats`; definitions there).  Off by default: the step loop then only tests one ``None``.
+Keys are built from ``desc_key32`` (see ``flashtrie.scoring``), so ties are broken exactly as the contract
+says.  Results are assembled by `SearchResult.from_pool`, parts of a big batch merged by
+`SearchResult.concat`.  ``collect_stats=True`` records the last call's per-step counters in ``last_stats``
+(a `SearchStats`, backend "numpy", counters `STAT_FIELDS`).  Off by default: the step loop then only
+tests one ``None``.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, ClassVar
 
 import numpy as np
 
@@ -42,116 +40,72 @@ from flashtrie.errors import InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
-from flashtrie.search_types import SearchConfig, SearchResult, check_request
+from flashtrie.search_core import check_index, check_request, start_states
+from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
-__all__ = ["NumpySearcher", "SearchStats"]
+from .numpy_state import (
+    LO32,
+    SH32,
+    U64,
+    Candidates,
+    Frontier,
+    Pool,
+    Row,
+    SortKeys,
+    excl_cumsum,
+    group_ranks,
+    lookup,
+    segment_iota,
+)
 
-_U64 = np.uint64
-_SH32 = np.uint64(32)
-_LO32 = np.uint64(0xFFFF_FFFF)
+__all__ = ["NumpySearcher", "SearchStats", "MAX_PART_QUERIES", "MIN_THREAD_QUERIES"]
+
 _BLOOM_MUL = np.uint64(0x9E37_79B9_7F4A_7C15)
-
-
-def _excl_cumsum(counts: np.ndarray) -> np.ndarray:
-    """Exclusive prefix sum (int64)."""
-    out = np.zeros(counts.size, dtype=np.int64)
-    if counts.size > 1:
-        np.cumsum(counts[:-1], out=out[1:])
-    return out
-
-
-def _segment_iota(starts: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For segments ``[starts[i], starts[i] + counts[i])``: (segment index of each item, item value)."""
-    counts = counts.astype(np.int64, copy=False)
-    total = int(counts.sum())
-    seg = np.repeat(np.arange(counts.size, dtype=np.int64), counts)
-    val = np.arange(total, dtype=np.int64) + np.repeat(starts.astype(np.int64) - _excl_cumsum(counts), counts)
-    return seg, val
-
-
-def _lookup(sorted_keys: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of ``keys`` in ``sorted_keys`` (unique, uint64): (mask of found, their positions)."""
-    if sorted_keys.size == 0 or keys.size == 0:
-        return np.zeros(keys.size, dtype=bool), np.zeros(0, dtype=np.int64)
-    pos = np.searchsorted(sorted_keys, keys)
-    np.minimum(pos, sorted_keys.size - 1, out=pos)
-    found = sorted_keys[pos] == keys
-    return found, pos[found]
-
-
-def _group_ranks(groups_sorted: np.ndarray) -> np.ndarray:
-    """Rank of each item within its run of equal values in a sorted array."""
-    n = groups_sorted.size
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    idx = np.arange(n, dtype=np.int64)
-    start = np.zeros(n, dtype=np.int64)
-    brk = np.flatnonzero(groups_sorted[1:] != groups_sorted[:-1]) + 1
-    start[brk] = brk
-    np.maximum.accumulate(start, out=start)
-    return idx - start
-
-
-@dataclass(frozen=True)
-class SearchStats:
-    """Workload counts of one `NumpySearcher.search` call, per decoding step t (summed over queries).
-
-    ``per_step[t]`` = (considered, valid, kept, frontier), int64, shape (T, 4):
-
-    * ``considered``: pairs (h, x) of a hypothesis h carried into step t and a usable proposal x of its
-      query's row t (not padding, logprob > τ), i.e. ``sum_h nvalid(q(h), t)``;
-    * ``valid``: those pairs for which h + [x] is a trie prefix (step 2 of docs/semantics.md);
-    * ``kept``: valid candidates that also pass the score threshold (s(c) > σ, step 4);
-    * ``frontier``: hypotheses carried out of step t into step t + 1, i.e. ``sum_q |F_{t+1}|``
-      (the B best kept candidates with a child, per query).  At t = T − 1 it is still counted as that
-      size, although no step follows.
-
-    A query whose frontier emptied contributes 0 to every column from then on (its frontier counts as 0,
-    it is not left out), and steps after every frontier emptied are all-zero rows; queries whose forced
-    prefix is absent contribute 0 throughout.  With ``early_stop=False`` these are exactly the contract's
-    quantities.  With ``early_stop=True`` a query dropped by the early stop contributes 0 from that
-    step on (``frontier`` is counted after the drop), so the counts describe the work actually done,
-    not the contract's F_t: use ``early_stop=False`` for workload statistics.
-    """
-
-    COLUMNS: ClassVar[tuple[str, ...]] = ("considered", "valid", "kept", "frontier")
-
-    queries: int
-    beam_width: int
-    early_stop: bool
-    #: (T, 4) int64 counts, columns as in `COLUMNS`
-    per_step: np.ndarray
-    #: steps whose expansion ran (the loop ends early once every frontier is empty)
-    steps_run: int
-
-    @property
-    def steps(self) -> int:
-        """T, the number of decoding steps of the call (rows of ``per_step``)."""
-        return int(self.per_step.shape[0])
-
-    def column(self, name: str) -> np.ndarray:
-        """One column of ``per_step`` by name."""
-        return self.per_step[:, self.COLUMNS.index(name)]
-
-    @property
-    def valid_fraction(self) -> float | None:
-        """sum(valid) / sum(considered) over all steps; None when nothing was considered."""
-        c = int(self.column("considered").sum())
-        return int(self.column("valid").sum()) / c if c else None
-
-    @property
-    def beam_fill(self) -> np.ndarray:
-        """Per step t: frontier[t] / (queries · B) = mean over queries of |F_{t+1}| / B (float64, shape (T,))."""
-        denom = max(self.queries, 1) * self.beam_width
-        return self.column("frontier").astype(np.float64) / denom
-
-
+#: The counters `NumpySearcher` measures with ``collect_stats=True`` (`SearchStats.FIELDS` defines them).
+STAT_FIELDS = ("considered", "valid", "kept", "frontier", "pool_offers", "live_queries")
+_CONSIDERED, _VALID, _KEPT, _FRONTIER, _OFFERS, _LIVE = range(len(STAT_FIELDS))
 #: A batch of more queries than this runs in parts of at most this many (1M keywords, beam 100, 2-core
 #: box: 0.66 ms per query in batches of 256, 0.95 ms in one batch of 1024).
 MAX_PART_QUERIES = 256
 #: A thread gets at least this many queries (same box: 2 threads lose below 64 queries per call,
 #: gain 1.36x at 128 and 1.7x at 512).
 MIN_THREAD_QUERIES = 64
+_PATHS = ("mid", "enum", "pair")
+
+
+@dataclass(slots=True)
+class _Plan:
+    """The per-call constants of a search: B, R, τ and σ as float32, the LN table, its minimum and the key
+    widths."""
+
+    beam: int
+    results: int
+    tau: np.float32
+    sigma: np.float32
+    ln_table: np.ndarray
+    ln_min: np.float32
+    keys: SortKeys
+
+
+@dataclass(slots=True)
+class _Expansion:
+    """Step 2's survivors: (hypothesis h, valid proposal x) pairs with h + [x] a trie prefix, as the index of
+    h in the frontier, x's position in the row, and the new trie state."""
+
+    parent: np.ndarray
+    pos: np.ndarray
+    node: np.ndarray
+    off: np.ndarray
+
+    @property
+    def size(self) -> int:
+        return int(self.parent.size)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        return self.parent, self.pos, self.node, self.off
+
+
+_NO_EXPANSION = _Expansion(*(np.zeros(0, dtype=np.int64) for _ in range(4)))
 
 
 class NumpySearcher:
@@ -159,7 +113,7 @@ class NumpySearcher:
 
     name = "numpy"
 
-    def __init__(self, index: Any, *, early_stop: bool = True, collect_stats: bool = False,
+    def __init__(self, index: NarrowLoudsIndex, *, early_stop: bool = True, collect_stats: bool = False,
                  threads: int | None = 1) -> None:
         """Decode the index once into flat helper arrays (per node: child range, label, edge, keyword).
 
@@ -170,19 +124,25 @@ class NumpySearcher:
         (numpy releases the GIL in its array work); None = one per core.  Queries are independent, so the
         results are identical.
         """
-        if not isinstance(index, NarrowLoudsIndex):
-            raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex (NarrowLoudsIndex.build(keywords) or "
-                             f".load(path)), got {type(index).__name__}")
+        self.index = check_index(index)
         if threads is None:
             threads = usable_cpus()
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise InputError(f"threads: expected an integer >= 1 or None, got {threads!r}")
         self.threads = int(threads)
-        self.index = index
         self.early_stop = bool(early_stop)
         self.collect_stats = bool(collect_stats)
-        #: counts of the last search when ``collect_stats`` is on, else None
+        #: counters of the last search when ``collect_stats`` is on, else None
         self.last_stats: SearchStats | None = None
+        #: how many candidates each intersection path produced in the last search (for tests/diagnostics)
+        self.path_counts: dict[str, int] = dict.fromkeys(_PATHS, 0)
+        self._decode_nodes(self.index)
+        self._build_bloom()
+        self._max_len = max(int(self.index.max_keyword_length), 1)
+
+    def _decode_nodes(self, index: NarrowLoudsIndex) -> None:
+        """Per node: first child and degree, label, edge length, terminal flag, keyword id; the edge tails;
+        the sorted child keys ``parent << 32 | label``."""
         n = int(index.num_nodes)
         nodes = np.arange(n, dtype=np.int64)
         first, end = index.child_range(nodes)
@@ -197,30 +157,26 @@ class NumpySearcher:
         self._kwid = np.asarray(index.keyword_ids_of(nodes), dtype=np.int64)
         # Edge tails e_1 .. e_{m-1} of every node, concatenated: e_o of node j is tail[tail_start[j] + o - 1].
         tail_len = np.maximum(elen - 1, 0)
-        self._tail_start = _excl_cumsum(tail_len)
-        tnode, toff = _segment_iota(np.ones(n, dtype=np.int64), tail_len)
+        self._tail_start = excl_cumsum(tail_len)
+        tnode, toff = segment_iota(np.ones(n, dtype=np.int64), tail_len)
         self._tail = (np.asarray(index.edge_tokens(tnode, toff), dtype=np.uint32) if tnode.size
                       else np.zeros(0, dtype=np.uint32))
         # parent << 32 | label over nodes 1..n-1: globally sorted (level order, sorted children).
         parent = np.repeat(nodes, self._deg)
         if parent.size != max(n - 1, 0):
             raise ValueError(f"index: child ranges cover {parent.size} nodes, expected {max(n - 1, 0)}")
-        self._ckeys = (parent.astype(_U64) << _SH32) | self._label[1:].astype(_U64)
+        self._ckeys = (parent.astype(U64) << SH32) | self._label[1:].astype(U64)
         if self._ckeys.size > 1 and not bool(np.all(self._ckeys[1:] > self._ckeys[:-1])):
             raise ValueError("index: child keys (parent, label) are not strictly increasing in node order")
-        # One-hash Bloom filter over the child keys (16 bits per key, ~6 % false positives): the pair path
-        # drops most absent (node, token) probes with one gather from a cache-sized bit array.
+
+    def _build_bloom(self) -> None:
+        """One-hash Bloom filter over the child keys (16 bits per key, ~6 % false positives): the pair path
+        drops most absent (node, token) probes with one gather from a cache-sized bit array."""
         bloom_bits = max(10, (16 * max(self._ckeys.size, 1) - 1).bit_length())
         self._bloom_shift = np.uint64(64 - bloom_bits)
         self._bloom = np.zeros(1 << (bloom_bits - 6), dtype=np.uint64)
-        h = self._bloom_hash(self._ckeys)
+        h = (self._ckeys * _BLOOM_MUL) >> self._bloom_shift
         np.bitwise_or.at(self._bloom, h >> np.uint64(6), np.uint64(1) << (h & np.uint64(63)))
-        self._max_len = max(int(index.max_keyword_length), 1)
-        #: how many candidates each intersection path produced in the last search (for tests/diagnostics)
-        self.path_counts: dict[str, int] = {"mid": 0, "enum": 0, "pair": 0}
-
-    def _bloom_hash(self, keys: np.ndarray) -> np.ndarray:
-        return (keys * _BLOOM_MUL) >> self._bloom_shift
 
     # ------------------------------------------------------------------------------------------ search
     def search(self, proposals: Proposals, config: SearchConfig,
@@ -228,290 +184,205 @@ class NumpySearcher:
         """Run the search of docs/semantics.md for every query at once."""
         pref = check_request(proposals, config, prefixes)
         q_n, t_n, k_n = proposals.shape
-        result = SearchResult.empty(q_n, config.results)
-        paths = {"mid": 0, "enum": 0, "pair": 0}
-        counts = np.zeros((t_n, len(SearchStats.COLUMNS)), dtype=np.int64) if self.collect_stats else None
-        steps_run = 0
+        paths = dict.fromkeys(_PATHS, 0)
+        counts = np.zeros((t_n, len(STAT_FIELDS)), dtype=np.int64) if self.collect_stats else None
         if q_n and t_n and k_n and self.index.num_nodes:
             # big batches run in parts (cache-sized work); threads only for parts big enough to pay for them
             parts = max(-(-q_n // MAX_PART_QUERIES), min(self.threads, q_n // MIN_THREAD_QUERIES), 1)
-            if parts == 1:
-                steps_run = self._run_part(proposals.tokens, proposals.logprobs, config, pref, result, counts, paths)
-            else:
-                steps_run = self._run_parts(proposals, config, pref, result, counts, paths, parts)
+            result, steps_run = self._run_parts(proposals, config, pref, counts, paths, parts)
+        else:
+            result, steps_run = SearchResult.empty(q_n, config.results), 0
         self.path_counts = paths
         self.last_stats = (None if counts is None else
-                           SearchStats(queries=q_n, beam_width=config.beam_width, early_stop=self.early_stop,
-                                       per_step=counts, steps_run=steps_run))
+                           SearchStats(backend="numpy", queries=q_n, beam_width=config.beam_width, steps=t_n,
+                                       steps_run=steps_run, counts=dict(zip(STAT_FIELDS, counts.T, strict=True)),
+                                       early_stop=self.early_stop))
         return result
 
     def _run_parts(self, proposals: Proposals, config: SearchConfig, pref: list[np.ndarray] | None,
-                   result: SearchResult, counts: np.ndarray | None, paths: dict[str, int], parts: int) -> int:
-        """`_run_part` over ``parts`` contiguous ranges of queries, on up to ``self.threads`` threads; merges
-        the results and counts."""
+                   counts: np.ndarray | None, paths: dict[str, int], parts: int) -> tuple[SearchResult, int]:
+        """`_run` over ``parts`` contiguous ranges of queries, on up to ``self.threads`` threads; the results
+        concatenated, the counters summed, the steps run of the longest part."""
+        if parts == 1:
+            return self._run(proposals.tokens, proposals.logprobs, config, pref, counts, paths)
         q_n = proposals.num_queries
         bounds = [q_n * i // parts for i in range(parts + 1)]
 
-        def one(a: int, b: int) -> tuple[SearchResult, np.ndarray | None, dict[str, int], int]:
-            res = SearchResult.empty(b - a, config.results)
+        def one(a: int, b: int) -> tuple[SearchResult, int, np.ndarray | None, dict[str, int]]:
             cnt = None if counts is None else np.zeros_like(counts)
-            pc = dict.fromkeys(paths, 0)
-            st = self._run_part(proposals.tokens[a:b], proposals.logprobs[a:b], config,
-                                None if pref is None else pref[a:b], res, cnt, pc)
-            return res, cnt, pc, st
+            pc = dict.fromkeys(_PATHS, 0)
+            res, st = self._run(proposals.tokens[a:b], proposals.logprobs[a:b], config,
+                                None if pref is None else pref[a:b], cnt, pc)
+            return res, st, cnt, pc
 
         done = in_parallel([partial(one, a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)],
                            self.threads)
-        steps_run = 0
-        for a, b, (res, cnt, pc, st) in zip(bounds[:-1], bounds[1:], done, strict=True):
-            for name in ("keyword_ids", "scores", "norm_scores", "lengths", "num_results"):
-                getattr(result, name)[a:b] = getattr(res, name)
+        for _, _, cnt, pc in done:
             if counts is not None and cnt is not None:
                 counts += cnt
             for k, v in pc.items():
                 paths[k] += v
-            steps_run = max(steps_run, st)
-        return steps_run
+        return SearchResult.concat([d[0] for d in done]), max(d[1] for d in done)
 
-    def _run_part(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig,
-                  pref: list[np.ndarray] | None, result: SearchResult, counts: np.ndarray | None,
-                  paths: dict[str, int]) -> int:
-        # float32 overflow to -inf and subnormal results are part of the contract, not errors
-        with np.errstate(over="ignore", under="ignore"):
-            return self._run(tokens, logprobs, config, pref, result, counts, paths)
+    def _plan(self, config: SearchConfig, shape: tuple[int, int, int]) -> _Plan:
+        ln_table = length_norm_table(config.length_norm, self._max_len)
+        return _Plan(config.beam_width, config.results, threshold32(config.token_threshold),
+                     threshold32(config.score_threshold), ln_table, np.float32(ln_table[1:].min()),
+                     SortKeys.of(shape[0], config.beam_width, shape[2]))
 
     def _run(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig, pref: list[np.ndarray] | None,
-             result: SearchResult, counts: np.ndarray | None, paths: dict[str, int]) -> int:
-        """The step loop over queries ``tokens[Q, T, K]`` (validated); fills ``result`` (and ``counts``, see
-        `SearchStats`, and the path counters ``paths``) in place; returns the steps run."""
-        q_n, t_n, k_n = tokens.shape
-        big_r, big_b = config.results, config.beam_width
-        tau = threshold32(config.token_threshold)
-        sigma = threshold32(config.score_threshold)
-        ln_table = length_norm_table(config.length_norm, self._max_len)
-
-        # ---- start states
-        hq, hnode, hoff, hlen = self._start_states(pref, q_n)
-        hs = np.zeros(hq.size, dtype=np.float32)
-        hr = np.zeros(hq.size, dtype=np.int64)
-
-        # ---- rows sorted by token: xrank = position in the sorted row (padding last)
-        rows = sort_rows(tokens, logprobs, tau, with_later_max=self.early_stop)
-        stok, slp, svalid, suffix_max = rows.tokens, rows.logprobs, rows.valid, rows.later_max
-        ln_min = np.float32(ln_table[1:].min())
-
-        # bits for compact (q, key) sort keys
-        r_bits = max(int(big_b - 1).bit_length(), 1)
-        x_bits = max(int(k_n - 1).bit_length(), 1)
-        q_bits = max(int(q_n - 1).bit_length(), 1)
-
-        # ---- results pool, sorted by (q, pool key); pdk = desc_key32(n)
-        pq = np.zeros(0, dtype=np.int64)
-        pdk = np.zeros(0, dtype=np.uint32)
-        pkw = np.zeros(0, dtype=np.int64)
-        ps = np.zeros(0, dtype=np.float32)
-        pn = np.zeros(0, dtype=np.float32)
-        plen = np.zeros(0, dtype=np.int64)
-
+             counts: np.ndarray | None, paths: dict[str, int]) -> tuple[SearchResult, int]:
+        """The step loop of docs/semantics.md over queries ``tokens[Q, T, K]`` (validated): (the result, the
+        steps run); adds to ``counts`` (``STAT_FIELDS`` columns) and the path counters ``paths``."""
+        q_n, t_n, _ = tokens.shape
+        plan = self._plan(config, tokens.shape)
+        rows = sort_rows(tokens, logprobs, plan.tau, with_later_max=self.early_stop)  # xrank = sorted position
+        frontier = Frontier.start(start_states(self.index, pref, q_n))
+        pool = Pool.empty()
         steps_run = 0
-        for t in range(t_n):
-            if hq.size == 0:
-                break
-            steps_run += 1
-            # valid proposals of row t of every query, as sorted keys q << 32 | token
-            vq, vx = np.nonzero(svalid[:, t, :])
-            rkeys = (vq.astype(_U64) << _SH32) | stok[vq, t, vx].astype(_U64)
-            rlp = slp[vq, t, vx]
-            nvalid = np.bincount(vq, minlength=q_n).astype(np.int64)
-            rstart = _excl_cumsum(nvalid)
+        # float32 overflow to -inf and subnormal results are part of the contract, not errors
+        with np.errstate(over="ignore", under="ignore"):
+            for t in range(t_n):
+                if frontier.size == 0:
+                    break
+                steps_run += 1
+                row = Row.of(rows, t, q_n)
+                found = self._expand(frontier, row, paths)
+                cand = self._score_and_threshold(frontier, row, found, plan.sigma)
+                if counts is not None:
+                    _count_step(counts[t], frontier, row, found, cand)
+                if cand.size == 0:
+                    break
+                at_node = cand.off == self._elen[cand.node]
+                whole = np.flatnonzero(at_node & self._term[cand.node])
+                pool = self._offer_to_pool(pool, cand, whole, plan)
+                if counts is not None:
+                    counts[t, _OFFERS] = whole.size
+                growing = np.flatnonzero(~at_node | (self._deg[cand.node] > 0))  # has at least one child
+                if growing.size == 0 or t == t_n - 1:
+                    if counts is not None and growing.size:  # |F_T|: B best with a child per query, not built
+                        counts[t, _FRONTIER] = np.minimum(np.bincount(cand.q[growing]), plan.beam).sum()
+                    break
+                frontier = _next_frontier(cand, growing, plan)
+                if rows.later_max is not None and pool.size:
+                    frontier = _early_stop(frontier, pool, rows.later_max[:, t + 1], plan, q_n)
+                if counts is not None:
+                    counts[t, _FRONTIER] = frontier.size
+        return pool.to_result(q_n, plan.results), steps_run
 
-            ch, cpos, cnode, coff = self._expand(hq, hnode, hoff, rkeys, nvalid, rstart, paths)
-            if counts is not None:
-                counts[t, 0] = nvalid[hq].sum()
-                counts[t, 1] = ch.size
-            if ch.size == 0:
-                hq = ch
-                break
-            s = hs[ch] + rlp[cpos]
-            keep = s > sigma
-            if not bool(keep.all()):
-                ch, cpos, cnode, coff, s = ch[keep], cpos[keep], cnode[keep], coff[keep], s[keep]
-            if counts is not None:
-                counts[t, 2] = ch.size
-            cq = hq[ch]
-            cr = hr[ch]
-            cx = vx[cpos].astype(np.int64)
-            clen = hlen[ch] + 1
-            celen = self._elen[cnode]
-            at_node = coff == celen
-            whole = at_node & self._term[cnode]
-            has_child = ~at_node | (self._deg[cnode] > 0)
+    # ----------------------------------------------------------------------------- the contract's steps
+    def _expand(self, frontier: Frontier, row: Row, paths: dict[str, int]) -> _Expansion:
+        """Steps 1-2: every (h, valid proposal x) pair whose h + [x] is a trie prefix, by one of three paths
+        (mid-edge, enumerate the children, pair with the proposals); which path never changes the result."""
+        elen = self._elen[frontier.node]
+        mid = frontier.off < elen
+        deg = self._deg[frontier.node]
+        nv = row.nvalid[frontier.q]
+        mid_ = self._expand_mid(frontier, row, np.flatnonzero(mid))
+        enum = self._expand_enum(frontier, row, np.flatnonzero(~mid & (deg > 0) & (deg <= nv)), deg)
+        pair = self._expand_pair(frontier, row, np.flatnonzero(~mid & (deg > nv) & (nv > 0)), nv)
+        paths["mid"] += mid_.size
+        paths["enum"] += enum.size
+        paths["pair"] += pair.size
+        parts = [p for p in (mid_, enum, pair) if p.size]
+        if len(parts) <= 1:
+            return parts[0] if parts else _NO_EXPANSION
+        return _Expansion(*(np.concatenate(c) for c in zip(*(p.arrays() for p in parts), strict=True)))
 
-            # ---- pool: offer whole keywords, keep the R best per query (old entries first on equal n)
-            w = np.flatnonzero(whole)
-            if w.size:
-                n_w = s[w] * ln_table[clen[w]]
-                dk_w = desc_key32(n_w)
-                o = self._group_order(cq[w], dk_w, cr[w], cx[w], q_bits, r_bits, x_bits)
-                w = w[o]
-                nq = np.concatenate([pq, cq[w]])
-                ndk = np.concatenate([pdk, dk_w[o]])
-                m = np.argsort((nq.astype(_U64) << _SH32) | ndk.astype(_U64), kind="stable")
-                nq, ndk = nq[m], ndk[m]
-                sel = np.flatnonzero(_group_ranks(nq) < big_r)
-                m = m[sel]
-                pq, pdk = nq[sel], ndk[sel]
-                pkw = np.concatenate([pkw, self._kwid[cnode[w]]])[m]
-                ps = np.concatenate([ps, s[w]])[m]
-                pn = np.concatenate([pn, n_w[o]])[m]
-                plen = np.concatenate([plen, clen[w]])[m]
+    def _expand_mid(self, fr: Frontier, row: Row, hm: np.ndarray) -> _Expansion:
+        """Mid-edge: the only possible next token is e_off; look ``q << 32 | e_off`` up in the row keys."""
+        if hm.size == 0:
+            return _NO_EXPANSION
+        tok = self._tail[self._tail_start[fr.node[hm]] + fr.off[hm] - 1]
+        hit, pos = lookup(row.keys, (fr.q[hm].astype(U64) << SH32) | tok.astype(U64))
+        h = hm[hit]
+        return _Expansion(h, pos, fr.node[h], fr.off[h] + 1)
 
-            # ---- next frontier: the B best candidates with a child, per query
-            f = np.flatnonzero(has_child)
-            if f.size == 0 or t == t_n - 1:
-                if counts is not None and f.size:  # |F_T|: B best with a child per query, not built
-                    counts[t, 3] = np.minimum(np.bincount(cq[f]), big_b).sum()
-                hq = f
-                break
-            o = self._group_order(cq[f], desc_key32(s[f]), cr[f], cx[f], q_bits, r_bits, x_bits)
-            f = f[o]
-            ranks = _group_ranks(cq[f])
-            sel = ranks < big_b
-            f = f[sel]
-            hq, hnode, hoff, hs, hlen = cq[f], cnode[f], coff[f], s[f], clen[f]
-            hr = ranks[sel]
-            if suffix_max is not None and pq.size:
-                live = ~self._finished(hq, hs, hr, pq, pn, suffix_max[:, t + 1], ln_min, q_n, big_r)
-                if not bool(live.all()):
-                    hq, hnode, hoff, hs, hlen, hr = hq[live], hnode[live], hoff[live], hs[live], hlen[live], hr[live]
-            if counts is not None:
-                counts[t, 3] = hq.size
+    def _expand_enum(self, fr: Frontier, row: Row, he: np.ndarray, deg: np.ndarray) -> _Expansion:
+        """At a node with at most as many children as valid proposals: enumerate the children, look
+        ``q << 32 | label`` up in the row keys."""
+        if he.size == 0:
+            return _NO_EXPANSION
+        seg, child = segment_iota(self._first[fr.node[he]], deg[he])
+        hrep = he[seg]
+        hit, pos = lookup(row.keys, (fr.q[hrep].astype(U64) << SH32) | self._label[child].astype(U64))
+        return _Expansion(hrep[hit], pos, child[hit], np.ones(pos.size, dtype=np.int64))
 
-        # ---- output
-        if pq.size:
-            col = _group_ranks(pq)
-            result.keyword_ids[pq, col] = pkw
-            result.scores[pq, col] = ps
-            result.norm_scores[pq, col] = pn
-            result.lengths[pq, col] = plen
-            result.num_results[:] = np.bincount(pq, minlength=q_n).astype(np.int32)
-        return steps_run
-
-    # ------------------------------------------------------------------------------------- helpers
-    def _start_states(self, pref: list[np.ndarray] | None,
-                      q_n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(q, node, off, length) of every query's start hypothesis; queries whose prefix is absent get none."""
-        if pref is None:
-            z = np.zeros(q_n, dtype=np.int64)
-            return np.arange(q_n, dtype=np.int64), z, z.copy(), z.copy()
-        qs, nodes, offs, lens = [], [], [], []
-        for q, p in enumerate(pref):
-            if p.size == 0:
-                node, off = 0, 0
-            else:
-                w = self.index.walk(p)
-                if w is None:
-                    continue
-                node, off = int(w[0]), int(w[1])
-                if node == 0:
-                    off = 0
-            qs.append(q)
-            nodes.append(node)
-            offs.append(off)
-            lens.append(int(p.size))
-        as64 = lambda v: np.array(v, dtype=np.int64)  # noqa: E731
-        return as64(qs), as64(nodes), as64(offs), as64(lens)
+    def _expand_pair(self, fr: Frontier, row: Row, hp: np.ndarray, nv: np.ndarray) -> _Expansion:
+        """At a node with more children than valid proposals: pair it with every valid proposal, drop most
+        absent ``node << 32 | token`` probes with the Bloom filter, binary-search the rest in the child keys."""
+        if hp.size == 0:
+            return _NO_EXPANSION
+        cnt = nv[hp]
+        # Bloom hash of node << 32 | token, as (node << 32) * M + token * M (mod 2^64): the sum needs no
+        # key array; keys are formed only for the probes that pass the filter.
+        tok_hash = (row.keys & LO32) * _BLOOM_MUL
+        _, rpos = segment_iota(row.start[fr.q[hp]], cnt)
+        h = np.repeat((fr.node[hp].astype(U64) << SH32) * _BLOOM_MUL, cnt)
+        h += tok_hash[rpos]
+        h >>= self._bloom_shift
+        bit = self._bloom[h >> np.uint64(6)]
+        bit >>= h & np.uint64(63)
+        maybe = np.flatnonzero(bit & np.uint64(1))
+        rpos = rpos[maybe]
+        seg = np.searchsorted(np.cumsum(cnt), maybe, side="right")
+        keys = (fr.node[hp[seg]].astype(U64) << SH32) | (row.keys[rpos] & LO32)
+        srt = np.argsort(keys)  # sorted probes: the binary searches share their cache lines
+        hit, cidx = lookup(self._ckeys, keys[srt])
+        srt = srt[hit]
+        child = cidx + 1
+        return _Expansion(hp[seg[srt]], rpos[srt], child, np.ones(child.size, dtype=np.int64))
 
     @staticmethod
-    def _finished(hq: np.ndarray, hs: np.ndarray, hr: np.ndarray, pq: np.ndarray, pn: np.ndarray,
-                  later_max: np.ndarray, ln_min: np.float32, q_n: int, big_r: int) -> np.ndarray:
-        """Per query: True when no candidate of a later step can enter its pool (the allowed early stop).
+    def _score_and_threshold(frontier: Frontier, row: Row, found: _Expansion, sigma: np.float32) -> Candidates:
+        """Steps 3-4: s(c) = fl32(s(h) + ℓ), one float32 addition; drop c with s(c) ≤ σ."""
+        s = frontier.s[found.parent] + row.logprobs[found.pos]
+        keep = s > sigma
+        if bool(keep.all()):
+            ch, pos, node, off = found.parent, found.pos, found.node, found.off
+        else:
+            ch, pos, node, off, s = found.parent[keep], found.pos[keep], found.node[keep], found.off[keep], s[keep]
+        return Candidates(frontier.q[ch], node, off, s, frontier.length[ch] + 1, frontier.rank[ch],
+                          row.xrank[pos].astype(np.int64))
 
-        The pool must be full and `flashtrie.scoring.pool_closed` hold for the query's best frontier
-        score (rank 0) and worst pool n.
-        """
-        count = np.bincount(pq, minlength=q_n)
-        worst = np.full(q_n, np.float32(-np.inf), dtype=np.float32)
-        has = count > 0
-        worst[has] = pn[np.cumsum(count)[has] - 1]
-        best = np.full(q_n, np.float32(np.inf), dtype=np.float32)
-        top = hr == 0
-        best[hq[top]] = hs[top]
-        done = (count == big_r) & pool_closed(later_max, best, worst, ln_min)
-        return done[hq]
+    def _offer_to_pool(self, pool: Pool, cand: Candidates, whole: np.ndarray, plan: _Plan) -> Pool:
+        """Offer the whole keywords among the candidates with pool key (−n, t, r, x); keep the R best."""
+        if whole.size == 0:
+            return pool
+        n = cand.s[whole] * plan.ln_table[cand.length[whole]]
+        dk = desc_key32(n)
+        o = plan.keys.order(cand.q[whole], dk, cand.rank[whole], cand.xrank[whole])
+        w = whole[o]
+        offered = Pool(cand.q[w], dk[o], self._kwid[cand.node[w]], cand.s[w], n[o], cand.length[w])
+        return pool.merge(offered, plan.results)
 
-    def _expand(self, hq: np.ndarray, hnode: np.ndarray, hoff: np.ndarray, rkeys: np.ndarray,
-                nvalid: np.ndarray, rstart: np.ndarray,
-                paths: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every (hypothesis, valid proposal) pair that extends a trie prefix.
 
-        Returns (hypothesis index, position in the row keys, new node, new off).
-        """
-        elen = self._elen[hnode]
-        mid = hoff < elen
-        deg = self._deg[hnode]
-        nv = nvalid[hq]
-        enum = ~mid & (deg > 0) & (deg <= nv)
-        pair = ~mid & (deg > nv) & (nv > 0)
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+def _next_frontier(cand: Candidates, growing: np.ndarray, plan: _Plan) -> Frontier:
+    """F_{t+1}: per query, the B candidates with a child that have the smallest frontier keys (−s, r, x)."""
+    o = plan.keys.order(cand.q[growing], desc_key32(cand.s[growing]), cand.rank[growing], cand.xrank[growing])
+    f = growing[o]
+    ranks = group_ranks(cand.q[f])
+    sel = ranks < plan.beam
+    f = f[sel]
+    return Frontier(cand.q[f], cand.node[f], cand.off[f], cand.s[f], cand.length[f], ranks[sel])
 
-        # mid-edge: the next token is e_off
-        hm = np.flatnonzero(mid)
-        if hm.size:
-            tok = self._tail[self._tail_start[hnode[hm]] + hoff[hm] - 1]
-            found, pos = _lookup(rkeys, (hq[hm].astype(_U64) << _SH32) | tok.astype(_U64))
-            h = hm[found]
-            parts.append((h, pos, hnode[h], hoff[h] + 1))
-            paths["mid"] += int(h.size)
 
-        # at a node, few children: enumerate them, look each label up in the row
-        he = np.flatnonzero(enum)
-        if he.size:
-            seg, child = _segment_iota(self._first[hnode[he]], deg[he])
-            hrep = he[seg]
-            found, pos = _lookup(rkeys, (hq[hrep].astype(_U64) << _SH32) | self._label[child].astype(_U64))
-            parts.append((hrep[found], pos, child[found], np.ones(pos.size, dtype=np.int64)))
-            paths["enum"] += int(pos.size)
+def _early_stop(frontier: Frontier, pool: Pool, later_max: np.ndarray, plan: _Plan, q_n: int) -> Frontier:
+    """The allowed early stop, per query: drop the frontier of a query whose pool is full and for which
+    `flashtrie.scoring.pool_closed` holds (best frontier score, rank 0, against the worst pool n)."""
+    count, worst = pool.worst_n(q_n)
+    best = np.full(q_n, np.float32(np.inf), dtype=np.float32)
+    top = frontier.rank == 0
+    best[frontier.q[top]] = frontier.s[top]
+    done = (count == plan.results) & pool_closed(later_max, best, worst, plan.ln_min)
+    live = ~done[frontier.q]
+    return frontier if bool(live.all()) else frontier.take(live)
 
-        # at a node, many children: pair it with every valid proposal, look (node, token) up globally
-        hp = np.flatnonzero(pair)
-        if hp.size:
-            cnt = nv[hp]
-            # Bloom hash of node << 32 | token, as (node << 32) * M + token * M (mod 2^64): the sum needs no
-            # key array; keys are formed only for the probes that pass the filter.
-            tok_hash = (rkeys & _LO32) * _BLOOM_MUL
-            _, rpos = _segment_iota(rstart[hq[hp]], cnt)
-            h = np.repeat((hnode[hp].astype(_U64) << _SH32) * _BLOOM_MUL, cnt)
-            h += tok_hash[rpos]
-            h >>= self._bloom_shift
-            bit = self._bloom[h >> np.uint64(6)]
-            bit >>= h & np.uint64(63)
-            maybe = np.flatnonzero(bit & np.uint64(1))
-            rpos = rpos[maybe]
-            seg = np.searchsorted(np.cumsum(cnt), maybe, side="right")
-            keys = (hnode[hp[seg]].astype(_U64) << _SH32) | (rkeys[rpos] & _LO32)
-            srt = np.argsort(keys)  # sorted probes: the binary searches share their cache lines
-            found, cidx = _lookup(self._ckeys, keys[srt])
-            srt = srt[found]
-            child = cidx + 1
-            parts.append((hp[seg[srt]], rpos[srt], child, np.ones(child.size, dtype=np.int64)))
-            paths["pair"] += int(child.size)
 
-        if not parts:
-            e = np.zeros(0, dtype=np.int64)
-            return e, e, e, e
-        if len(parts) == 1:
-            return parts[0]
-        return tuple(np.concatenate(c) for c in zip(*parts, strict=True))  # type: ignore[return-value]
-
-    @staticmethod
-    def _group_order(q: np.ndarray, dk: np.ndarray, r: np.ndarray, x: np.ndarray,
-                     q_bits: int, r_bits: int, x_bits: int) -> np.ndarray:
-        """Permutation sorting items by (q, dk, r, x); (q, r, x) is unique per item."""
-        low = (r.astype(_U64) << np.uint64(x_bits)) | x.astype(_U64)
-        if q_bits + 32 + r_bits + x_bits <= 64:
-            key = ((q.astype(_U64) << np.uint64(32 + r_bits + x_bits))
-                   | (dk.astype(_U64) << np.uint64(r_bits + x_bits)) | low)
-            return np.argsort(key)
-        key = (dk.astype(_U64) << np.uint64(r_bits + x_bits)) | low
-        return np.lexsort((key, q))
+def _count_step(out: np.ndarray, frontier: Frontier, row: Row, found: _Expansion, cand: Candidates) -> None:
+    """The considered / valid / kept / live-query counters of one step (`SearchStats.FIELDS`)."""
+    out[_CONSIDERED] = row.nvalid[frontier.q].sum()
+    out[_VALID] = found.size
+    out[_KEPT] = cand.size
+    q = frontier.q
+    out[_LIVE] = 0 if q.size == 0 else 1 + int(np.count_nonzero(q[1:] != q[:-1]))

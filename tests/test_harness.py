@@ -445,9 +445,10 @@ def test_compare_results_locates_what_first_difference_reports() -> None:
     lengths = base.lengths.copy()
     lengths[q, -1] = 7  # a padding column only: every entry agrees
     m = compare_results(base, changed(lengths=lengths))
-    assert m is not None and m.field == "padding" and m.query is None and m.detail.startswith(f"query {q}")
+    assert m is not None and (m.query, m.rank, m.field) == (q, base.shape[1] - 1, "padding")
+    assert m.detail.startswith(f"query {q}, rank {base.shape[1] - 1}: padding")
     rep = ParityReport("a", [BackendOutcome("a", base), BackendOutcome("b", base, mismatch=m)], base.shape[0])
-    assert f"b          MISMATCH (padding): query {q}" in rep.summary()
+    assert f"b          MISMATCH at query {q}, rank {base.shape[1] - 1} (padding)" in rep.summary()
 
 
 def test_find_class_and_relevant_sets() -> None:

@@ -1,8 +1,7 @@
-"""`NumpySearcher` against the brute-force oracle: bit-for-bit, on random and adversarial cases."""
+"""`NumpySearcher`'s own paths: parts and threads, the three intersection paths, packed sort keys, early stop
+and stats.  The shared adversarial cases are in test_conformance.py."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pytest
@@ -40,20 +39,13 @@ def check(keywords: KeywordSet | list[list[int]] | OracleTrie, searcher: NumpySe
 
 
 
-# ---------------------------------------------------------------------------------------- random parity
+# ------------------------------------------------------------------------------------------ early stop
 @given(search_cases())
-def test_matches_oracle(case) -> None:
+def test_without_early_stop_matches_oracle(case) -> None:
+    """The conformance suite runs the default (early stop on); the full-length search agrees too."""
     keywords, proposals, config, prefixes = case
     _, searcher = make(keywords)
-    check(keywords, searcher, proposals, config, prefixes)
     searcher.early_stop = False
-    check(keywords, searcher, proposals, config, prefixes)
-
-
-@given(search_cases(max_queries=4, max_steps=6, max_k=8, max_keywords=25, max_length=6, max_beam=5))
-def test_matches_oracle_bigger(case) -> None:
-    keywords, proposals, config, prefixes = case
-    _, searcher = make(keywords)
     check(keywords, searcher, proposals, config, prefixes)
 
 
@@ -85,20 +77,6 @@ def test_threads_argument() -> None:
 def test_index_argument() -> None:
     with pytest.raises(InputError, match="index: expected a flashtrie.NarrowLoudsIndex.*got KeywordSet"):
         NumpySearcher(KeywordSet.from_sequences([[1]]))  # type: ignore[arg-type]
-
-
-@given(search_cases(max_queries=4))
-def test_batch_equals_per_query(case) -> None:
-    keywords, proposals, config, prefixes = case
-    _, searcher = make(keywords)
-    batch = searcher.search(proposals, config, prefixes)
-    for q in range(proposals.num_queries):
-        one = searcher.search(proposals[q], config, None if prefixes is None else [prefixes[q]])
-        for name in ("keyword_ids", "lengths", "num_results"):
-            np.testing.assert_array_equal(getattr(batch, name)[q], getattr(one, name)[0], err_msg=name)
-        for name in ("scores", "norm_scores"):
-            np.testing.assert_array_equal(getattr(batch, name)[q].view(np.uint32),
-                                          getattr(one, name)[0].view(np.uint32), err_msg=name)
 
 
 # ------------------------------------------------------------------------------------------ fan-out
@@ -188,152 +166,7 @@ def test_every_path_agrees_on_small_tries() -> None:
 
 
 # ------------------------------------------------------------------------------------ shapes of input
-def test_long_keywords_1_to_64() -> None:
-    rng = np.random.default_rng(11)
-    base = rng.integers(0, 3, size=64).tolist()
-    kws = [base[:n] for n in (1, 2, 5, 17, 32, 63, 64)]
-    kws += [base[:n] + [int(x) for x in rng.integers(0, 3, size=int(rng.integers(1, 64 - n + 1)))]
-            for n in rng.integers(0, 60, size=40)]
-    kws = [kw[:64] for kw in kws]
-    ks, searcher = make(kws)
-    trie = OracleTrie(ks)
-    for alpha in (0.0, 1.0):
-        p = rows_from_keywords(rng, kws, q_n=2, steps=66, k=4, distractors=1)
-        got = check(trie, searcher, p, SearchConfig(beam_width=3, max_results=12, length_norm=alpha))
-        assert got.lengths.max() > 30
-
-
-def test_tokens_near_uint32_max() -> None:
-    top = PAD - 1
-    kws = [[top], [top, top - 1], [top - 1, top, top], [2**31, top], [65535, 65536, top], [0, top - 2]]
-    ks, searcher = make(kws)
-    tok = np.array([[[top, top - 1, 2**31, 65535, 0, PAD],
-                     [top - 1, top, 65536, top - 2, PAD, 5],
-                     [top, top - 1, PAD, PAD, PAD, PAD]]], dtype=np.int64)
-    lp = np.array([[[-1, -0.5, -0.25, -2, -3, 0], [-1, -1, -0.5, -0.25, 0, -1], [-0.5, -0.5, 0, 0, 0, 0]]],
-                  dtype=np.float32)
-    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=6))
-    assert got.num_results[0] == 6
-
-
-def test_ties_everywhere() -> None:
-    """All logprobs equal: the order is decided by (rank, token) alone."""
-    rng = np.random.default_rng(5)
-    kws = [rng.integers(0, 5, size=int(rng.integers(1, 5))).tolist() for _ in range(80)]
-    ks, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=3, steps=5, k=6, distractors=1)
-    for value in (0.0, -0.0, -1.0):
-        lp = np.full(p.shape, value, dtype=np.float32)
-        check(ks, searcher, Proposals(p.tokens, lp), SearchConfig(beam_width=3, max_results=7))
-    # -0.0 and +0.0 mixed: equal scores
-    lp = np.where(rng.random(p.shape) < 0.5, np.float32(-0.0), np.float32(0.0)).astype(np.float32)
-    check(ks, searcher, Proposals(p.tokens, lp), SearchConfig(beam_width=2, max_results=5))
-
-
-@pytest.mark.parametrize("tau,sigma", [(-1.0, -math.inf), (-math.inf, -2.0), (-0.3, -1.1), (-0.25, -0.75),
-                                       (0.0, -math.inf), (-1e39, -1e39), (-5e-46, -math.inf)])
-def test_thresholds(tau: float, sigma: float) -> None:
-    rng = np.random.default_rng(13)
-    kws = [rng.integers(0, 6, size=int(rng.integers(1, 5))).tolist() for _ in range(60)]
-    ks, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=3, steps=4, k=6, quantised=False)
-    lp = p.logprobs.copy()
-    lp[..., 0] = np.float32(-0.3)  # not representable: sits exactly at threshold32(-0.3)
-    lp[..., 1] = np.float32(-1e-45)
-    check(ks, searcher, Proposals(p.tokens, lp),
-          SearchConfig(beam_width=4, max_results=9, token_threshold=tau, score_threshold=sigma))
-
-
-@pytest.mark.parametrize("alpha", [0.0, 0.5, 0.7, 1.0, 2.0, 10.0])
-def test_length_norm(alpha: float) -> None:
-    rng = np.random.default_rng(17)
-    kws = [rng.integers(0, 4, size=int(rng.integers(1, 9))).tolist() for _ in range(120)]
-    ks, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=3, steps=8, k=5, quantised=False)
-    got = check(ks, searcher, p, SearchConfig(beam_width=6, max_results=20, length_norm=alpha))
-    if alpha:
-        assert not np.array_equal(got.scores.view(np.uint32), got.norm_scores.view(np.uint32))
-
-
-def test_prefixes() -> None:
-    rng = np.random.default_rng(19)
-    kws = [[1, 2, 3, 4, 5], [1, 2, 3], [1, 2, 9, 9], [1, 7], [4], [4, 4, 4, 4, 4, 4], [8, 8]]
-    ks, searcher = make(kws)
-    # root, inside an edge, at an inner node, a whole keyword with children, a leaf, absent, absent mid-edge
-    # ..., and mid-edge (valid)
-    prefixes = [[], [1, 2], [1], [1, 2, 3], [8, 8], [3], [4, 4, 5], [1, 2, 3, 4], [4, 4, 4]]
-    q_n = len(prefixes)
-    tok = np.full((q_n, 4, 5), PAD, dtype=np.int64)
-    tok[:, :, :4] = np.array([1, 2, 3, 4])
-    tok[:, :, 4] = [9, 5, 7, 8]
-    tok[7, 0, 4] = 5
-    lp = (rng.integers(-4, 1, size=tok.shape) * 0.5).astype(np.float32)
-    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=3, max_results=6), prefixes)
-    assert got.num_results[4] == 0 and got.num_results[5] == 0 and got.num_results[6] == 0
-    assert 1 not in got.keyword_ids[3]  # the forced prefix [1, 2, 3] itself is never a result
-    assert got.num_results[3] > 0 and got.num_results[7] > 0
-    assert got.query(8) == [(5, 0.0 + float(lp[8, 0, 3] + lp[8, 1, 3] + lp[8, 2, 3]),
-                             float(lp[8, 0, 3] + lp[8, 1, 3] + lp[8, 2, 3]), 6)]
-
-
-def test_padding_rows_and_empty_shapes() -> None:
-    kws = [[1], [1, 2], [3]]
-    ks, searcher = make(kws)
-    tok = np.full((2, 3, 4), -1, dtype=np.int64)
-    tok[0, 0, 2] = 1
-    tok[0, 2, 0] = 2  # step 1 is all padding: the search stops there
-    lp = np.full(tok.shape, np.nan, dtype=np.float32)
-    lp[tok != -1] = -1.0
-    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2))
-    assert got.num_results.tolist() == [1, 0]
-    for shape in ((0, 3, 4), (2, 0, 4), (2, 3, 0)):
-        p = Proposals(np.zeros(shape, np.int64), np.zeros(shape, np.float32))
-        assert_same(searcher.search(p, SearchConfig(beam_width=2)), SearchResult.empty(shape[0], 2))
-
-
-def test_single_step_and_beam_larger_than_library() -> None:
-    rng = np.random.default_rng(23)
-    kws = [rng.integers(0, 5, size=int(rng.integers(1, 4))).tolist() for _ in range(12)]
-    ks, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=2, steps=1, k=5)
-    check(ks, searcher, p, SearchConfig(beam_width=1, max_results=3))
-    p = rows_from_keywords(rng, kws, q_n=2, steps=4, k=5)
-    got = check(ks, searcher, p, SearchConfig(beam_width=1000, max_results=200))
-    assert got.shape == (2, 200)
-
-
-def test_more_results_than_beam() -> None:
-    rng = np.random.default_rng(29)
-    kws = [rng.integers(0, 4, size=int(rng.integers(1, 6))).tolist() for _ in range(100)]
-    ks, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=3, steps=6, k=4)
-    check(ks, searcher, p, SearchConfig(beam_width=2, max_results=40))
-
-
-def test_overflow_and_subnormals() -> None:
-    kws = [[1, 2], [1, 2, 3], [1], [2, 3]]
-    ks, searcher = make(kws)
-    tok = np.array([[[1, 2], [2, 3], [3, PAD]]], dtype=np.int64)
-    for lp0 in ([-3e38, -2.5e38], [-1e-45, -3e-45], [-1.1754944e-38, 1e-45]):
-        lp = np.array([[lp0, lp0, [lp0[0], 0]]], dtype=np.float32)
-        check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2, length_norm=1.0))
-
-
 # ------------------------------------------------------------------------------------------ vs marisa
-def test_matches_marisa_searcher() -> None:
-    marisa = pytest.importorskip("flashtrie.reference_cpu.marisa")
-    rng = np.random.default_rng(31)
-    kws = [rng.integers(0, 8, size=int(rng.integers(1, 7))).tolist() for _ in range(300)]
-    ks, searcher = make(kws)
-    for early_stop in (False, True):
-        other = marisa.MarisaSearcher(ks, early_stop=early_stop)
-        for k, alpha in ((3, 0.0), (8, 1.0), (8, 0.0), (5, 2.0)):
-            p = rows_from_keywords(rng, kws, q_n=4, steps=6, k=k)
-            config = SearchConfig(beam_width=5, max_results=10, length_norm=alpha)
-            prefixes = [[], kws[0][:1], kws[1], [99]]
-            assert_same(searcher.search(p, config, prefixes), other.search(p, config, prefixes))
-
-
 # ------------------------------------------------------------------------------------ sort-key layouts
 def test_group_order_packed_equals_lexsort() -> None:
     rng = np.random.default_rng(37)
@@ -342,8 +175,10 @@ def test_group_order_packed_equals_lexsort() -> None:
     dk = rng.integers(0, 4, n).astype(np.uint32) * np.uint32(0x4000_0001)
     r = rng.integers(0, 40, n)
     x = rng.permutation(n)  # (q, r, x) unique, like candidates
-    packed = NumpySearcher._group_order(q, dk, r, x, q_bits=2, r_bits=6, x_bits=13)
-    wide = NumpySearcher._group_order(q, dk, r, x, q_bits=40, r_bits=16, x_bits=16)
+    from flashtrie.reference_cpu.numpy_state import SortKeys
+
+    packed = SortKeys(q_bits=2, r_bits=6, x_bits=13).order(q, dk, r, x)
+    wide = SortKeys(q_bits=40, r_bits=16, x_bits=16).order(q, dk, r, x)
     np.testing.assert_array_equal(packed, wide)
     np.testing.assert_array_equal(packed, np.lexsort((x, r, dk, q)))
 
@@ -449,42 +284,3 @@ def test_shared_row_preparation_and_early_stop_bound() -> None:
                                np.array([-1.5, -1.5], f), f(0.5)).tolist() == [True, False]
 
 
-def test_early_stop_bound_uses_the_smallest_length_norm() -> None:
-    """A full pool, then a longer keyword that wins only through the length norm: no early stop may drop it."""
-    ks, searcher = make([[1], [1, 2, 3, 4, 5, 6, 7, 8]])
-    tok = np.array([[[1], [2], [3], [4], [5], [6], [7], [8]]], dtype=np.int64)
-    lp = np.array([[[-1.0]] + [[-0.1]] * 7], dtype=np.float32)
-    config = SearchConfig(beam_width=1, max_results=1, length_norm=2.0)
-    got = check(ks, searcher, Proposals(tok, lp), config)
-    assert got.keyword_ids[0, 0] == 1  # n = -1.7 * (6/13)**2 beats [1]'s n = -1
-    searcher.early_stop = False
-    assert_same(got, check(ks, searcher, Proposals(tok, lp), config))
-
-
-def _signed_zero_case() -> tuple[KeywordSet, Proposals, SearchConfig]:
-    # [1,2,3,4]: s = -1.4e-45, n = s * (6/9)**2 rounds to -0.0; [1,2,3,5]: n = +0.0.  They tie (IEEE), so
-    # the token breaks the tie: keyword 0 first.
-    ks = KeywordSet.from_sequences([[1, 2, 3, 4], [1, 2, 3, 5]])
-    tok = np.full((1, 4, 2), -1, dtype=np.int64)
-    lp = np.zeros((1, 4, 2), dtype=np.float32)
-    tok[0, :3, 0] = [1, 2, 3]
-    tok[0, 3] = [5, 4]
-    lp[0, 3] = [0.0, -1e-45]
-    return ks, Proposals(tok, lp), SearchConfig(beam_width=1, max_results=2, length_norm=2.0)
-
-
-def test_signed_zero_scores_tie() -> None:
-    ks, p, config = _signed_zero_case()
-    _, searcher = make(ks)
-    got = check(ks, searcher, p, config)
-    assert got.keyword_ids[0].tolist() == [0, 1] and np.signbit(got.norm_scores[0, 0])
-    marisa = pytest.importorskip("flashtrie.reference_cpu.marisa")
-    assert_same(marisa.MarisaSearcher(ks).search(p, config), got)
-
-
-def test_threshold_below_float32_range_keeps_the_lowest_float32() -> None:
-    ks, searcher = make([[1], [2]])
-    tok = np.array([[[1, 2]]], dtype=np.int64)
-    lp = np.array([[[-np.finfo(np.float32).max, -1.0]]], dtype=np.float32)
-    got = check(ks, searcher, Proposals(tok, lp), SearchConfig(beam_width=2, token_threshold=-1e39))
-    assert sorted(got.keyword_ids[0, :2].tolist()) == [0, 1]  # -FLT_MAX > -1e39: kept

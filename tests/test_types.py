@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -353,11 +354,11 @@ def test_keywordset_from_sequences_integer_kinds() -> None:
 
 def test_one_shared_token_check() -> None:
     import flashtrie.keywords
-    import flashtrie.search_types
+    import flashtrie.search_core
     from flashtrie import tokens
 
     assert flashtrie.keywords.check_token_sequence is tokens.check_token_sequence
-    assert flashtrie.search_types.check_token_sequence is tokens.check_token_sequence
+    assert flashtrie.search_core.check_token_sequence is tokens.check_token_sequence
 
 
 # ----------------------------------------------------------------------------- Proposals indexing
@@ -453,3 +454,51 @@ def test_proposals_own_their_checked_arrays(dtype: type) -> None:
     assert p.tokens.tolist() == [[[1, 2]]] and p.logprobs[0, 0, 0] == -1.0
     with pytest.raises(ValueError, match="read-only"):
         p.tokens[0, 0, 0] = 2
+
+
+# ------------------------------------------------------------------- dtypes that look like integers
+@pytest.mark.parametrize("dtype", ["m8[s]", "M8[s]", "?", "c16", "O"])
+def test_non_integer_token_dtypes_are_refused_by_name(dtype: str) -> None:
+    from flashtrie.tokens import check_token_sequence
+
+    arr = np.ones((1, 1, 2), dtype=dtype)
+    if dtype == "O":
+        arr[0, 0, 0] = np.timedelta64(1)
+    name = re.escape(str(np.dtype(dtype)))
+    with pytest.raises(InputError, match=f"^tokens: expected an integer array, got dtype {name}"):
+        Proposals(arr, np.zeros((1, 1, 2), np.float32))
+    with pytest.raises(InputError, match="^logprobs: expected a float array"):
+        Proposals(np.ones((1, 1, 2), dtype=np.int64), np.ones((1, 1, 2), dtype=dtype))
+    with pytest.raises(InputError, match=r"^prefixes\[0\]\[0\]: .* is not an integer token"):
+        check_token_sequence(arr[0, 0], "prefixes[0]")
+    with pytest.raises(InputError, match=r"keyword 0"):
+        KeywordSet.from_sequences([arr[0, 0]])
+
+
+def test_timedelta_scalars_in_a_list_are_not_tokens() -> None:
+    from flashtrie.tokens import check_token_sequence
+
+    with pytest.raises(InputError, match=r"^p\[1\]: .*\(timedelta64\) is not an integer token"):
+        check_token_sequence([1, np.timedelta64(2)], "p")
+
+
+# ------------------------------------------------------------------------------ PyTorch CPU tensors
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32", "float64"])
+def test_torch_logprobs_convert_exactly(dtype: str) -> None:
+    torch = pytest.importorskip("torch")
+    values = [-0.1, -1.3, -7.0e-5, -float("inf"), -65504.0]
+    t_lp = torch.tensor([[values]], dtype=getattr(torch, dtype), requires_grad=dtype != "float64")
+    p = Proposals(torch.tensor([[[1, 2, 3, 4, 5]]]), t_lp)
+    want = t_lp.detach().to(torch.float32).numpy()  # bf16 / f16 values are exact in float32
+    assert p.logprobs.dtype == np.float32
+    assert p.logprobs.view(np.uint32).tolist() == want.view(np.uint32).tolist()
+
+
+def test_torch_tensors_that_cannot_be_tokens_get_flashtrie_errors() -> None:
+    torch = pytest.importorskip("torch")
+    lp = torch.zeros((1, 1, 2))
+    for dtype in ("bfloat16", "float16", "float32", "bool"):
+        with pytest.raises(InputError, match="^tokens: expected an integer array, got dtype"):
+            Proposals(torch.ones((1, 1, 2), dtype=getattr(torch, dtype)), lp)
+    p = Proposals(torch.tensor([[[7, -1]]], dtype=torch.int32), torch.zeros((1, 1, 2), requires_grad=True))
+    assert p.tokens.tolist() == [[[7, 2**32 - 1]]]
