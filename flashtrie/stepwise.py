@@ -22,9 +22,9 @@ at the node; the root is ``(0, 0)``).  Two special values of ``node`` (``off`` i
 id that is also a token of the trie would be ambiguous and is refused, and so is a trie token that is
 not below ``vocab_size`` (a keyword with it could never be generated).
 
-Written against the index's vectorised decoders (``child_range``, ``labels``, ``edge_lengths``,
-``edge_tokens``, ``is_terminal``); ``flashtrie.search_core``'s shared checks and start states did not exist
-when this was written, so `start_from_prefixes` walks the prefixes here.
+Built on the index's vectorised decoders (``child_range``, ``labels``, ``edge_lengths``, ``edge_tokens``,
+``is_terminal``) and on `flashtrie.search_core` (``check_index``; forced prefixes through
+``normalize_prefixes`` and ``start_states``, as every search backend starts).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import numpy as np
 
 from .errors import InputError
 from .index import NarrowLoudsIndex
+from .search_core import check_index, normalize_prefixes, start_states
 
 __all__ = ["DEAD", "FINISHED", "StepStates", "TrieStepper", "eos_ids", "check_vocab", "check_eos"]
 
@@ -103,9 +104,7 @@ class TrieStepper:
     backend = "numpy"
 
     def __init__(self, index: NarrowLoudsIndex) -> None:
-        if not isinstance(index, NarrowLoudsIndex):
-            raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
-        self.index = index
+        self.index = check_index(index)
         #: dead rows seen by `mask` since construction (or `reset_dead_count`)
         self.dead_count = 0
         self._eos_ok: set[tuple[int, ...]] = set()
@@ -119,13 +118,16 @@ class TrieStepper:
         return StepStates(np.zeros(int(n), dtype=np.int64), np.zeros(int(n), dtype=np.int64))
 
     def start_from_prefixes(self, prefixes: Sequence[Sequence[int]]) -> StepStates:
-        """One state per forced prefix (the empty prefix is the root; a prefix not in the trie is DEAD)."""
-        rows = [np.asarray(p, dtype=np.int64).reshape(-1) for p in prefixes]
-        width = max((r.size for r in rows), default=0)
-        ids = np.full((len(rows), max(width, 1)), -1, dtype=np.int64)
-        for i, r in enumerate(rows):
-            ids[i, : r.size] = r
-        return self.walk(ids, end=np.array([r.size for r in rows], dtype=np.int64))
+        """One state per forced prefix (the empty prefix is the root; a prefix not in the trie is DEAD);
+        tokens are checked as every search checks them (`flashtrie.search_core.normalize_prefixes`)."""
+        n = len(prefixes) if isinstance(prefixes, (Sequence, np.ndarray)) else -1
+        pre = normalize_prefixes(prefixes, max(n, 0))
+        ss = start_states(self.index, pre, n)
+        node = np.full(n, DEAD, dtype=np.int64)
+        off = np.zeros(n, dtype=np.int64)
+        node[ss.q] = ss.node
+        off[ss.q] = ss.off
+        return StepStates(node, off)
 
     def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
         """States after feeding ``ids[r, begin[r]:end[r]]`` from the root, for each row of ``ids[n, L]``

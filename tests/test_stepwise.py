@@ -135,6 +135,10 @@ def test_refusals():
         s.advance(st0, np.array([1]))
     with pytest.raises(InputError, match="eos_token_id"):
         s.advance(st0, np.array([1, 1]), True)
+    with pytest.raises(InputError, match=r"prefixes\[1\]"):
+        s.start_from_prefixes([[1], [-3]])
+    with pytest.raises(InputError, match="index"):
+        TrieStepper([[1, 2]])
 
 
 def test_finished_absorbs_padding_and_dead_stays_dead():
