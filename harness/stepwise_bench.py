@@ -291,6 +291,10 @@ def run(args: argparse.Namespace) -> list[Record]:
         rec.timestamp = env["timestamp"]
         records.append(rec)
         append_record(args.out, rec)
+        m = rec.metrics
+        show = {k: round(v, 2) for k, v in m.items() if isinstance(v, float)}
+        show.update({k: round(v["mean"], 1) for k, v in m.items() if isinstance(v, dict) and "mean" in v})
+        print(f"  {rec.backend} {rec.status} {rec.config} {show} {rec.message or ''}"[:400], flush=True)
 
     shapes = [_shape(s) for s in args.shapes.split(",")]
     for case in args.cases.split(","):
