@@ -211,8 +211,9 @@ class GpuTrieStepper:
         else:
             from cuda.core.utils import StridedMemoryView
 
-            try:
-                m = StridedMemoryView.from_any_interface(obj, stream_ptr=self.xp.stream())
+            make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
+            try:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
+                m = make(obj, stream_ptr=-1)
             except Exception as e:
                 raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface "
                                  f"({type(obj).__name__}): {e}") from e
