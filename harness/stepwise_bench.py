@@ -369,10 +369,14 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
                             cfg))
 
 
+_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_step_us", "graph_fused_us", "graph_bool_fused_us",
+          "graph_mask_noprefetch_us")
+
+
 def table(records: list[Record]) -> str:
     """A Markdown table of the step records, then the HF comparisons."""
     lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step / fused / "
-             "bool fused µs | host µs | host+sync µs | eager stream µs |",
+             "bool fused / mask without prefetch µs | host µs | host+sync µs | eager stream µs |",
              "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
@@ -382,9 +386,7 @@ def table(records: list[Record]) -> str:
             lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | |")
             continue
         dev = m.get("graph_step_us")
-        parts = " / ".join(f"{m[k]:.1f}" for k in ("graph_mask_us", "graph_advance_us", "graph_bool_step_us",
-                                                     "graph_fused_us", "graph_bool_fused_us")
-                           if k in m) or "-"
+        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or "-"
         lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
                      f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} | "
                      f"{m.get('stream_us', float('nan')):.1f} |"
