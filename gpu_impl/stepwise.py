@@ -30,7 +30,7 @@ from .compile import compile_kernel
 __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
-CHUNK = 32768  # vocabulary entries per mask block (kernels/step.cu)
+CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
 _INDEX_FMT = "<15Q8I"  # the IndexView packing of searcher.py
 _INDEX_NAMES = ["louds.words", "louds.rank", "louds.select0", "labels_lo", "hi_flag.words", "hi_flag.rank",
                 "labels_hi.words", "linked.words", "linked.rank", "link_starts.words", "suffix.words",
@@ -113,10 +113,14 @@ class GpuTrieStepper:
     backend = "gpu"
 
     def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, array_module: str | None = None,
-                 searcher: Any = None) -> None:
+                 searcher: Any = None, chunk: int = CHUNK) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
-        torch when it is installed)."""
+        torch when it is installed).  ``chunk``: vocabulary entries per mask block (a power of two in
+        [1024, 65536]; results do not depend on it)."""
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
+            raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
+        self.chunk = chunk
         try:
             from cuda.core import Device, ObjectCode
         except ImportError as e:  # pragma: no cover - depends on the environment
@@ -134,7 +138,7 @@ class GpuTrieStepper:
         cc = self.device.compute_capability
         cc = cc() if callable(cc) else cc
         self.arch = f"sm_{cc.major}{cc.minor}"
-        ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS)})
+        ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
                    ("advance", "walk", "mask", "advance_mask", "count", "fill")}
@@ -152,9 +156,10 @@ class GpuTrieStepper:
         self._configs: dict[tuple[int, int], Any] = {}
 
     @classmethod
-    def from_searcher(cls, searcher: Any, *, array_module: str | None = None) -> GpuTrieStepper:
+    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
         """A stepper that shares ``searcher``'s uploaded index (no second copy on the device)."""
-        return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher)
+        return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
+                   chunk=chunk)
 
     # ------------------------------------------------------------------ index upload (searcher.py's packing)
     def _upload_index(self) -> None:
@@ -363,7 +368,7 @@ class GpuTrieStepper:
             raise InputError(f"out: expected shape {[n, v]}, got {list(o.shape)}")
         if v > 1 and o.strides[1] != 1:
             raise InputError("out: expected contiguous rows (column stride 1)")
-        chunks = -(-v // CHUNK)
+        chunks = -(-v // self.chunk)
         if n * chunks >= 2**31:
             raise InputError(f"states: {n} rows x {chunks} vocabulary chunks is over the launch limit 2**31")
         fp, bp = (o.ptr, 0) if additive else (0, o.ptr)

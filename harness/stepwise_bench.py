@@ -317,7 +317,7 @@ def run(args: argparse.Namespace) -> list[Record]:
             from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
             t1 = time.perf_counter()
-            gpu = GpuTrieStepper(index)
+            gpu = GpuTrieStepper(index, chunk=args.chunk)
             wl["upload_s"] = round(time.perf_counter() - t1, 2)
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
@@ -325,7 +325,8 @@ def run(args: argparse.Namespace) -> list[Record]:
             for root in (True, False):
                 prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
                 states = cpu.start_from_prefixes(prefixes)
-                cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword"}
+                cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
+                       "chunk": args.chunk}
                 try:
                     m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats) if gpu is not None else
                          numpy_step_metrics(cpu, states, nxt, vocab, eos, max(3, args.repeats // 10)))
@@ -459,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
     p.add_argument("--backend", choices=("gpu", "numpy"), default="gpu")
     p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--chunk", type=int, default=32768, help="vocabulary entries per mask block (GPU)")
     p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
     p.add_argument("--hf", action="store_true", help="compare with transformers' processor (small libraries)")
     p.add_argument("--generate", action="store_true", help="generate() of a tiny GPT-2 with and without")

@@ -31,22 +31,25 @@ TH = 64  # threads per emulated block (step_emu.cpp)
 U32, U64, I64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
 
 
-@lru_cache(maxsize=1)
-def _lib(tmp: str) -> ctypes.CDLL | None:
+@lru_cache(maxsize=2)
+def _lib(tmp: str, chunk: int) -> ctypes.CDLL | None:
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         return None
-    out = Path(tmp) / "libstep_emu.so"
-    r = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-I{KERNEL_DIR}", f"-I{HERE}",
-                        "-x", "c++", str(HERE / "step_emu.cpp"), "-o", str(out)], capture_output=True, text=True)
+    out = Path(tmp) / f"libstep_emu_{chunk}.so"
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-DFT_STEP_CHUNK={chunk}",
+                        f"-I{KERNEL_DIR}", f"-I{HERE}", "-x", "c++", str(HERE / "step_emu.cpp"), "-o", str(out)],
+                       capture_output=True, text=True)
     if r.returncode != 0:
         return None
-    return ctypes.CDLL(str(out))
+    lib = ctypes.CDLL(str(out))
+    lib.chunk = chunk
+    return lib
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    lib = _lib(str(tmp_path_factory.mktemp("emu")))
+@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk32768", "chunk1024"])
+def lib(request, tmp_path_factory):
+    lib = _lib(str(tmp_path_factory.mktemp("emu")), request.param)
     if lib is None:
         pytest.skip("no C++20 compiler to build the host emulation of kernels/step.cu")
     return lib
@@ -116,7 +119,7 @@ class Emu:
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
              tok: np.ndarray | None = None) -> tuple[np.ndarray, int, StepStates | None]:
         """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool."""
-        n, chunks = len(s), -(-v // CHUNK)
+        n, chunks = len(s), -(-v // self.lib.chunk)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
         common = [U64(v), U32(chunks), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc)]

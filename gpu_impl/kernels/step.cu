@@ -17,7 +17,10 @@
 #ifndef FT_STEP_THREADS
 #define FT_STEP_THREADS 256
 #endif
-#define CHUNK 32768u
+#ifndef FT_STEP_CHUNK
+#define FT_STEP_CHUNK 32768  // vocabulary entries per mask block (a power of two; the bitmap is CHUNK / 8 bytes)
+#endif
+#define CHUNK ((u32)FT_STEP_CHUNK)
 #define ST_DEAD (-1ll)
 #define ST_FINISHED (-2ll)
 #define K_AT 0
