@@ -21,7 +21,8 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def tests(session: nox.Session) -> None:
     """The test suite (GPU tests skip themselves where no GPU is present; kernels still compile)."""
-    session.install("-e", ".[test,gpu]")
+    session.install("torch==2.13.0")  # a CPU wheel (pip's find-links); then the `hf` extra finds it installed
+    session.install("-e", ".[test,gpu,hf]")
     session.run("python", "-m", "pytest", "-q", *session.posargs)
 
 

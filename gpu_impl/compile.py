@@ -32,7 +32,7 @@ __all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "kernel_source", "c
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: The kernels and the one entry point each exposes.
-KERNELS: dict[str, str] = {"search.cu": "flashtrie_search"}
+KERNELS: dict[str, str] = {"search.cu": "flashtrie_search", "step.cu": "ft_step_mask"}
 
 #: IEEE float32 everywhere: the options every compile passes (and the cache key hashes)
 IEEE_OPTIONS = {"std": "c++17", "ftz": False, "prec_div": True, "prec_sqrt": True, "fma": False,
@@ -139,7 +139,7 @@ def compile_kernel(file: str = "search.cu", arch: str = "sm_90", defines: dict[s
             log = log_path.read_text() if log_path.exists() else ""
             return CompiledKernel(KERNELS.get(file, path.stem), arch, cubin, log, cpath, True,
                                   time.perf_counter() - t0, defines)
-    opts = ProgramOptions(name=path.stem, include_path=_include_paths(), **options)
+    opts = ProgramOptions(name=path.stem, include_path=[str(KERNEL_DIR), *_include_paths()], **options)
     logs = io.StringIO()
     try:
         prog = Program(source, "c++", opts)

@@ -1,0 +1,174 @@
+"""Hugging Face `generate()` integration: every generated token spells a keyword of the index, then EOS.
+
+* `TrieLogitsProcessor(index, eos_token_id, prompt_length=None, backend="auto")`: a
+  ``transformers.LogitsProcessor`` for ``model.generate(..., logits_processor=LogitsProcessorList([...]))``.
+* `prefix_allowed_tokens_fn(index, eos_token_id, prompt_length)`: the same constraint as a callback for
+  ``generate(prefix_allowed_tokens_fn=...)`` (one Python call per row per step: slow, for existing code).
+
+**How each row's state is found.**  Beam search reorders rows between steps, so the processor keeps no
+per-row state: at every step it re-walks each row's generated suffix (``input_ids[r, prompt_length:]``)
+from the root, vectorised over the rows (`walk` of the stepwise API: on the GPU one kernel launch, one
+thread per row; on numpy one vectorised advance per generated column).  That is exact for greedy,
+sampling and beam search whatever the reordering, and costs O(rows x generated tokens) per step, which is
+small next to a model step for identifier-length outputs (<= tens of tokens).  Then one mask pass adds
+0 / -inf to the scores (as transformers' `PrefixConstrainedLogitsProcessor` does, so scores agree bit
+for bit), with EOS allowed exactly where a keyword ends and the only token after EOS or after a token
+that left the trie (see `flashtrie.stepwise`; ``dead_count`` of the processor counts such rows).
+
+**Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
+prompt for decoder-only models, the decoder start token for encoder-decoder models) and again whenever a
+call does not continue the previous one by exactly one token.  Reusing one processor for a second
+``generate()`` whose prompt is one token longer than the first output would be mistaken for a
+continuation: pass ``prompt_length`` or call `reset()` between calls.  ``prompt_length`` may also be a
+sequence, one per row of ``input_ids`` (or one per batch item, repeated over its beams).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+    from transformers import LogitsProcessor
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError(f"flashtrie.hf needs torch and transformers: pip install 'flashtrie[hf]' ({e})") from e
+
+from .errors import InputError
+from .index import NarrowLoudsIndex
+from .stepwise import StepStates, TrieStepper, eos_ids
+
+__all__ = ["TrieLogitsProcessor", "prefix_allowed_tokens_fn"]
+
+_BACKENDS = ("auto", "numpy", "gpu")
+
+
+class TrieLogitsProcessor(LogitsProcessor):
+    """Constrain every token generated after the prompt to spell a keyword of ``index``, then EOS."""
+
+    def __init__(self, index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], *,
+                 prompt_length: int | Sequence[int] | None = None, backend: str = "auto") -> None:
+        if not isinstance(index, NarrowLoudsIndex):
+            raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
+        if backend not in _BACKENDS:
+            raise InputError(f"backend: expected one of {_BACKENDS}, got {backend!r}")
+        self.index = index
+        self.eos = eos_ids(eos_token_id)
+        if not self.eos:
+            raise InputError("eos_token_id: the processor needs an EOS token id")
+        self.backend = backend
+        self._fixed = _prompt_lengths(prompt_length)
+        self._cpu = TrieStepper(index)
+        self._cpu._eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
+        self._gpu: dict[int, Any] = {}
+        self._inferred: int | None = None
+        self._last_len = -1
+
+    @property
+    def dead_count(self) -> int:
+        """Rows seen dead (a token left the trie) by every call so far, on every backend (syncs the GPU)."""
+        return self._cpu.dead_count + sum(int(g.dead_count) for g in self._gpu.values() if g is not None)
+
+    def reset(self) -> None:
+        """Forget the inferred prompt length (before reusing the processor for another `generate()`)."""
+        self._inferred, self._last_len = None, -1
+
+    def _begin(self, input_ids: torch.Tensor) -> Any:
+        rows, length = input_ids.shape
+        if self._fixed is not None:
+            p = self._fixed
+        else:
+            if self._inferred is None or length != self._last_len + 1:
+                self._inferred = length
+            p = self._inferred
+        self._last_len = length
+        if isinstance(p, int):
+            if p > length:
+                raise InputError(f"prompt_length: {p} is longer than input_ids ({length} tokens)")
+            return p
+        if rows % len(p):
+            raise InputError(f"prompt_length: {len(p)} values do not divide the {rows} rows of input_ids")
+        arr = np.repeat(np.asarray(p, dtype=np.int64), rows // len(p))
+        if arr.max() > length:
+            raise InputError(f"prompt_length: {int(arr.max())} is longer than input_ids ({length} tokens)")
+        return arr
+
+    def _stepper(self, device: torch.device) -> Any:
+        if device.type != "cuda" or self.backend == "numpy":
+            return None
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        if idx not in self._gpu:
+            try:
+                from .gpu_impl.stepwise import GpuTrieStepper
+
+                self._gpu[idx] = GpuTrieStepper(self.index, device=idx, array_module="torch")
+            except Exception as e:
+                if self.backend == "gpu":
+                    raise
+                warnings.warn(f"flashtrie.hf: the GPU stepper is not usable ({type(e).__name__}: {e}); masking on "
+                              "the CPU with host copies", RuntimeWarning, stacklevel=3)
+                self._gpu[idx] = None
+        return self._gpu[idx]
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if input_ids.ndim != 2 or scores.ndim != 2 or scores.shape[0] != input_ids.shape[0]:
+            raise InputError(f"input_ids {list(input_ids.shape)} and scores {list(scores.shape)}: expected "
+                             "[rows, length] and [rows, vocab]")
+        begin = self._begin(input_ids)
+        vocab = int(scores.shape[1])
+        gpu = self._stepper(scores.device)
+        if gpu is not None:
+            b = begin if isinstance(begin, int) else torch.as_tensor(begin, device=scores.device)
+            states = gpu.walk(input_ids, begin=b, eos_token_id=self.eos)
+            if scores.dtype == torch.float32:
+                out = scores.clone()
+                gpu.mask(states, vocab, self.eos, out=out)
+                return out
+            allow = gpu.mask(states, vocab, self.eos, additive=False)
+            return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
+        ids = input_ids.detach().cpu().numpy()
+        states = self._cpu.walk(ids, begin=begin, eos_token_id=self.eos)
+        if scores.dtype == torch.float32 and scores.device.type == "cpu":
+            out = scores.clone()
+            self._cpu.mask(states, vocab, self.eos, out=out.numpy())
+            return out
+        allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(scores.device)
+        return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
+
+
+def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], prompt_length: int
+                             ) -> Callable[[int, torch.Tensor], list[int]]:
+    """A callback for ``generate(prefix_allowed_tokens_fn=...)``: the allowed next tokens of one row (its
+    tokens after ``prompt_length``), EOS where a keyword ends, only EOS after EOS or off the trie."""
+    if isinstance(prompt_length, bool) or not isinstance(prompt_length, (int, np.integer)) or prompt_length < 0:
+        raise InputError(f"prompt_length: expected a non-negative integer, got {prompt_length!r}")
+    stepper = TrieStepper(index)
+    eos = eos_ids(eos_token_id)
+    stepper._eos(eos)
+
+    def allowed(batch_id: int, sent: torch.Tensor) -> list[int]:
+        ids = sent.detach().cpu().numpy().reshape(1, -1)
+        st: StepStates = stepper.walk(ids, begin=min(int(prompt_length), ids.shape[1]), eos_token_id=eos)
+        if int(st.node[0]) < 0:
+            return list(eos)
+        offsets, tokens = stepper.allowed(st)
+        out = tokens.tolist()
+        return out + list(eos) if bool(stepper.ends(st)[0]) else out
+
+    return allowed
+
+
+def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
+    if p is None:
+        return None
+    if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
+        if p < 0:
+            raise InputError(f"prompt_length: expected a non-negative integer, got {p}")
+        return int(p)
+    vals = list(p)
+    if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
+        raise InputError(f"prompt_length: expected an int or a non-empty sequence of non-negative ints, got {p!r}")
+    return [int(v) for v in vals]

@@ -1,0 +1,485 @@
+"""`GpuTrieStepper`: the stepwise API of `flashtrie.stepwise` on the GPU (kernels in kernels/step.cu).
+
+Same methods and the same results as `flashtrie.stepwise.TrieStepper` (numpy), on device arrays:
+states (`StepStates` of two int64 device arrays), tokens, logits and masks are PyTorch tensors or CuPy
+arrays (``array_module``; inputs may be anything DLPack / CUDA Array Interface can read).  Every kernel is
+launched on the caller's current stream (torch: ``torch.cuda.current_stream()``; CuPy: its current
+stream), and `advance`, `walk`, `ends`, `mask` and `allowed_padded` neither copy to the host nor
+synchronise, so a decode loop (or a CUDA graph capture) can call them every step.  `allowed` (CSR) needs
+its size: it synchronises once to read it.  `dead_count` reads a device counter (synchronises).
+
+Differences from numpy: tokens come back as int64 (numpy: uint32 for CSR), and a state that is not valid
+for the index reads as DEAD here, where numpy refuses it with `InputError` (validating device input would
+need a synchronisation).  The EOS and vocabulary checks run on the host once per (vocab_size, EOS).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flashtrie.errors import DeviceError, IndexFormatError, InputError
+from flashtrie.index import NarrowLoudsIndex
+from flashtrie.stepwise import StepStates, TrieStepper, check_vocab
+
+from .compile import compile_kernel
+
+__all__ = ["GpuTrieStepper"]
+
+THREADS = 256
+CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
+_INDEX_FMT = "<15Q8I"  # the IndexView packing of searcher.py
+_INDEX_NAMES = ["louds.words", "louds.rank", "louds.select0", "labels_lo", "hi_flag.words", "hi_flag.rank",
+                "labels_hi.words", "linked.words", "linked.rank", "link_starts.words", "suffix.words",
+                "terminal.words", "terminal.rank", "keyword_ids.words"]
+_MAX_EOS = 8
+
+
+class _Torch:
+    name = "torch"
+
+    def __init__(self, device: int) -> None:
+        import torch
+
+        self.t = torch
+        self.device = torch.device("cuda", device)
+        self.int64, self.float32, self.bool = torch.int64, torch.float32, torch.bool
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        return self.t.empty(shape, dtype=dtype, device=self.device)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        return self.t.full(shape, value, dtype=dtype, device=self.device)
+
+    def asarray(self, a: np.ndarray) -> Any:
+        return self.t.as_tensor(a, device=self.device)
+
+    def stream(self) -> int:
+        return int(self.t.cuda.current_stream(self.device).cuda_stream)
+
+    def cumsum(self, a: Any) -> Any:
+        return self.t.cumsum(a, 0)
+
+
+class _Cupy:
+    name = "cupy"
+
+    def __init__(self, device: int) -> None:
+        import cupy
+
+        self.cp = cupy
+        self.dev = cupy.cuda.Device(device)
+        self.int64, self.float32, self.bool = cupy.int64, cupy.float32, cupy.bool_
+
+    def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
+        with self.dev:
+            return self.cp.empty(shape, dtype=dtype)
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: Any) -> Any:
+        with self.dev:
+            return self.cp.full(shape, value, dtype=dtype)
+
+    def asarray(self, a: np.ndarray) -> Any:
+        with self.dev:
+            return self.cp.asarray(a)
+
+    def stream(self) -> int:
+        return int(self.cp.cuda.get_current_stream().ptr)
+
+    def cumsum(self, a: Any) -> Any:
+        return self.cp.cumsum(a)
+
+
+class _View:
+    """Pointer, shape, strides (in items) and dtype of a device array."""
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "obj")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, obj: Any):
+        self.ptr, self.shape, self.strides, self.dtype, self.obj = ptr, shape, strides, dtype, obj
+
+
+_TORCH_DTYPES: dict[str, np.dtype] = {"torch.int64": np.dtype(np.int64), "torch.int32": np.dtype(np.int32),
+                                      "torch.float32": np.dtype(np.float32), "torch.bool": np.dtype(np.bool_),
+                                      "torch.uint8": np.dtype(np.uint8)}
+
+
+class GpuTrieStepper:
+    """The stepwise API on an NVIDIA GPU (see the module docstring)."""
+
+    backend = "gpu"
+
+    def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, array_module: str | None = None,
+                 searcher: Any = None, chunk: int = CHUNK) -> None:
+        """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
+        ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
+        torch when it is installed).  ``chunk``: vocabulary entries per mask block (a power of two in
+        [1024, 65536]; results do not depend on it)."""
+        if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
+            raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
+        self.chunk = chunk
+        try:
+            from cuda.core import Device, ObjectCode
+        except ImportError as e:  # pragma: no cover - depends on the environment
+            raise DeviceError(f"the GPU backend needs cuda-core (pip install 'flashtrie[gpu]'): {e}") from e
+        self._cpu = TrieStepper(index)  # host-side checks (EOS, vocabulary) and forced prefixes
+        self.index = index
+        if searcher is not None and getattr(searcher, "index", None) is not index:
+            raise InputError("searcher: expected a GpuSearcher of the same index")
+        self.xp = _array_module(array_module, device)
+        try:
+            self.device = Device(device)
+            self.device.set_current()
+        except Exception as e:
+            raise DeviceError(f"no usable CUDA device {device}: {e}") from e
+        cc = self.device.compute_capability
+        cc = cc() if callable(cc) else cc
+        self.arch = f"sm_{cc.major}{cc.minor}"
+        ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
+        self._obj = ObjectCode.from_cubin(ck.cubin)
+        self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
+                   ("advance", "walk", "mask", "advance_mask", "count", "fill")}
+        #: ask L2 for the logits while a mask block decodes its state (bit 0 of the kernels' flags)
+        self.prefetch = True
+        self._searcher = searcher
+        if searcher is not None:
+            self._view_ptr = int(searcher._index_view.handle)
+        else:
+            self._upload_index()
+        self._dead = self.xp.full((1,), 0, self.xp.int64)
+        self._eos_dev: dict[tuple[int, ...], Any] = {}
+        self._vocab_ok: set[int] = set()
+        self._streams: dict[int, Any] = {}
+        self._configs: dict[tuple[int, int], Any] = {}
+
+    @classmethod
+    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
+        """A stepper that shares ``searcher``'s uploaded index (no second copy on the device)."""
+        return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
+                   chunk=chunk)
+
+    # ------------------------------------------------------------------ index upload (searcher.py's packing)
+    def _upload_index(self) -> None:
+        from cuda.bindings import driver
+
+        host, widths = index_host_arrays(self.index)
+        n = int(self.index.num_nodes)
+        offsets, total = [], 0
+        for a in host:
+            total = -(-total // 256) * 256
+            offsets.append(total)
+            total += max(a.nbytes + 8, 4)
+        stream = self.device.create_stream()
+        try:
+            self._index_buf = self.device.allocate(total, stream=stream)
+            base = int(self._index_buf.handle)
+            for off, a in zip(offsets, host, strict=True):
+                if a.nbytes:
+                    _check(driver.cuMemcpyHtoDAsync(base + off, a.ctypes.data, a.nbytes, stream.handle))
+            view = index_view_bytes([base + o for o in offsets], widths, n)
+            self._view_buf = self.device.allocate(view.nbytes, stream=stream)
+            _check(driver.cuMemcpyHtoDAsync(int(self._view_buf.handle), view.ctypes.data, view.nbytes, stream.handle))
+            stream.sync()
+            self._upload_stream = stream  # the buffers were allocated on it: keep it as long as they live
+        except DeviceError:
+            raise
+        except Exception as e:
+            raise DeviceError(f"cannot upload the index ({total:,} bytes) to the device: {e}") from e
+        self._view_ptr = int(self._view_buf.handle)
+        self.index_bytes = total
+
+    # ------------------------------------------------------------------ plumbing
+    def _launch(self, name: str, blocks: int, *args: Any) -> None:
+        from cuda.core import LaunchConfig, launch
+
+        h = self.xp.stream()
+        s = self._streams.get(h)
+        if s is None:
+            s = self._streams[h] = _stream(h)
+        cfg = self._configs.get((blocks, THREADS))
+        if cfg is None:
+            cfg = self._configs[(blocks, THREADS)] = LaunchConfig(grid=blocks, block=THREADS)
+        launch(s, cfg, self._k[name], np.uint64(self._view_ptr), *args)
+
+    def _view(self, obj: Any, name: str, ndim: int, dtypes: Sequence[Any]) -> _View:
+        """A device array's pointer and layout (torch fast path; else DLPack / CUDA Array Interface)."""
+        want = [np.dtype(d) for d in dtypes]
+        tname = type(obj).__module__
+        if tname.startswith("torch"):
+            dt = _TORCH_DTYPES.get(str(obj.dtype))
+            if not obj.is_cuda:
+                raise InputError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
+            v = _View(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dt, obj)
+        else:
+            from cuda.core.utils import StridedMemoryView
+
+            make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
+            try:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
+                m = make(obj, stream_ptr=-1)
+            except Exception as e:
+                raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface "
+                                 f"({type(obj).__name__}): {e}") from e
+            if not m.is_device_accessible:
+                raise InputError(f"{name}: expected a device array")
+            shape = tuple(int(s) for s in m.shape)
+            strides = tuple(int(s) for s in m.strides) if m.strides is not None else _c_strides(shape)
+            v = _View(int(m.ptr), shape, strides, np.dtype(m.dtype), (obj, m))
+        if len(v.shape) != ndim:
+            raise InputError(f"{name}: expected {ndim} dimension(s), got shape {list(v.shape)}")
+        if v.dtype not in want:
+            raise InputError(f"{name}: expected dtype {' or '.join(d.name for d in want)}, got {v.dtype}")
+        return v
+
+    def _states(self, states: StepStates) -> tuple[_View, _View, int]:
+        if not isinstance(states, StepStates):
+            raise InputError(f"states: expected StepStates, got {type(states).__name__}")
+        a = self._view(states.node, "states.node", 1, [np.int64])
+        b = self._view(states.off, "states.off", 1, [np.int64])
+        if a.shape != b.shape:
+            raise InputError(f"states: node and off differ in length ({a.shape[0]}, {b.shape[0]})")
+        for v, nm in ((a, "node"), (b, "off")):
+            if v.shape[0] > 1 and v.strides[0] != 1:
+                raise InputError(f"states.{nm}: expected a contiguous array")
+        return a, b, int(a.shape[0])
+
+    def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
+        eos = self._cpu._eos(eos_token_id)
+        dev = self._eos_dev.get(eos)
+        if dev is None:
+            dev = self._eos_dev[eos] = self.xp.asarray(np.array(list(eos) + [0] * (_MAX_EOS - len(eos)),
+                                                                dtype=np.int64))
+        return eos, dev
+
+    def _new_states(self, n: int) -> StepStates:
+        return StepStates(self.xp.empty((n,), self.xp.int64), self.xp.empty((n,), self.xp.int64))
+
+    # ------------------------------------------------------------------ the API
+    def start(self, n: int) -> StepStates:
+        """``n`` states at the root."""
+        self._cpu.start(n)  # validates n
+        return StepStates(self.xp.full((int(n),), 0, self.xp.int64), self.xp.full((int(n),), 0, self.xp.int64))
+
+    def start_from_prefixes(self, prefixes: Sequence[Sequence[int]]) -> StepStates:
+        """One state per forced prefix, walked on the host and uploaded (not a per-step call)."""
+        st = self._cpu.start_from_prefixes(prefixes)
+        return StepStates(self.xp.asarray(st.node), self.xp.asarray(st.off))
+
+    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
+        """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
+        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
+        v = self._view(ids, "ids", 2, [np.int64])
+        n, width = v.shape
+        if width > 1 and v.strides[1] != 1:
+            raise InputError("ids: expected contiguous rows (column stride 1)")
+        bounds = []
+        for val, default, nm in ((begin, 0, "begin"), (end, width, "end")):
+            if val is None or isinstance(val, (int, np.integer)):
+                x = default if val is None else int(val)
+                if not 0 <= x <= width:
+                    raise InputError(f"{nm}: {x} is outside [0, {width}]")
+                bounds += [np.uint64(0), np.int64(x)]
+            else:
+                bv = self._view(val, nm, 1, [np.int64])
+                if bv.shape != (n,) or (n > 1 and bv.strides[0] != 1):
+                    raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
+                bounds += [np.uint64(bv.ptr), np.int64(0)]
+        eos, eos_dev = self._eos(eos_token_id)
+        out = self._new_states(n)
+        if n:
+            self._launch("walk", -(-n // THREADS), np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width),
+                         np.uint32(n), *bounds, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+                         np.uint64(_ptr(out.node)), np.uint64(_ptr(out.off)))
+        return out
+
+    def advance(self, states: StepStates, tokens: Any, eos_token_id: Any = None) -> StepStates:
+        """Each state after its token (int64 or int32 ``[n]``, any stride), as `TrieStepper.advance`."""
+        a, b, n = self._states(states)
+        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        if t.shape != (n,):
+            raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
+        eos, eos_dev = self._eos(eos_token_id)
+        out = self._new_states(n)
+        if n:
+            self._launch("advance", -(-n // THREADS), np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+                         np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n),
+                         np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(_ptr(out.node)),
+                         np.uint64(_ptr(out.off)))
+        return out
+
+    def _count(self, states: StepStates, want_counts: bool, want_ends: bool) -> tuple[Any, Any]:
+        a, b, n = self._states(states)
+        counts = self.xp.empty((n,), self.xp.int64) if want_counts else None
+        ends = self.xp.empty((n,), self.xp.bool) if want_ends else None
+        if n:
+            self._launch("count", -(-n // THREADS), np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n),
+                         np.uint64(_ptr(counts) if counts is not None else 0),
+                         np.uint64(_ptr(ends) if ends is not None else 0))
+        return counts, ends
+
+    def ends(self, states: StepStates) -> Any:
+        """True where a keyword ends at the state (bool device array)."""
+        return self._count(states, False, True)[1]
+
+    def allowed_padded(self, states: StepStates, max_per_state: int) -> tuple[Any, Any]:
+        """``counts`` int64[n] and ``tokens`` int64[n, max_per_state] (ascending, then -1), as numpy's."""
+        if isinstance(max_per_state, bool) or not isinstance(max_per_state, (int, np.integer)) or max_per_state < 0:
+            raise InputError(f"max_per_state: expected a non-negative integer, got {max_per_state!r}")
+        a, b, n = self._states(states)
+        counts, _ = self._count(states, True, False)
+        tokens = self.xp.full((n, int(max_per_state)), -1, self.xp.int64)
+        if n and max_per_state:
+            self._launch("fill", n, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), np.uint64(0),
+                         np.uint64(max_per_state), np.uint64(_ptr(tokens)))
+        return counts, tokens
+
+    def allowed(self, states: StepStates) -> tuple[Any, Any]:
+        """CSR ``offsets`` int64[n + 1] and ``tokens`` int64 (ascending per state): counts, a device prefix
+        sum, one synchronisation to read the total, then the fill."""
+        a, b, n = self._states(states)
+        counts, _ = self._count(states, True, False)
+        offsets = self.xp.full((n + 1,), 0, self.xp.int64)
+        if n:
+            offsets[1:] = self.xp.cumsum(counts)
+        total = int(offsets[n].item()) if n else 0
+        tokens = self.xp.empty((total,), self.xp.int64)
+        if total:
+            self._launch("fill", n, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), np.uint64(_ptr(offsets)),
+                         np.uint64(0), np.uint64(_ptr(tokens)))
+        return offsets, tokens
+
+    def _mask_args(self, n: int, vocab_size: int, eos_token_id: Any, out: Any, additive: bool) -> tuple[Any, int, list]:
+        """Checks, the output array, the number of vocabulary chunks and the kernel arguments after the states."""
+        eos, eos_dev = self._eos(eos_token_id)
+        if not eos:
+            raise InputError("eos_token_id: a mask needs an EOS token id")
+        if vocab_size not in self._vocab_ok:
+            check_vocab(self.index, vocab_size)
+            self._vocab_ok.add(int(vocab_size))
+        if max(eos) >= vocab_size:
+            raise InputError(f"eos_token_id: {max(eos)} is not below vocab_size {vocab_size}")
+        v = int(vocab_size)
+        if out is None:
+            out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
+        o = self._view(out, "out", 2, [np.float32] if additive else [np.bool_, np.uint8])
+        if o.shape != (n, v):
+            raise InputError(f"out: expected shape {[n, v]}, got {list(o.shape)}")
+        if v > 1 and o.strides[1] != 1:
+            raise InputError("out: expected contiguous rows (column stride 1)")
+        chunks = -(-v // self.chunk)
+        if n * chunks >= 2**31:
+            raise InputError(f"states: {n} rows x {chunks} vocabulary chunks is over the launch limit 2**31")
+        fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
+        args = [np.uint64(v), np.uint32(chunks), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(fp),
+                np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
+                np.uint32(1 if self.prefetch else 0)]
+        return out, chunks, args
+
+    def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
+             additive: bool = True) -> Any:
+        """0 / -inf added in place to float32 logits ``out[n, vocab_size]`` (a new zero array when None), or
+        a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
+        `dead_count` on the device."""
+        a, b, n = self._states(states)
+        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        if n:
+            self._launch("mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
+        return out
+
+    def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
+                     additive: bool = True) -> tuple[StepStates, Any]:
+        """`advance`, then `mask` of the new states, in one launch: ``(new_states, out)``."""
+        a, b, n = self._states(states)
+        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        if t.shape != (n,):
+            raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
+        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        new = self._new_states(n)
+        if n:
+            self._launch("advance_mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+                         np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n), *args,
+                         np.uint64(_ptr(new.node)), np.uint64(_ptr(new.off)))
+        return new, out
+
+    @property
+    def dead_count(self) -> int:
+        """Dead rows seen by `mask` so far (reads the device counter: synchronises)."""
+        return int(self._dead[0].item())
+
+    def reset_dead_count(self) -> None:
+        self._dead[0] = 0
+
+
+def index_host_arrays(ix: NarrowLoudsIndex) -> tuple[list[np.ndarray], tuple[int, int, int, int]]:
+    """The arrays of the kernels' ``IndexView`` in its order (the node flags last, 4 bits per node: linked,
+    terminal, has a child), and the packed widths, as `GpuSearcher._upload_index` packs them."""
+    n = int(ix.num_nodes)
+    louds = ix.louds.to_bools()
+    zpos = np.flatnonzero(~louds)
+    if zpos.size != n:
+        raise IndexFormatError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n})")
+    deg = np.diff(np.concatenate(([-1], zpos))) - 1
+    del louds, zpos
+    vals = (ix.linked.to_bools()[:n].astype(np.uint32) | (ix.terminal.to_bools()[:n].astype(np.uint32) << 1)
+            | ((deg > 0).astype(np.uint32) << 2))
+    vals = np.concatenate([vals, np.zeros((-n) % 8 + 8, dtype=np.uint32)])
+    nflags = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
+    arrays = ix.arrays
+    host = [np.ascontiguousarray(arrays[k]) for k in _INDEX_NAMES] + [nflags.astype(np.uint32)]
+    meta = ix.meta
+    widths = (int(meta["labels_hi.width"]), int(meta["link_starts.width"]), int(meta["suffix.width"]),
+              int(meta["keyword_ids.width"]))
+    return host, widths
+
+
+def index_view_bytes(pointers: Sequence[int], widths: tuple[int, int, int, int], num_nodes: int) -> np.ndarray:
+    """The ``IndexView`` struct (kernels/index.cuh) as bytes."""
+    return np.frombuffer(struct.pack(_INDEX_FMT, *pointers, *widths, num_nodes, 0, 0, 0), dtype=np.uint8).copy()
+
+
+def _array_module(name: str | None, device: int) -> _Torch | _Cupy:
+    if name not in (None, "torch", "cupy"):
+        raise InputError(f"array_module: expected 'torch' or 'cupy', got {name!r}")
+    if name in (None, "torch"):
+        try:
+            return _Torch(device)
+        except ImportError:
+            if name == "torch":
+                raise DeviceError("array_module 'torch' needs PyTorch (pip install 'flashtrie[hf]')") from None
+    try:
+        return _Cupy(device)
+    except ImportError:
+        raise DeviceError("the GPU stepper needs PyTorch or CuPy for its arrays") from None
+
+
+def _stream(handle: int) -> Any:
+    """A cuda.core stream for a raw handle (0 and 2: the legacy and per-thread default streams)."""
+    import cuda.core as cc
+
+    if handle == 0:
+        return cc.LEGACY_DEFAULT_STREAM
+    if handle == 2:
+        return cc.PER_THREAD_DEFAULT_STREAM
+    return cc.Stream.from_handle(handle)
+
+
+def _ptr(a: Any) -> int:
+    if hasattr(a, "data_ptr"):
+        return int(a.data_ptr())
+    return int(a.data.ptr)
+
+
+def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return tuple(reversed(out))
+
+
+def _check(result: Any) -> None:
+    err = result[0] if isinstance(result, tuple) else result
+    if int(err) != 0:
+        raise DeviceError(f"cuMemcpyHtoDAsync failed: {err}")

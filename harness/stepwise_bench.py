@@ -1,0 +1,476 @@
+"""Per-step cost of the stepwise constraint (mask + advance) for autoregressive decoders (issue #12).
+
+    python -m flashtrie.harness.stepwise_bench --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
+    python -m flashtrie.harness.stepwise_bench render FILE.jsonl [...] --out-dir reports/h200-stepwise
+
+Libraries: ``fixed:N:V`` (STATIC's setting: N identifiers of 8 uniform tokens below V, a numpy generator)
+and ``var:N`` (`flashtrie.datasets.generate_keywords`: lengths 1-8, 2.2M vocabulary).  For each library
+and batch x beams, two state sets: every row at the root (the first step: the most children) and rows at
+random depths of random keywords; each row's token is its keyword's next token.  Measured per step:
+
+* ``graph_us``: device time of one step (additive mask into float32 logits + advance), from CUDA events
+  around replays of a CUDA graph of the step (no host launch gaps); also mask alone, advance alone and
+  the boolean mask;
+* ``host_us``: host wall time of the eager calls (they need no synchronisation), and ``sync_us`` the
+  same with a synchronisation after each step.
+
+Next to it (``--hf``): transformers' `PrefixConstrainedLogitsProcessor` over a nested-dict trie against
+`flashtrie.hf.TrieLogitsProcessor` on the same ``input_ids`` / scores, and (``--generate``) the
+``generate()`` of a tiny random GPT-2 unconstrained, with the processor and with the dict-trie callback.
+One record per case (`harness/records.py`); a table at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flashtrie import KeywordSet, NarrowLoudsIndex
+from flashtrie.stepwise import StepStates, TrieStepper
+
+from .records import Record, append_record, new_run_id, read_records
+
+DEFAULT_CASES = "fixed:1M:2048,fixed:1M:32768,var:10M,fixed:20M:32768,var:100M,fixed:20M:2048"
+_SUFFIX = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000}
+
+
+def _count(text: str) -> int:
+    return int(float(text[:-1]) * _SUFFIX[text[-1]]) if text[-1] in _SUFFIX else int(text)
+
+
+def fixed_length_library(n: int, vocab: int, length: int = 8, seed: int = 0) -> KeywordSet:
+    """n identifiers of ``length`` uniform tokens below ``vocab`` (STATIC's semantic IDs)."""
+    tok = np.random.default_rng(seed).integers(0, vocab, size=n * length, dtype=np.uint32)
+    return KeywordSet.from_arrays(tok, np.arange(0, n * length + 1, length, dtype=np.int64))
+
+
+def library(case: str) -> tuple[KeywordSet, dict[str, Any]]:
+    kind, *rest = case.split(":")
+    if kind == "fixed":
+        n, v = _count(rest[0]), _count(rest[1])
+        return fixed_length_library(n, v), {"name": "fixed-8", "num_keywords": n, "vocab_size": v}
+    if kind == "var":
+        from flashtrie.datasets import generate_keywords
+
+        n = _count(rest[0])
+        return generate_keywords(n, vocab_size=2_200_000), {"name": "var-1-8", "num_keywords": n,
+                                                             "vocab_size": 2_200_000}
+    raise SystemExit(f"--cases: {case!r} is not fixed:N:V or var:N")
+
+
+def sample_rows(keywords: KeywordSet, rows: int, root: bool, seed: int) -> tuple[list[list[int]], np.ndarray]:
+    """(prefixes, next tokens): random keywords cut at depth 0 (root) or at a random depth."""
+    rng = np.random.default_rng(seed)
+    prefixes, nxt = [], []
+    for i in rng.integers(0, len(keywords), size=rows):
+        kw = keywords[int(i)]
+        d = 0 if root or kw.size < 2 else int(rng.integers(1, kw.size))
+        prefixes.append(kw[:d].tolist())
+        nxt.append(int(kw[d]))
+    return prefixes, np.asarray(nxt, dtype=np.int64)
+
+
+def _stats(samples: list[float]) -> dict[str, float]:
+    s = sorted(samples)
+    return {"mean": statistics.fmean(s), "p50": s[len(s) // 2], "p99": s[min(len(s) - 1, int(len(s) * 0.99))]}
+
+
+def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: int, eos: int, repeats: int
+                     ) -> dict[str, Any]:
+    import torch
+
+    rows = len(states)
+    d = StepStates(torch.as_tensor(states.node, device="cuda"), torch.as_tensor(states.off, device="cuda"))
+    tok = torch.as_tensor(tokens, device="cuda")
+    logits = torch.randn(rows, vocab, device="cuda")
+    boolmask = torch.empty(rows, vocab, dtype=torch.bool, device="cuda")
+    steps: dict[str, Callable[[], Any]] = {
+        "step": lambda: (gpu.mask(d, vocab, eos, out=logits), gpu.advance(d, tok, eos)),
+        "mask": lambda: gpu.mask(d, vocab, eos, out=logits),
+        "advance": lambda: gpu.advance(d, tok, eos),
+        "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
+        "fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=logits),
+        "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
+        "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
+    }
+    for f in steps.values():
+        f()
+    torch.cuda.synchronize()
+    host, synced = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        steps["step"]()
+        host.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        steps["step"]()
+        torch.cuda.synchronize()
+        synced.append((time.perf_counter() - t0) * 1e6)
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(repeats):
+        steps["step"]()
+    e1.record()
+    torch.cuda.synchronize()
+    out: dict[str, Any] = {"host_us": _stats(host), "sync_us": _stats(synced),
+                           "stream_us": e0.elapsed_time(e1) * 1e3 / repeats}  # eager, launch gaps included
+    for name, f in steps.items():
+        try:
+            out[f"graph_{name}_us"] = _graph_us(f, repeats)
+        except Exception as e:  # noqa: BLE001 - keep the eager numbers
+            out["graph_error"] = f"{type(e).__name__}: {e}"
+            break
+    out["dead_rows"] = gpu.dead_count
+    return out
+
+
+def _without_prefetch(gpu: Any, f: Callable[[], Any]) -> Any:
+    gpu.prefetch = False
+    try:
+        return f()
+    finally:
+        gpu.prefetch = True
+
+
+def _graph_us(f: Callable[[], Any], repeats: int) -> float:
+    """Device µs per call of ``f`` from CUDA events around back-to-back replays of its CUDA graph."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        f()
+        with torch.cuda.graph(g, stream=side):
+            f()
+    torch.cuda.synchronize()
+    g.replay()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(repeats):
+        g.replay()
+    e1.record()
+    torch.cuda.synchronize()
+    return e0.elapsed_time(e1) * 1e3 / repeats
+
+
+def numpy_step_metrics(cpu: TrieStepper, states: StepStates, tokens: np.ndarray, vocab: int, eos: int,
+                       repeats: int) -> dict[str, Any]:
+    logits = np.random.default_rng(0).normal(size=(len(states), vocab)).astype(np.float32)
+    host = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        cpu.mask(states, vocab, eos, out=logits)
+        cpu.advance(states, tokens, eos)
+        host.append((time.perf_counter() - t0) * 1e6)
+    return {"host_us": _stats(host), "sync_us": _stats(host)}
+
+
+def nested_dict_trie(keywords: KeywordSet, eos: int) -> dict:
+    root: dict = {}
+    for kw in keywords.to_sequences():
+        d = root
+        for x in kw:
+            d = d.setdefault(x, {})
+        d[eos] = {}
+    return root
+
+
+def dict_prefix_fn(root: dict, prompt_length: int, eos: int) -> Callable[[int, Any], list[int]]:
+    """GENRE-style callback over a nested dict: walk the generated suffix, list the children."""
+    def fn(batch_id: int, sent: Any) -> list[int]:
+        d = root
+        for x in sent.tolist()[prompt_length:]:
+            d = d.get(x)
+            if d is None:
+                return [eos]
+        return list(d) or [eos]
+
+    return fn
+
+
+def hf_metrics(index: NarrowLoudsIndex, root: dict, prefixes: list[list[int]], beams: int, vocab: int, eos: int
+               ) -> dict[str, Any]:
+    """One processor call on the same input: transformers' dict-trie callback against ours (ms per call)."""
+    import torch
+    from transformers.generation.logits_process import PrefixConstrainedLogitsProcessor
+
+    from flashtrie.hf import TrieLogitsProcessor
+
+    depth = len(prefixes[0])
+    prompt = 4
+    ids = torch.tensor([[0] * prompt + p for p in prefixes], device=_dev())
+    scores = torch.randn(len(prefixes), vocab + 1, device=_dev())
+    theirs = PrefixConstrainedLogitsProcessor(dict_prefix_fn(root, prompt, eos), beams)
+    ours = TrieLogitsProcessor(index, eos, prompt_length=prompt)
+    out = {}
+    for name, proc, reps in (("hf_ms", theirs, 3), ("ours_ms", ours, 20)):
+        proc(ids, scores)
+        _sync()
+        t = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            r = proc(ids, scores)
+            _sync()
+            t.append((time.perf_counter() - t0) * 1e3)
+        out[name] = statistics.median(t)
+        out[name.replace("_ms", "_out")] = r
+    same = bool(torch.equal(out.pop("hf_out"), out.pop("ours_out")))
+    return {**out, "speedup": out["hf_ms"] / out["ours_ms"], "same_scores": same, "depth": depth}
+
+
+def generate_metrics(index: NarrowLoudsIndex, root: dict, vocab: int, eos: int, batch: int, beams: int
+                     ) -> dict[str, Any]:
+    """generate() of a tiny random GPT-2: unconstrained, with our processor, with the dict-trie callback."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList
+
+    from flashtrie.hf import TrieLogitsProcessor
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=vocab + 1, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                       eos_token_id=eos, bos_token_id=eos, pad_token_id=eos)).to(_dev()).eval()
+    prompt = torch.randint(0, vocab, (batch, 4), device=_dev())
+    kw = {"num_beams": beams, "do_sample": False, "max_new_tokens": index.max_keyword_length + 1,
+          "eos_token_id": eos, "pad_token_id": eos}
+    variants = {
+        "unconstrained": {},
+        "ours": {"logits_processor": LogitsProcessorList([TrieLogitsProcessor(index, eos, prompt_length=4)])},
+        "hf_prefix_fn": {"prefix_allowed_tokens_fn": dict_prefix_fn(root, 4, eos)},
+    }
+    out: dict[str, Any] = {}
+    for name, extra in variants.items():
+        t = []
+        for _ in range(3):
+            _sync()
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                model.generate(prompt, **kw, **extra)
+            _sync()
+            t.append((time.perf_counter() - t0) * 1e3)
+        out[f"{name}_ms"] = statistics.median(t[1:])
+    out["ours_over_unconstrained"] = out["ours_ms"] / out["unconstrained_ms"]
+    out["hf_over_unconstrained"] = out["hf_prefix_fn_ms"] / out["unconstrained_ms"]
+    return out
+
+
+def _dev() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def _shape(text: str) -> tuple[int, int]:
+    b, k = text.lower().split("x")
+    return int(b), int(k)
+
+
+def run(args: argparse.Namespace) -> list[Record]:
+    from .env import snapshot
+
+    env, run_id, t_start = snapshot(), new_run_id(), time.perf_counter()
+    records: list[Record] = []
+
+    def emit(rec: Record) -> None:
+        rec.env, rec.run_id, rec.command = env, run_id, list(sys.argv)
+        rec.timestamp = env["timestamp"]
+        records.append(rec)
+        append_record(args.out, rec)
+        m = rec.metrics
+        show = {k: round(v, 2) for k, v in m.items() if isinstance(v, float)}
+        show.update({k: round(v["mean"], 1) for k, v in m.items() if isinstance(v, dict) and "mean" in v})
+        print(f"  {rec.backend} {rec.status} {rec.config} {show} {rec.message or ''}"[:400], flush=True)
+
+    shapes = [_shape(s) for s in args.shapes.split(",")]
+    for case in args.cases.split(","):
+        if time.perf_counter() - t_start > args.max_seconds:
+            emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"time budget spent before {case}",
+                        "stepwise", {"case": case}))
+            continue
+        t0 = time.perf_counter()
+        keywords, wl = library(case)
+        t_gen = time.perf_counter() - t0
+        index = NarrowLoudsIndex.build(keywords)
+        t_build = time.perf_counter() - t0 - t_gen
+        wl.update(case=case, index_bytes=int(sum(a.nbytes for a in index.arrays.values())),
+                  generate_s=round(t_gen, 2), build_s=round(t_build, 2))
+        v, eos = wl["vocab_size"], wl["vocab_size"]  # EOS: the id after the library's vocabulary
+        vocab = v + 1
+        cpu = TrieStepper(index)
+        gpu = None
+        if args.backend == "gpu":
+            from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+            t1 = time.perf_counter()
+            gpu = GpuTrieStepper(index, chunk=args.chunk)
+            wl["upload_s"] = round(time.perf_counter() - t1, 2)
+        print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
+              f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
+        for b, k in shapes:
+            for root in (True, False):
+                prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
+                states = cpu.start_from_prefixes(prefixes)
+                cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
+                       "chunk": args.chunk}
+                try:
+                    m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats) if gpu is not None else
+                         numpy_step_metrics(cpu, states, nxt, vocab, eos, max(3, args.repeats // 10)))
+                    emit(Record("latency", f"{args.backend}-stepwise", sweep="stepwise", workload=wl, config=cfg,
+                                metrics=m))
+                except Exception as e:  # noqa: BLE001 - one failed case is recorded, the run goes on
+                    emit(Record("latency", f"{args.backend}-stepwise", "error", f"{type(e).__name__}: {e}",
+                                "stepwise", wl, cfg))
+        if gpu is not None and (args.hf or args.generate) and case in args.hf_cases.split(","):
+            _compare_hf(args, index, keywords, wl, eos, shapes, emit)
+        del gpu, cpu, index, keywords
+    return records
+
+
+def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: KeywordSet, wl: dict[str, Any],
+                eos: int, shapes: list[tuple[int, int]], emit: Callable[[Record], None]) -> None:
+    t0 = time.perf_counter()
+    root = nested_dict_trie(keywords, eos)
+    wl = {**wl, "dict_trie_s": round(time.perf_counter() - t0, 2)}
+    if args.hf:
+        for b, k in shapes:
+            if b * k > 512:
+                continue
+            for depth in (0, 3):
+                rng = np.random.default_rng(depth)
+                prefixes = [keywords[int(i)][:depth].tolist() for i in rng.integers(0, len(keywords), b * k)]
+                cfg = {"batch": b, "beams": k, "rows": b * k, "depth": depth}
+                try:
+                    emit(Record("latency", "hf-processor", sweep="stepwise-hf", workload=wl, config=cfg,
+                                metrics=hf_metrics(index, root, prefixes, k, wl["vocab_size"], eos)))
+                except Exception as e:  # noqa: BLE001
+                    emit(Record("latency", "hf-processor", "error", f"{type(e).__name__}: {e}", "stepwise-hf", wl, cfg))
+    if args.generate:
+        for b in (2, 8):
+            cfg = {"batch": b, "beams": 8, "model": "gpt2 2x32"}
+            try:
+                emit(Record("latency", "hf-generate", sweep="stepwise-generate", workload=wl, config=cfg,
+                            metrics=generate_metrics(index, root, wl["vocab_size"], eos, b, 8)))
+            except Exception as e:  # noqa: BLE001
+                emit(Record("latency", "hf-generate", "error", f"{type(e).__name__}: {e}", "stepwise-generate", wl,
+                            cfg))
+
+
+_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_step_us", "graph_fused_us", "graph_bool_fused_us",
+          "graph_mask_noprefetch_us")
+
+
+def table(records: list[Record]) -> str:
+    """A Markdown table of the step records, then the HF comparisons."""
+    lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step / fused / "
+             "bool fused / mask without prefetch µs | host µs | host+sync µs | eager stream µs |",
+             "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+    for r in records:
+        if r.sweep != "stepwise":
+            continue
+        w, c, m = r.workload, r.config, r.metrics
+        if r.status != "ok":
+            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | |")
+            continue
+        dev = m.get("graph_step_us")
+        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or "-"
+        lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
+                     f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} | "
+                     f"{m.get('stream_us', float('nan')):.1f} |"
+                     if dev is not None else
+                     f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
+                     f"{c['states']} | - | {m.get('graph_error', '-')} | {m['host_us']['mean']:.1f} | "
+                     f"{m['sync_us']['mean']:.1f} | {m.get('stream_us', float('nan')):.1f} |")
+    hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
+    if hf:
+        lines += ["", "| library | rows | depth | transformers dict-trie processor ms | ours ms | speed-up | same |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+        for r in hf:
+            m = r.metrics
+            lines.append(f"| {r.workload['case']} | {r.config['batch']}x{r.config['beams']} | {m['depth']} | "
+                         f"{m['hf_ms']:.2f} | {m['ours_ms']:.3f} | {m['speedup']:.0f}x | {m['same_scores']} |")
+    gen = [r for r in records if r.sweep == "stepwise-generate" and r.status == "ok"]
+    if gen:
+        lines += ["", "| library | batch x beams | unconstrained ms | ours ms (x) | dict-trie callback ms (x) |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for r in gen:
+            m = r.metrics
+            lines.append(f"| {r.workload['case']} | {r.config['batch']}x{r.config['beams']} | "
+                         f"{m['unconstrained_ms']:.1f} | {m['ours_ms']:.1f} ({m['ours_over_unconstrained']:.2f}x) | "
+                         f"{m['hf_prefix_fn_ms']:.1f} ({m['hf_over_unconstrained']:.2f}x) |")
+    bad = [r for r in records if r.status == "error" and r.sweep != "stepwise"]
+    lines += [f"- {r.backend} {r.config}: {r.message}" for r in bad]
+    return "\n".join(lines)
+
+
+def render(records: list[Record], out_dir: str | Path) -> Path:
+    """reports/<dir>/stepwise.md with a figure of device µs per step by case, from the records only."""
+    from .plots import _new, _save
+
+    out = Path(out_dir)
+    ok = [r for r in records if r.sweep == "stepwise" and r.status == "ok" and "graph_step_us" in r.metrics]
+    fig, (ax,) = _new("Per-step constraint cost (mask + advance), device time", "rows (batch x beams)",
+                      "µs per step", logx=True, logy=True)
+    for key in sorted({(r.workload["case"], r.config["states"]) for r in ok}):
+        pts = sorted((r.config["rows"], r.metrics["graph_step_us"]) for r in ok
+                     if (r.workload["case"], r.config["states"]) == key)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=f"{key[0]} ({key[1]})")
+    if ok:
+        ax.legend(fontsize=7)
+    _save(fig, out, "stepwise_device_us")
+    from .env import summary_line
+
+    env = records[0].env if records else {}
+    text = ["## Autoregressive decoding: per-step constraint cost", "", f"Environment: {summary_line(env)}.", "",
+            "![device µs per step](stepwise_device_us.png)", "", table(records), ""]
+    path = out / "stepwise.md"
+    out.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(text))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "render":
+        p = argparse.ArgumentParser(prog="stepwise_bench render")
+        p.add_argument("records", nargs="+")
+        p.add_argument("--out-dir", default="reports/h200-stepwise")
+        a = p.parse_args(argv[1:])
+        recs = read_records(*a.records)
+        print(render(recs, a.out_dir))
+        print(table(recs))
+        return 0
+    p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise_bench", description=__doc__.split("\n")[0])
+    p.add_argument("--out", required=True, help="JSON Lines records file (appended)")
+    p.add_argument("--cases", default=DEFAULT_CASES, help=f"libraries, in order (default {DEFAULT_CASES})")
+    p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
+    p.add_argument("--backend", choices=("gpu", "numpy"), default="gpu")
+    p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--chunk", type=int, default=32768, help="vocabulary entries per mask block (GPU)")
+    p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
+    p.add_argument("--hf", action="store_true", help="compare with transformers' processor (small libraries)")
+    p.add_argument("--generate", action="store_true", help="generate() of a tiny GPT-2 with and without")
+    p.add_argument("--hf-cases", default="fixed:1M:2048",
+                   help="libraries of the transformers comparisons (its dict trie and callback are slow)")
+    a = p.parse_args(argv)
+    recs = run(a)
+    print(table(recs))
+    return 0 if all(r.status in ("ok", "skipped") for r in recs) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,40 @@
+// A host shim for simple CUDA kernels (tests only): each block runs its threads as std::threads with a
+// std::barrier for __syncthreads, blocks one after another; __shared__ becomes static (blocks never overlap).
+#include <cstdint>
+#include <cstring>
+#include <thread>
+#include <barrier>
+#include <vector>
+#include <algorithm>
+#include <functional>
+struct dim3 { unsigned x = 0, y = 0, z = 0; };
+inline thread_local dim3 threadIdx;
+inline dim3 blockIdx, blockDim;
+inline std::barrier<>* g_bar = nullptr;
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define __restrict__
+#define __shared__ static
+inline void __syncthreads() { g_bar->arrive_and_wait(); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned atomicOr(unsigned* p, unsigned v) { return __atomic_fetch_or(p, v, __ATOMIC_SEQ_CST); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) { return __atomic_fetch_add(p, v, __ATOMIC_SEQ_CST); }
+inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
+template <class A, class B> inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
+inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& f) {
+    blockDim.x = block;
+    for (unsigned b = 0; b < grid; ++b) {
+        blockIdx.x = b;
+        std::barrier<> bar(block);
+        g_bar = &bar;
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < block; ++t) ts.emplace_back([&, t] { threadIdx.x = t; f(); bar.arrive_and_drop(); });
+        for (auto& t : ts) t.join();
+    }
+}

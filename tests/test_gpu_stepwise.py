@@ -1,0 +1,237 @@
+"""`GpuTrieStepper` against the numpy `TrieStepper`: exactly the same states, tokens and masks.
+
+Marked ``gpu`` and skipped where cuda.core, PyTorch with CUDA, or a CUDA device is missing.
+"""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stepwise_oracle import DictTrie, pick_token
+from strategies import keyword_lists
+
+from flashtrie import InputError, KeywordSet, NarrowLoudsIndex
+from flashtrie.stepwise import StepStates, TrieStepper
+
+pytestmark = pytest.mark.gpu
+EOS = 4294967290
+
+
+@lru_cache(maxsize=1)
+def _gpu_reason() -> str | None:
+    try:
+        import torch
+        from cuda.core import Device
+
+        if not torch.cuda.is_available():
+            return "torch sees no CUDA device"
+        Device(0).set_current()
+    except Exception as e:  # no cuda.core, no torch, no driver, no device
+        return f"no usable CUDA device: {type(e).__name__}: {e}"
+    return None
+
+
+@pytest.fixture(autouse=True)
+def gpu_ok() -> None:
+    reason = _gpu_reason()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def make(kws: list[list[int]]):
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    return TrieStepper(index), GpuTrieStepper(index)
+
+
+def host(states: StepStates) -> StepStates:
+    return StepStates(states.node.cpu().numpy(), states.off.cpu().numpy())
+
+
+def dev(states: StepStates):
+    import torch
+
+    return StepStates(torch.as_tensor(states.node, device="cuda"), torch.as_tensor(states.off, device="cuda"))
+
+
+def same_states(a: StepStates, g: StepStates) -> None:
+    h = host(g)
+    assert np.array_equal(a.node, h.node) and np.array_equal(a.off, h.off), (a, h)
+
+
+def compare_queries(cpu: TrieStepper, gpu, s: StepStates, vocab: int | None, eos) -> None:
+    import torch
+
+    d = dev(s)
+    offsets, tokens = cpu.allowed(s)
+    go, gt = gpu.allowed(d)
+    assert np.array_equal(go.cpu().numpy(), offsets) and np.array_equal(gt.cpu().numpy(), tokens.astype(np.int64))
+    for cap in (0, 1, 3):
+        c1, t1 = cpu.allowed_padded(s, cap)
+        c2, t2 = gpu.allowed_padded(d, cap)
+        assert np.array_equal(c2.cpu().numpy(), c1) and np.array_equal(t2.cpu().numpy(), t1)
+    assert np.array_equal(gpu.ends(d).cpu().numpy(), cpu.ends(s))
+    if vocab is None:
+        return
+    assert np.array_equal(gpu.mask(d, vocab, eos, additive=False).cpu().numpy(), cpu.mask(s, vocab, eos,
+                                                                                          additive=False))
+    logits = np.random.default_rng(len(s)).normal(size=(len(s), vocab)).astype(np.float32)
+    logits[:, ::7] = -0.0
+    logits[:, 1::11] = np.inf
+    want = logits.copy()
+    cpu.mask(s, vocab, eos, out=want)
+    got = torch.as_tensor(logits, device="cuda")
+    assert gpu.mask(d, vocab, eos, out=got) is got
+    g = got.cpu().numpy()
+    nan = np.isnan(want)  # +inf logits at banned tokens: inf + -inf (the NaN bits differ between CPU and GPU)
+    assert np.array_equal(np.isnan(g), nan) and np.array_equal(g[~nan].view(np.uint32), want[~nan].view(np.uint32))
+    assert gpu.dead_count == cpu.dead_count
+
+
+@settings(max_examples=30)
+@given(keyword_lists(max_keywords=10, max_length=6), st.integers(0, 2**32 - 1), st.integers(1, 6))
+def test_walks_match_numpy(kws, seed, n):
+    """Random walks (valid children, EOS, wrong and far tokens; tokens near 2**32): every query agrees."""
+    import torch
+
+    rnd = random.Random(seed)
+    trie = DictTrie(kws)
+    cpu, gpu = make(kws)
+    alphabet = sorted({x for kw in kws for x in kw})
+    eos = (EOS,) if rnd.random() < 0.7 else (EOS, EOS + 2)
+    s, hist, cols = cpu.start(n), [()] * n, []
+    same_states(s, gpu.start(n))
+    for _ in range(max(len(k) for k in kws) + 2):
+        compare_queries(cpu, gpu, s, None, eos)
+        x = np.array([pick_token(rnd, trie, h, alphabet, eos) for h in hist], dtype=np.int64)
+        cols.append(x)
+        nxt = cpu.advance(s, x, eos)
+        same_states(nxt, gpu.advance(dev(s), torch.as_tensor(x, device="cuda"), eos))
+        if (x < 2**31).all():
+            same_states(nxt, gpu.advance(dev(s), torch.as_tensor(x.astype(np.int32), device="cuda"), eos))
+        hist = [trie.advance(h, int(t), eos) for h, t in zip(hist, x, strict=True)]
+        s = nxt
+    ids = np.stack(cols, 1)
+    begin = np.array([rnd.randrange(0, 3) for _ in range(n)], dtype=np.int64)
+    t_ids = torch.as_tensor(ids, device="cuda")
+    same_states(cpu.walk(ids, eos_token_id=eos), gpu.walk(t_ids, eos_token_id=eos))
+    same_states(cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=eos),
+                gpu.walk(t_ids, begin=torch.as_tensor(begin, device="cuda"), end=ids.shape[1] - 1, eos_token_id=eos))
+
+
+@settings(max_examples=30)
+@given(keyword_lists(max_keywords=10, max_length=6), st.integers(0, 2**32 - 1))
+def test_masks_match_numpy(kws, seed):
+    """Masks over vocabularies of one and of several kernel chunks (32768 entries each)."""
+    import torch
+
+    rnd = random.Random(seed)
+    vocab = rnd.choice([60, 70_001, 100_003])
+    small = [[x % (vocab - 5) for x in kw] for kw in kws]
+    eos = (vocab - 2,)
+    trie = DictTrie(small)
+    cpu, gpu = make(small)
+    alphabet = sorted({x for kw in small for x in kw})
+    s, hist = cpu.start(5), [()] * 5
+    for _ in range(max(len(k) for k in small) + 1):
+        compare_queries(cpu, gpu, s, vocab, eos)
+        x = np.array([pick_token(rnd, trie, h, alphabet, eos) % vocab for h in hist], dtype=np.int64)
+        nxt = cpu.advance(s, x, eos)
+        same_states(nxt, gpu.advance(dev(s), torch.as_tensor(x, device="cuda"), eos))
+        gpu.prefetch = not gpu.prefetch  # the L2 prefetch changes no result
+        new, m = gpu.advance_mask(dev(s), torch.as_tensor(x, device="cuda"), vocab, eos, additive=False)
+        same_states(nxt, new)
+        assert np.array_equal(m.cpu().numpy(), cpu.advance_mask(s, x, vocab, eos, additive=False)[1])
+        logits = np.random.default_rng(seed % 1000).normal(size=(len(s), vocab)).astype(np.float32)
+        got = torch.as_tensor(logits, device="cuda")
+        gpu.advance_mask(dev(s), torch.as_tensor(x, device="cuda"), vocab, eos, out=got)
+        cpu.advance_mask(s, x, vocab, eos, out=logits)
+        assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
+        hist = [trie.advance(h, int(t), eos) for h, t in zip(hist, x, strict=True)]
+        s = nxt
+
+
+def test_huge_fanout_forced_prefixes_and_streams():
+    """Thousands of siblings across chunk and 16-bit boundaries, forced prefixes, a side stream, CuPy."""
+    import torch
+
+    rng = np.random.default_rng(2)
+    roots = np.unique(rng.integers(0, 200_000, size=5000)).tolist()
+    under = np.unique(rng.integers(60_000, 140_000, size=3000)).tolist()
+    kws = [[r] for r in roots] + [[5, 6, 7, u] for u in under] + [[5, 6, 7], [9, 8, 7, 6, 5, 4]]
+    cpu, gpu = make(kws)
+    prefixes = [[], [5], [5, 6], [5, 6, 7], [9, 8, 7], [5, 7], [9, 8, 7, 6, 5, 4], [123456789]]
+    s = cpu.start_from_prefixes(prefixes)
+    same_states(s, gpu.start_from_prefixes(prefixes))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        compare_queries(cpu, gpu, s, 200_001, 200_000)
+    torch.cuda.synchronize()
+    st1 = cpu.start_from_prefixes([[5, 6, 7]] * len(under))
+    x = np.array(under, dtype=np.int64)
+    same_states(cpu.advance(st1, x), gpu.advance(dev(st1), torch.as_tensor(x, device="cuda")))
+    cupy = pytest.importorskip("cupy")
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    g2 = GpuTrieStepper(cpu.index, array_module="cupy")
+    d = StepStates(cupy.asarray(s.node), cupy.asarray(s.off))
+    m = g2.mask(d, 200_001, 200_000, additive=False)
+    assert isinstance(m, cupy.ndarray)
+    assert np.array_equal(cupy.asnumpy(m), cpu.mask(s, 200_001, 200_000, additive=False))
+
+
+def test_shares_a_searchers_index_and_refuses_bad_input():
+    import torch
+    from flashtrie.gpu_impl import GpuSearcher
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [300]]))
+    gpu = GpuTrieStepper.from_searcher(GpuSearcher(index))
+    cpu = TrieStepper(index)
+    s = cpu.start_from_prefixes([[1], [1, 2], [], [7]])
+    compare_queries(cpu, gpu, s, 400, 399)
+    d = dev(s)
+    with pytest.raises(InputError, match="not below vocab_size"):
+        gpu.mask(d, 300, 0)
+    with pytest.raises(InputError, match="occurs in the trie"):
+        gpu.mask(d, 400, 4)
+    with pytest.raises(InputError, match="out"):
+        gpu.mask(d, 400, 0, out=torch.zeros(4, 399, device="cuda"))
+    with pytest.raises(InputError, match="dtype"):
+        gpu.advance(d, torch.zeros(4, dtype=torch.float32, device="cuda"))
+    with pytest.raises(InputError, match="CUDA tensor"):
+        gpu.advance(d, torch.zeros(4, dtype=torch.int64))
+
+
+def test_cuda_graph_capture_of_a_step():
+    """mask + advance need no host synchronisation: a CUDA graph captures and replays a step."""
+    import torch
+
+    cpu, gpu = make([[1, 2, 3], [1, 2], [4, 5], [6]])
+    s0 = cpu.start_from_prefixes([[1], [], [4], [1, 2]])
+    d = dev(s0)
+    tok = torch.tensor([2, 6, 5, 3], device="cuda")
+    logits = torch.zeros(4, 10, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up on the capture stream (host checks and caches run once)
+        gpu.mask(d, 10, 9, out=logits)
+        gpu.advance(d, tok, 9)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side), torch.cuda.graph(graph, stream=side):
+        logits.zero_()
+        gpu.mask(d, 10, 9, out=logits)
+        nxt = gpu.advance(d, tok, 9)
+    graph.replay()
+    torch.cuda.synchronize()
+    want = np.zeros((4, 10), dtype=np.float32)
+    cpu.mask(s0, 10, 9, out=want)
+    assert np.array_equal(logits.cpu().numpy(), want)
+    same_states(cpu.advance(s0, tok.cpu().numpy(), 9), nxt)

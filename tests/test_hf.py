@@ -1,0 +1,172 @@
+"""`flashtrie.hf` with real transformers models (random weights, no download): the processor gives the same
+sequences and scores as transformers' own `prefix_allowed_tokens_fn` hook over a dict trie."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList, T5Config, T5ForConditionalGeneration  # noqa: E402
+
+from flashtrie import InputError, KeywordSet, NarrowLoudsIndex  # noqa: E402
+from flashtrie.hf import TrieLogitsProcessor, prefix_allowed_tokens_fn  # noqa: E402
+
+EOS = 1
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _keywords(vocab: int, seed: int) -> list[list[int]]:
+    """Variable lengths 1-6, shared stems, keywords that are prefixes of others; no EOS, no pad (0)."""
+    rng = np.random.default_rng(seed)
+    kws: list[list[int]] = []
+    for _ in range(40):
+        if kws and rng.random() < 0.5:
+            src = kws[int(rng.integers(len(kws)))]
+            stem = src[: int(rng.integers(0, len(src) + 1))]
+            kws.append(stem + rng.integers(2, vocab, size=int(rng.integers(0 if stem else 1, 3))).tolist())
+        else:
+            kws.append(rng.integers(2, vocab, size=int(rng.integers(1, 6))).tolist())
+    return [k[:6] for k in kws if k]
+
+
+class DictTrieFn:
+    """The usual hand-written callback: a nested dict trie, walked per row per step."""
+
+    def __init__(self, kws: list[list[int]], prompt_length: int) -> None:
+        self.root: dict = {}
+        for kw in kws:
+            d = self.root
+            for x in kw:
+                d = d.setdefault(x, {})
+            d[EOS] = {}
+        self.p = prompt_length
+
+    def __call__(self, batch_id: int, sent: torch.Tensor) -> list[int]:
+        d = self.root
+        for x in sent.tolist()[self.p:]:
+            if x not in d:
+                return [EOS]
+            d = d[x]
+        return sorted(d) or [EOS]
+
+
+def _gpt2(vocab: int) -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=vocab, n_positions=32, n_embd=32, n_layer=2, n_head=2, bos_token_id=EOS,
+                     eos_token_id=EOS, pad_token_id=0)
+    return GPT2LMHeadModel(cfg).eval()
+
+
+def _t5(vocab: int) -> T5ForConditionalGeneration:
+    torch.manual_seed(0)
+    cfg = T5Config(vocab_size=vocab, d_model=32, d_ff=64, d_kv=16, num_layers=2, num_heads=2, eos_token_id=EOS,
+                   pad_token_id=0, decoder_start_token_id=0)
+    return T5ForConditionalGeneration(cfg).eval()
+
+
+def _generate(model, prompt, beams: int, **kw):
+    with torch.no_grad():
+        return model.generate(prompt, num_beams=beams, do_sample=False, max_new_tokens=7, eos_token_id=EOS,
+                              pad_token_id=0, output_scores=True, return_dict_in_generate=True, **kw)
+
+
+def _continuations(seq: torch.Tensor, p: int) -> list[list[int]]:
+    out = []
+    for row in seq.tolist():
+        gen = row[p:]
+        out.append(gen[: gen.index(EOS) + 1] if EOS in gen else gen)
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("arch", ["gpt2", "t5"])
+@pytest.mark.parametrize(("vocab", "beams"), [(1000, 1), (1000, 4), (1000, 8), (50_000, 4), (50_000, 8)])
+def test_generate_equals_prefix_allowed_tokens_fn(arch: str, vocab: int, beams: int, device: str) -> None:
+    kws = _keywords(vocab, seed=vocab + beams)
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    model = (_gpt2 if arch == "gpt2" else _t5)(vocab).to(device)
+    prompt = torch.randint(2, vocab, (3, 4), generator=torch.Generator().manual_seed(beams)).to(device)
+    p = prompt.shape[1] if arch == "gpt2" else 1  # decoder-only: the prompt; T5: the decoder start token
+    proc = TrieLogitsProcessor(index, eos_token_id=EOS)
+    ours = _generate(model, prompt, beams, logits_processor=LogitsProcessorList([proc]))
+    ref = _generate(model, prompt, beams, prefix_allowed_tokens_fn=DictTrieFn(kws, p))
+    assert torch.equal(ours.sequences, ref.sequences)
+    for a, b in zip(ours.scores, ref.scores, strict=True):
+        assert torch.equal(a, b)
+    if beams > 1:
+        assert torch.equal(ours.sequences_scores, ref.sequences_scores)
+    words = {tuple(k) for k in kws}
+    for gen in _continuations(ours.sequences, p):
+        assert gen[-1] == EOS and tuple(gen[:-1]) in words, gen
+    assert proc.dead_count == 0
+    if device == "cuda":  # the GPU stepper did the work, not the CPU fallback
+        assert proc._gpu and all(g is not None for g in proc._gpu.values())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_adapter_and_sampling(device: str) -> None:
+    """Our `prefix_allowed_tokens_fn` adapter equals the processor; sampling also spells keywords."""
+    vocab = 1000
+    kws = _keywords(vocab, seed=3)
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    model = _gpt2(vocab).to(device)
+    prompt = torch.randint(2, vocab, (2, 5), generator=torch.Generator().manual_seed(1)).to(device)
+    a = _generate(model, prompt, 4, prefix_allowed_tokens_fn=prefix_allowed_tokens_fn(index, EOS, 5))
+    b = _generate(model, prompt, 4, logits_processor=LogitsProcessorList([TrieLogitsProcessor(index, EOS,
+                                                                                              prompt_length=5)]))
+    assert torch.equal(a.sequences, b.sequences) and torch.equal(a.sequences_scores, b.sequences_scores)
+    torch.manual_seed(7)
+    with torch.no_grad():
+        s = model.generate(prompt.repeat(8, 1), do_sample=True, top_k=0, max_new_tokens=7, eos_token_id=EOS,
+                           pad_token_id=0, logits_processor=LogitsProcessorList([TrieLogitsProcessor(index, EOS)]))
+    words = {tuple(k) for k in kws}
+    for gen in _continuations(s, 5):
+        assert gen[-1] == EOS and tuple(gen[:-1]) in words, gen
+
+
+def test_processor_masks_directly() -> None:
+    """Per-row prompt lengths, a row that left the trie (only EOS, counted), bfloat16 scores."""
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [5, 7, 8], [9]]))
+    proc = TrieLogitsProcessor(index, EOS, prompt_length=[2, 1, 3])
+    ids = torch.tensor([[3, 3, 5, 7], [3, 5, 6, 2], [4, 4, 4, 9]])
+    scores = torch.zeros(3, 12, dtype=torch.bfloat16)
+    out = proc(ids, scores)
+    allowed = [torch.nonzero(torch.isfinite(r)).flatten().tolist() for r in out]
+    assert allowed == [[8], [EOS], [EOS]] and proc.dead_count == 1
+    assert out.dtype == torch.bfloat16 and torch.equal(scores, torch.zeros_like(scores))
+
+
+def test_refusals() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [20]]))
+    with pytest.raises(InputError, match="occurs in the trie"):
+        TrieLogitsProcessor(index, 6)
+    with pytest.raises(InputError, match="backend"):
+        TrieLogitsProcessor(index, 1, backend="tpu")
+    with pytest.raises(InputError, match="prompt_length"):
+        TrieLogitsProcessor(index, 1, prompt_length=-1)
+    proc = TrieLogitsProcessor(index, 1)
+    with pytest.raises(InputError, match="not below vocab_size 20"):
+        proc(torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 20))
+    with pytest.raises(InputError, match="prompt_length"):
+        prefix_allowed_tokens_fn(index, 1, -2)
+
+
+def test_readme_examples_run(capsys) -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    sec = re.search(r"## Autoregressive decoding\n(.*?)\n## ", text, re.S)
+    assert sec, "README: the 'Autoregressive decoding' section is missing"
+    blocks = re.findall(r"```python\n(.*?)```", sec.group(1), re.S)
+    assert len(blocks) == 2
+    env: dict = {}
+    for code in blocks:
+        exec(compile(code, "README.md", "exec"), env)
+    lines = capsys.readouterr().out.splitlines()
+    gen = eval(lines[0])
+    assert gen[gen.index(99) - 1] in (9, 7, 40) and tuple(gen[: gen.index(99)]) in {(12, 7, 9), (12, 7), (40,)}
+    assert lines[1] == "[False  True]"

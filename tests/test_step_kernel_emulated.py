@@ -1,0 +1,214 @@
+"""kernels/step.cu's logic on the CPU (CI, no GPU): the kernels built for the host with a thread shim
+(tests/kernel_emu/), one std::thread per CUDA thread, against the numpy `TrieStepper` on hypothesis cases.
+
+Checks what the kernels compute (indexing, binary searches, chunk bounds, EOS rules), not CUDA itself: the
+GPU tests (tests/test_gpu_stepwise.py) compare the real launches.  Skipped where no C++20 compiler is found.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flashtrie.gpu_impl.compile import KERNEL_DIR
+from flashtrie.gpu_impl.stepwise import CHUNK, index_host_arrays, index_view_bytes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from stepwise_oracle import DictTrie, pick_token
+from strategies import keyword_lists
+
+from flashtrie import KeywordSet, NarrowLoudsIndex
+from flashtrie.stepwise import StepStates, TrieStepper
+
+HERE = Path(__file__).resolve().parent / "kernel_emu"
+TH = 64  # threads per emulated block (step_emu.cpp)
+U32, U64, I64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+
+
+@lru_cache(maxsize=2)
+def _lib(tmp: str, chunk: int) -> ctypes.CDLL | None:
+    cxx = shutil.which("g++") or shutil.which("clang++")
+    if cxx is None:
+        return None
+    out = Path(tmp) / f"libstep_emu_{chunk}.so"
+    r = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-DFT_STEP_CHUNK={chunk}",
+                        f"-I{KERNEL_DIR}", f"-I{HERE}", "-x", "c++", str(HERE / "step_emu.cpp"), "-o", str(out)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None
+    lib = ctypes.CDLL(str(out))
+    lib.chunk = chunk
+    return lib
+
+
+@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk32768", "chunk1024"])
+def lib(request, tmp_path_factory):
+    lib = _lib(str(tmp_path_factory.mktemp("emu")), request.param)
+    if lib is None:
+        pytest.skip("no C++20 compiler to build the host emulation of kernels/step.cu")
+    return lib
+
+
+def _p(a: np.ndarray | None) -> ctypes.c_void_p:
+    return ctypes.c_void_p(0 if a is None else a.ctypes.data)
+
+
+class Emu:
+    """The kernels over host copies of the index arrays (each padded like the device upload)."""
+
+    def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex) -> None:
+        host, widths = index_host_arrays(ix)
+        self.lib, self.keep, ptrs = lib, [], []
+        for a in host:
+            b = np.zeros(a.nbytes + 16, dtype=np.uint8)
+            b[: a.nbytes] = a.view(np.uint8).ravel()
+            self.keep.append(b)
+            ptrs.append(b.ctypes.data)
+        self.view = index_view_bytes(ptrs, widths, int(ix.num_nodes))
+
+    def _eos(self, e: tuple[int, ...]) -> np.ndarray:
+        a = np.zeros(8, np.int64)
+        a[: len(e)] = e
+        self.keep.append(a)
+        return a
+
+    def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
+        n = len(s)
+        no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
+        self.lib.emu_advance(U32(-(-n // TH)), _p(self.view), _p(s.node), _p(s.off), _p(tok),
+                             U32(tok.dtype == np.int64), U64(1), U32(n), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
+        return StepStates(no, oo)
+
+    def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
+        n = ids.shape[0]
+        no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
+        self.lib.emu_walk(U32(-(-n // TH)), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+                          _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
+        return StepStates(no, oo)
+
+    def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
+        n = len(s)
+        c, en = np.empty(n, np.int64), np.empty(n, np.uint8)
+        self.lib.emu_count(U32(-(-n // TH)), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(c), _p(en))
+        return c, en.astype(bool)
+
+    def padded(self, s: StepStates, cap: int) -> tuple[np.ndarray, np.ndarray]:
+        n = len(s)
+        c, _ = self.count(s)
+        t = np.full((n, cap), -1, np.int64)
+        if cap:
+            self.lib.emu_fill(U32(n), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(None), U64(cap), _p(t))
+        return c, t
+
+    def csr(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
+        n = len(s)
+        c, _ = self.count(s)
+        offs = np.zeros(n + 1, np.int64)
+        offs[1:] = np.cumsum(c)
+        t = np.empty(int(offs[-1]), np.int64)
+        if t.size:
+            self.lib.emu_fill(U32(n), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(offs), U64(0), _p(t))
+        return offs, t
+
+    def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
+             tok: np.ndarray | None = None) -> tuple[np.ndarray, int, StepStates | None]:
+        """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool."""
+        n, chunks = len(s), -(-v // self.lib.chunk)
+        dc = np.zeros(1, np.uint64)
+        ob = None if out is not None else np.empty((n, v), np.uint8)
+        common = [U64(v), U32(chunks), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc)]
+        if tok is None:
+            self.lib.emu_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
+            new = None
+        else:
+            no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
+            self.lib.emu_advance_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
+                                      U64(1), U32(n), *common, _p(no), _p(oo))
+            new = StepStates(no, oo)
+        return (out if out is not None else ob.astype(bool)), int(dc[0]), new
+
+
+def _same(a: StepStates, b: StepStates) -> None:
+    assert np.array_equal(a.node, b.node) and np.array_equal(a.off, b.off), (a, b)
+
+
+def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...]) -> None:
+    o1, t1 = cpu.allowed(s)
+    o2, t2 = emu.csr(s)
+    assert np.array_equal(o1, o2) and np.array_equal(t1.astype(np.int64), t2)
+    for cap in (0, 1, 3):
+        a, b = cpu.allowed_padded(s, cap), emu.padded(s, cap)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert np.array_equal(cpu.ends(s), emu.count(s)[1])
+    if v is None:
+        return
+    d0 = cpu.dead_count
+    m, dead, _ = emu.mask(s, v, e)
+    assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
+    logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
+    logits[:, ::7] = -0.0
+    want, got = logits.copy(), logits.copy()
+    cpu.mask(s, v, e, out=want)
+    emu.mask(s, v, e, out=got)
+    assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
+
+
+@settings(max_examples=15)
+@given(keyword_lists(max_keywords=10, max_length=6), st.integers(0, 2**32 - 1), st.integers(1, 5), st.booleans())
+def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
+    rnd = random.Random(seed)
+    v = None
+    if with_mask:  # one or three vocabulary chunks
+        v = rnd.choice([60, 70_001])
+        kws = [[x % (v - 5) for x in kw] for kw in kws]
+        e: tuple[int, ...] = (v - 2,)
+    else:  # tokens near 2**32
+        e = (4294967290,) if rnd.random() < 0.7 else (4294967290, 4294967292)
+    trie = DictTrie(kws)
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    alphabet = sorted({x for kw in kws for x in kw})
+    s, hist, cols = cpu.start(n), [()] * n, []
+    for _ in range(max(len(k) for k in kws) + 2):
+        _compare(cpu, emu, s, v, e)
+        x = np.array([pick_token(rnd, trie, h, alphabet, e) for h in hist], dtype=np.int64)
+        if v:
+            x %= v
+            d0 = cpu.dead_count
+            ns, want = cpu.advance_mask(s, x, v, e, additive=False)
+            got, dead, gs = emu.mask(s, v, e, tok=x)
+            _same(ns, gs)
+            assert np.array_equal(want, got) and dead == cpu.dead_count - d0
+        cols.append(x)
+        nxt = cpu.advance(s, x, e)
+        _same(nxt, emu.advance(s, x, e))
+        if (x < 2**31).all():
+            _same(nxt, emu.advance(s, x.astype(np.int32), e))
+        hist = [trie.advance(h, int(t), e) for h, t in zip(hist, x, strict=True)]
+        s = nxt
+    ids = np.ascontiguousarray(np.stack(cols, 1))
+    begin = np.array([rnd.randrange(0, 3) for _ in range(n)], dtype=np.int64)
+    _same(cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=e), emu.walk(ids, begin, ids.shape[1] - 1, e))
+
+
+def test_huge_fanout_over_several_chunks(lib):
+    """Thousands of siblings spread over 7 vocabulary chunks (binary searches at chunk bounds), wide labels."""
+    rng = np.random.default_rng(2)
+    roots = np.unique(rng.integers(0, 200_000, size=5000)).tolist()
+    under = np.unique(rng.integers(60_000, 140_000, size=3000)).tolist()
+    kws = [[r] for r in roots] + [[5, 6, 7, u] for u in under] + [[5, 6, 7], [9, 8, 7, 6, 5, 4],
+                                                                   [32767, 32768, 65535, 65536, 131071]]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    s = cpu.start_from_prefixes([[], [5], [5, 6], [5, 6, 7], [9, 8, 7], [5, 7], [9, 8, 7, 6, 5, 4], [123456789],
+                                 [32767], [32767, 32768, 65535]])
+    _compare(cpu, emu, s, 200_001, (200_000,))
+    st1 = cpu.start_from_prefixes([[5, 6, 7]] * len(under))
+    x = np.array(under, dtype=np.int64)
+    _same(cpu.advance(st1, x), emu.advance(st1, x, ()))
