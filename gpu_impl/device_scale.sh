@@ -14,6 +14,7 @@
 # STAGES (default "gen queries build check bench") picks stages; DIR (default /tmp/ftscale) holds the files;
 # GEN_TIMEOUT, QUERIES_TIMEOUT, BUILD_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT (seconds) bound each stage;
 # INSTALL=0 skips step 1 (the caller installed everything).
+# Render the records here: python -m flashtrie.gpu_impl.scale_stages render $OUT/scale.jsonl $OUT/beam.jsonl --out DIR
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 N=${N:-800M}
