@@ -285,6 +285,7 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "flashtrie.scale_report"
     from matplotlib.figure import Figure
 
     bars: list[tuple[str, float, str]] = []
@@ -307,8 +308,9 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     paths = []
     for ext in ("png", "svg"):
         p = out_dir / f"stages_{_n_text(top)}.{ext}"
-        atomic_write_with(p, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=130 if ext == "png" else None,
-                                                            bbox_inches="tight"))
+        meta = {"Date": None} if ext == "svg" else {}  # the same records give the same bytes
+        atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
+            f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
         paths.append(p)
     return paths
 
