@@ -285,7 +285,6 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams["svg.hashsalt"] = "flashtrie.scale_report"
     from matplotlib.figure import Figure
 
     bars: list[tuple[str, float, str]] = []
@@ -306,12 +305,13 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     ax.grid(axis="x", alpha=0.3)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext in ("png", "svg"):
-        p = out_dir / f"stages_{_n_text(top)}.{ext}"
-        meta = {"Date": None} if ext == "svg" else {}  # the same records give the same bytes
-        atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
-            f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
-        paths.append(p)
+    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):  # the same records, the same bytes
+        for ext in ("png", "svg"):
+            p = out_dir / f"stages_{_n_text(top)}.{ext}"
+            meta = {"Date": None} if ext == "svg" else {}
+            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
+                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
+            paths.append(p)
     return paths
 
 
