@@ -1,6 +1,9 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: the paper-scale pipeline in one command (issue 13).
-#   N=800M bash gpu_impl/device_scale.sh          (N: 10M, 100M, 300M, 800M ...; default 800M)
+#   FLASHTRIE_COMMIT=<commit> N=800M bash gpu_impl/device_scale.sh   (N: 10M, 100M, 300M, 800M ...; default 800M)
+# FLASHTRIE_COMMIT must be given when this runs on a copied tree (a staged copy, or a tree without its own
+# .git): git would otherwise name the commit of whatever checkout holds the copy, and the records would
+# carry that commit (the 2026-12-01 run's records name main's 59cae3b for a staged copy of a11aecc).
 # 1. installs the carried wheels (.whl/) and the project (as gpu_impl/device_check.sh does);
 # 2. generates N keywords, 16 dense queries (K = 1000), builds the index (the GPU builder where cupy and a
 #    GPU are present, else the CPU builder; BUILDER=gpu|cpu forces one), saves, loads with verification,
@@ -11,6 +14,7 @@
 # STAGES (default "gen queries build check bench") picks stages; DIR (default /tmp/ftscale) holds the files;
 # GEN_TIMEOUT, QUERIES_TIMEOUT, BUILD_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT (seconds) bound each stage;
 # INSTALL=0 skips step 1 (the caller installed everything).
+# Render the records here: python -m flashtrie.gpu_impl.scale_stages render $OUT/scale.jsonl $OUT/beam.jsonl --out DIR
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 N=${N:-800M}
@@ -21,6 +25,12 @@ mkdir -p "$OUT" "$DIR"
 LOG="$OUT/scale.log"
 : > "$LOG"
 say() { echo "$*" | tee -a "$LOG"; }
+if [[ -n ${FLASHTRIE_COMMIT:-} ]]; then
+  export FLASHTRIE_COMMIT  # harness.env records it as the commit (source FLASHTRIE_COMMIT)
+  say "FLASHTRIE_COMMIT=$FLASHTRIE_COMMIT"
+else
+  say "FLASHTRIE_COMMIT not set: the records name the commit git finds here (wrong on a copied tree)"
+fi
 
 if [[ ${INSTALL:-1} == 0 ]]; then :  # INSTALL=0: the caller has installed the wheels and the project
 elif compgen -G ".whl/*.whl" > /dev/null; then

@@ -8,7 +8,8 @@
   else the CPU builder, or the one ``--builder`` names), saved;
 * ``check``: the index loaded with verification, uploaded (`GpuSearcher`), GPU == numpy on a few queries;
 * ``fail``: an error record for a stage the shell stopped (``--message`` says why: a timeout, a crash);
-* ``table``: the stage table of the records in ``--out``.
+* ``table``: the stage table of the records in ``--out``;
+* ``render RECORDS... --out DIR [--commit C]``: ``DIR/report.md`` from the records (`gpu_impl/scale_report.py`).
 
 Each record (kind ``build``, sweep ``scale``) holds the stage's seconds, the process's peak RSS so far
 (``resource.getrusage``), the bytes it moved and GB/s, with the environment snapshot of `harness.env`.
@@ -28,7 +29,7 @@ from typing import Any
 from flashtrie.harness.env import snapshot
 from flashtrie.harness.records import Record, append_record, new_run_id, read_records
 
-STAGES = ("gen", "queries", "build", "check", "fail", "table")
+STAGES = ("gen", "queries", "build", "check", "fail", "table", "render")
 
 
 def _count(text: str) -> int:
@@ -185,6 +186,11 @@ def stage_table(out: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["render"]:
+        from flashtrie.gpu_impl.scale_report import main as render_main
+
+        return render_main(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("stage", choices=STAGES)
     ap.add_argument("--n", type=_count, default=800_000_000, help="keywords (800M, 10M, ...)")
@@ -202,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.gpu_impl.scale_stages", *(argv or sys.argv[1:])])
+    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.gpu_impl.scale_stages", *argv])
     if args.stage == "fail":
         rec.emit(args.failed or "?", 0.0, status="error", message=args.message or "stopped")
         return 0

@@ -1,0 +1,344 @@
+"""``report.md`` of `device_scale.sh`'s records (issue 13), from the records only.
+
+    python -m flashtrie.gpu_impl.scale_stages render RECORDS... --out reports/h200-800m [--commit a11aecc]
+
+Sections: provenance (records, runs, dates, commit), environment, one stage table per library size, the
+build's sub-stages, the index's bytes per array, the search latencies, and the issue's bars, each with the
+number measured in these records (or "not measured in this run") and met / missed.  ``--commit`` names the
+commit by hand where the records' ``env.git`` is wrong (a copied tree run without ``FLASHTRIE_COMMIT``); the
+report says it was given by hand and what the records say.  One figure: the stage times at the largest size.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from flashtrie.harness.records import Record, read_records
+from flashtrie.harness.report import _fmt, _table, command_text
+
+from flashtrie.io_util import atomic_write_with
+
+__all__ = ["BARS", "Bar", "bar_rows", "render", "main"]
+
+PAPER_N = 800_000_000
+GB = 1e9
+
+
+def size_of(r: Record) -> int | None:
+    """Library size of a stage record (``N``) or of a latency record (``library_size``)."""
+    w = r.workload
+    n = w.get("N", w.get("library_size", w.get("num_keywords")))
+    return int(n) if isinstance(n, (int, float)) else None
+
+
+def _n_text(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, word in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
+        if n >= unit and n % (unit // 10) == 0:
+            return f"{n / unit:g}{word}"
+    return f"{n:,}"
+
+
+def stage_records(records: Sequence[Record]) -> list[Record]:
+    return [r for r in records if r.sweep == "scale" and r.kind == "build"]
+
+
+def latency_records(records: Sequence[Record]) -> list[Record]:
+    return [r for r in records if r.kind == "latency"]
+
+
+def find_stage(records: Sequence[Record], stage: str, n: int | None = PAPER_N) -> Record | None:
+    """The last record of ``stage`` at size ``n`` (None: at the largest size that has one)."""
+    hits = [r for r in stage_records(records) if r.config.get("stage") == stage]
+    if n is None:
+        top = max((size_of(r) or 0 for r in hits), default=None)
+        hits = [r for r in hits if size_of(r) == top]
+    else:
+        hits = [r for r in hits if size_of(r) == n]
+    return hits[-1] if hits else None
+
+
+def find_latency(records: Sequence[Record], beam: int, batch: int, n: int | None = PAPER_N) -> Record | None:
+    hits = [r for r in latency_records(records)
+            if r.config.get("beam_width") == beam and r.config.get("batch_size", 1) == batch]
+    if n is None:
+        top = max((size_of(r) or 0 for r in hits), default=None)
+        hits = [r for r in hits if size_of(r) == top]
+    else:
+        hits = [r for r in hits if size_of(r) == n]
+    return hits[-1] if hits else None
+
+
+def map_bytes(r: Record) -> int:
+    """Bytes of the keyword-id map among a save record's arrays (``keyword_ids.*``)."""
+    return sum(int(v) for k, v in (r.metrics.get("array_bytes") or {}).items() if k.startswith("keyword_ids"))
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One of the issue's bars: ``measure`` gives (value or None, what was measured, a note)."""
+
+    name: str
+    limit: float
+    at_most: bool
+    measure: Callable[[Sequence[Record]], tuple[float | None, str, str]]
+    second: Callable[[Sequence[Record]], bool] | None = None  # a further condition (the build's memory)
+
+
+def _stage_measure(stage: str, metric: str, unit: str, n: int | None = PAPER_N
+                   ) -> Callable[[Sequence[Record]], tuple[float | None, str, str]]:
+    def measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
+        r = find_stage(records, stage, n)
+        if r is None:
+            other = find_stage(records, stage, None)
+            note = (f"at {_n_text(size_of(other))}: {_fmt(other.metrics.get(metric))} {unit}"
+                    if other is not None and other.status == "ok" else "")
+            return None, "not measured in this run", note
+        if r.status != "ok":
+            return None, f"{r.status}: {r.message}", ""
+        v = r.metrics.get(metric)
+        return (float(v) if v is not None else None), f"{_fmt(v)} {unit} at {_n_text(size_of(r))}", ""
+    return measure
+
+
+def _build_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
+    v, text, note = _stage_measure("build", "seconds", "s")(records)
+    r = find_stage(records, "build")
+    if v is not None and r is not None:
+        text += f", peak host RSS {r.metrics['peak_rss_bytes'] / GB:.1f} GB ({r.backend} builder)"
+    return v, text, note
+
+
+def _build_memory_ok(records: Sequence[Record]) -> bool:
+    r = find_stage(records, "build")
+    return r is not None and r.metrics.get("peak_rss_bytes", float("inf")) <= 64 * GB
+
+
+def _size_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
+    r = find_stage(records, "save index")
+    if r is None or r.status != "ok":
+        return None, "not measured in this run", ""
+    n, total, ids = size_of(r) or 0, int(r.metrics["bytes"]), map_bytes(r)
+    v = (total - ids) / n
+    b = find_stage(records, "build")
+    uniq = b.metrics.get("num_unique") if b is not None else None
+    per_unique = f", {(total - ids) / uniq:.2f} per distinct keyword" if uniq else ""
+    return v, (f"{v:.2f} B per input keyword at {_n_text(n)}: file {total:,} bytes less the map's {ids:,}"
+               f"{per_unique}"), ""
+
+
+def _search_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
+    r = find_latency(records, 1000, 1)
+    if r is None:
+        other = find_latency(records, 1000, 1, None)
+        note = (f"at {_n_text(size_of(other))}: p99 {other.metrics['p99_ms']:.3f} ms (device "
+                f"{other.metrics.get('device_p99_ms', float('nan')):.3f})" if other is not None else "")
+        return None, "not measured in this run", note
+    v = float(r.metrics["p99_ms"])
+    return v, f"p99 {v:.3f} ms at {_n_text(size_of(r))}", ""
+
+
+BARS: tuple[Bar, ...] = (
+    Bar("build ≤ 60 s at 800M within 64 GB of host memory", 60.0, True, _build_measure, _build_memory_ok),
+    Bar("index ≤ 3.2 B/keyword at 800M without the map", 3.2, True, _size_measure),
+    Bar("load with verification ≥ 2 GB/s", 2.0, False, _stage_measure("load index (verify)", "gb_per_s", "GB/s",
+                                                                   None)),
+    Bar("upload (GpuSearcher) ≤ 3 s at 800M", 3.0, True, _stage_measure("upload (GpuSearcher)", "seconds", "s")),
+    Bar("16 dense queries ≤ 30 s at 800M", 30.0, True, _stage_measure("generate 16 queries", "seconds", "s")),
+    Bar("keyword generator ≤ 120 s at 800M", 120.0, True, _stage_measure("generate keywords", "seconds", "s")),
+    Bar("search p99 ≤ 1.0 ms at beam 1000, batch 1, 800M", 1.0, True, _search_measure),
+)
+
+
+def verdict(bar: Bar, records: Sequence[Record]) -> tuple[str, str, str]:
+    """(measured, verdict, note) of one bar: verdict "met", "missed" or "not measured"."""
+    v, text, note = bar.measure(records)
+    if v is None:
+        return text, ("missed" if text != "not measured in this run" else "not measured"), note
+    ok = v <= bar.limit if bar.at_most else v >= bar.limit
+    if bar.second is not None:
+        ok = ok and bar.second(records)
+    return text, "met" if ok else "missed", note
+
+
+def bar_rows(records: Sequence[Record]) -> list[list[str]]:
+    return [[b.name, *verdict(b, records)] for b in BARS]
+
+
+def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str | None) -> list[str]:
+    commits = sorted({str((r.env.get("git") or {}).get("commit")) for r in records if r.env})
+    stamps = sorted(r.timestamp for r in records if r.timestamp)
+    runs = sorted({r.run_id for r in records if r.run_id})
+    said = ", ".join(f"`{c[:12]}`" for c in commits) or "none"
+    given = (f"`{commit}` (given by hand on the command line: `--commit {commit}`); the records' `env.git` says "
+             f"{said}" if commit else f"{said} (from the records' `env.git`)")
+    lines = ["## Provenance", ""]
+    rows = [["records", ", ".join(f"`{s}`" for s in sources)], ["records read", len(records)],
+            ["runs (run ids)", ", ".join(runs)],
+            ["recorded", f"{stamps[0]} – {stamps[-1]}" if stamps else None], ["commit", given]]
+    lines += _table(["", "value"], rows)
+    cmds = list(dict.fromkeys(command_text(r.command) for r in records if r.command))
+    lines += ["", "Commands, as the records hold them (in order):", "", "```"] + cmds + ["```", ""]
+    return lines
+
+
+def _environment(records: Sequence[Record]) -> list[str]:
+    envs = list({r.env.get("hostname", "") + str(r.env.get("gpus")): r.env for r in records if r.env}.values())
+    lines = ["## Environment", ""]
+    if not envs:
+        return lines + ["The records carry no environment snapshot.", ""]
+    for env in envs:
+        gpus = "; ".join(f"{g.get('name')} ({g.get('memory_bytes', 0) / 2**30:.0f} GiB, {g.get('multiprocessors')} "
+                         f"SMs, cc {g.get('compute_capability')})" for g in env.get("gpus") or []) or "none"
+        drivers = "; ".join(f"{g.get('driver_release')} (CUDA driver API {g.get('driver')})"
+                            for g in env.get("gpus") or []) or "–"
+        ram = env.get("ram_bytes")
+        rows = [["GPU", gpus], ["driver", drivers], ["CPU", f"{env.get('cpu')}, {env.get('cpu_cores')} cores"],
+                ["RAM", f"{ram / 2**30:.1f} GiB" if isinstance(ram, (int, float)) else None],
+                ["OS", env.get("os")], ["Python", env.get("python")],
+                ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)]]
+        lines += _table(["", "value"], rows) + [""]
+    return lines
+
+
+def _stage_tables(records: Sequence[Record]) -> list[str]:
+    recs = stage_records(records)
+    lines: list[str] = []
+    for n in sorted({size_of(r) for r in recs if size_of(r) is not None}):
+        lines += [f"## Stages at {_n_text(n)} keywords ({n:,})", ""]
+        rows = []
+        for r in (r for r in recs if size_of(r) == n):
+            m = r.metrics
+            nb = m.get("bytes")
+            rows.append([r.config.get("stage", "?"), _process(r), r.backend, m.get("seconds"),
+                         f"{m['peak_rss_bytes'] / GB:.1f}" if m.get("peak_rss_bytes") else None,
+                         f"{nb / GB:.2f}" if nb else None, m.get("gb_per_s"),
+                         r.status + (f": {r.message}" if r.message else "")])
+        head = ["stage", "process", "backend", "seconds", "peak RSS GB", "bytes GB", "GB/s", "status"]
+        lines += _table(head, rows) + [""]
+        lines += _substages(recs, n) + _array_bytes(recs, n)
+    return lines
+
+
+def _substages(recs: Sequence[Record], n: int) -> list[str]:
+    builds = [r for r in recs if size_of(r) == n and r.config.get("stage") == "build" and r.metrics.get("stages")]
+    if not builds:
+        return []
+    b = builds[-1]
+    total = float(b.metrics["seconds"])
+    rows = [[name, sec, f"{100 * sec / total:.0f} %" if total > 0 else None] for name, sec in b.metrics["stages"]]
+    head = (f"Build sub-stages ({b.backend} builder; {b.metrics.get('num_unique', 0):,} distinct keywords, "
+            f"{b.metrics.get('num_nodes', 0):,} nodes):")
+    return [head, ""] + _table(["sub-stage", "seconds", "of the build"], rows) + [""]
+
+
+def _array_bytes(recs: Sequence[Record], n: int) -> list[str]:
+    saves = [r for r in recs if size_of(r) == n and r.metrics.get("array_bytes")]
+    if not saves:
+        return []
+    arrays = saves[-1].metrics["array_bytes"]
+    rows = [[k, int(v), f"{int(v) / n:.3f}"] for k, v in sorted(arrays.items(), key=lambda kv: -int(kv[1]))]
+    rows.append(["**file**", int(saves[-1].metrics["bytes"]), f"{int(saves[-1].metrics['bytes']) / n:.3f}"])
+    return ["Index bytes per array (per input keyword):", ""] + _table(["array", "bytes", "B/keyword"], rows) + [""]
+
+
+def _latency_tables(records: Sequence[Record]) -> list[str]:
+    recs = latency_records(records)
+    lines: list[str] = []
+    for n in sorted({size_of(r) for r in recs if size_of(r) is not None}):
+        lines += [f"## Search latency at {_n_text(n)} keywords (K = beam; host arrays in and out)", ""]
+        rows = []
+        for r in sorted((r for r in recs if size_of(r) == n),
+                        key=lambda r: (r.backend, r.config.get("batch_size", 1), r.config.get("beam_width", 0))):
+            m = r.metrics
+            rows.append([r.backend, r.config.get("beam_width"), r.config.get("batch_size", 1), m.get("mean_ms"),
+                         m.get("per_query_ms"), m.get("p99_ms"), m.get("device_mean_ms"), m.get("device_p99_ms"),
+                         m.get("samples"), r.status])
+        lines += _table(["backend", "beam", "batch", "mean ms (call)", "per query ms", "p99 ms", "device mean ms",
+                         "device p99 ms", "samples", "status"], rows) + [""]
+    return lines
+
+
+def _bars(records: Sequence[Record]) -> list[str]:
+    lines = ["## Bars (issue 13)", ""]
+    lines += _table(["bar", "measured", "verdict", "note"], bar_rows(records))
+    return lines + [""]
+
+
+def _process(r: Record) -> str | None:
+    """The `scale_stages` stage (process) a record came from: ``gen``, ``queries``, ``build``, ``check``."""
+    cmd = r.command
+    return cmd[3] if len(cmd) > 3 and cmd[:3] == ["python", "-m", "flashtrie.gpu_impl.scale_stages"] else None
+
+
+def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
+    """Stage seconds at the largest size with two or more stages, the build split into its sub-stages."""
+    recs = stage_records(records)
+    top = max((size_of(r) or 0 for r in recs), default=0)
+    at = [r for r in recs if size_of(r) == top and r.status == "ok"]
+    if len(at) < 2:
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    bars: list[tuple[str, float, str]] = []
+    for r in at:
+        stage = r.config.get("stage", "?")
+        if stage == "build" and r.metrics.get("stages"):
+            bars += [(f"build: {name}", float(sec), "tab:green") for name, sec in r.metrics["stages"]]
+        else:
+            step = _process(r)
+            bars.append((f"{stage} ({step})" if step else stage, float(r.metrics["seconds"]), "tab:blue"))
+    fig = Figure(figsize=(7, 0.35 * len(bars) + 1.2))
+    ax = fig.add_subplot()
+    ys = list(range(len(bars)))[::-1]
+    ax.barh(ys, [b[1] for b in bars], color=[b[2] for b in bars])
+    ax.set_yticks(ys, [b[0] for b in bars])
+    ax.set_xlabel("seconds")
+    ax.set_title(f"Stage times at {_n_text(top)} keywords (build split into its sub-stages)")
+    ax.grid(axis="x", alpha=0.3)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):  # the same records, the same bytes
+        for ext in ("png", "svg"):
+            p = out_dir / f"stages_{_n_text(top)}.{ext}"
+            meta = {"Date": None} if ext == "svg" else {}
+            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
+                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
+            paths.append(p)
+    return paths
+
+
+def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = None, plot: bool = True) -> Path:
+    """Write ``out_dir``/report.md (and the stage figure) from the records in ``sources``; returns its path."""
+    records = read_records(*sources)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figs = stage_plot(records, out) if plot else []
+    lines = ["# Paper scale on one GPU (issue 13): stages, search and bars", "",
+             "Rendered by `python -m flashtrie.gpu_impl.scale_stages render` from the records below only.", ""]
+    lines += _provenance(records, sources, commit) + _environment(records) + _bars(records)
+    lines += _stage_tables(records) + _latency_tables(records)
+    if figs:
+        lines += [f"![stage times]({figs[0].name})", ""]
+    path = out / "report.md"
+    text = "\n".join(lines).rstrip() + "\n"
+    atomic_write_with(path, lambda f: f.write(text.encode()))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scale_stages render", description=__doc__.splitlines()[0])
+    ap.add_argument("records", nargs="+", help="records files (JSON Lines)")
+    ap.add_argument("--out", required=True, help="folder for report.md and the figure")
+    ap.add_argument("--commit", help="the commit the run's tree was, given by hand (the records' env.git wrong)")
+    ap.add_argument("--no-plot", action="store_true", help="no figure")
+    args = ap.parse_args(argv)
+    print(render(args.records, args.out, commit=args.commit, plot=not args.no_plot))
+    return 0
