@@ -27,6 +27,7 @@ from flashtrie.stepwise import StepStates, TrieStepper, check_vocab
 from .compile import compile_kernel
 from .context import GpuContext
 from .index_upload import host_index, upload_host_index
+from .intake import memory_view
 
 __all__ = ["GpuTrieStepper"]
 
@@ -187,17 +188,8 @@ class GpuTrieStepper:
             if not obj.is_cuda:
                 raise InputError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
             v = _View(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dt, obj)
-        else:
-            from cuda.core.utils import StridedMemoryView
-
-            make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
-            try:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
-                m = make(obj, stream_ptr=-1)
-            except Exception as e:
-                raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface "
-                                 f"({type(obj).__name__}): {e}") from e
-            if not m.is_device_accessible:
-                raise InputError(f"{name}: expected a device array")
+        else:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
+            m = memory_view(name, obj, -1)
             shape = tuple(int(s) for s in m.shape)
             strides = tuple(int(s) for s in m.strides) if m.strides is not None else _c_strides(shape)
             v = _View(int(m.ptr), shape, strides, np.dtype(m.dtype), (obj, m))

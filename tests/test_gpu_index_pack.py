@@ -187,3 +187,57 @@ def test_damaged_louds_is_refused_as_before() -> None:
         iu.host_index(ix)
     with pytest.raises(IndexFormatError, match="LOUDS has"):
         GpuTrieStepper._upload_index(types.SimpleNamespace(index=ix, ctx=_Recorder()))
+
+
+# ---------------------------------------------------------------- the stepper's wiring, device faked
+@pytest.fixture
+def fake_device(monkeypatch: pytest.MonkeyPatch) -> list[_Recorder]:
+    """`GpuTrieStepper` built without a GPU: its `GpuContext` is a recorder, the kernels are not loaded."""
+    cuda_core = pytest.importorskip("cuda.core")
+    from flashtrie.gpu_impl import stepwise as S
+
+    made: list[_Recorder] = []
+
+    def context(device: int) -> _Recorder:
+        ctx = _Recorder()
+        ctx.device, ctx.arch = types.SimpleNamespace(device_id=device), "sm_90"
+        made.append(ctx)
+        return ctx
+
+    xp = types.SimpleNamespace(int64="int64", full=lambda shape, value, dtype: np.full(shape, value))
+    monkeypatch.setattr(S, "GpuContext", context)
+    monkeypatch.setattr(S, "_array_module", lambda name, device: xp)
+    monkeypatch.setattr(S, "compile_kernel", lambda *a, **k: types.SimpleNamespace(cubin=b""))
+    code = types.SimpleNamespace(get_kernel=lambda name: name)
+    monkeypatch.setattr(cuda_core, "ObjectCode", types.SimpleNamespace(from_cubin=lambda cubin: code))
+    return made
+
+
+def test_stepper_uploads_through_its_context(fake_device: list[_Recorder]) -> None:
+    ix = _index([[1, 2, 3], [1, 4], [70000]], "input")
+    st = GpuTrieStepper(ix, 3)
+    (ctx,) = fake_device
+    assert st.ctx is ctx and st.device.device_id == 3 and st.arch == "sm_90"
+    want = _Recorder()
+    _old_step_upload(want, ix)
+    assert ctx.image() == want.image() and st._view_ptr == ctx.allocs[1][0]
+
+
+def test_stepper_from_searcher_shares_its_index(fake_device: list[_Recorder]) -> None:
+    ix = _index([[1, 2, 3], [1, 4]], "index")
+    searcher = types.SimpleNamespace(index=ix, device=types.SimpleNamespace(device_id=1), _index_ptr=0xABC000)
+    st = GpuTrieStepper.from_searcher(searcher)
+    assert st._view_ptr == 0xABC000 and fake_device[0].allocs == []  # no second copy of the index
+
+
+def test_device_array_intake_refuses_host_and_foreign_objects() -> None:
+    pytest.importorskip("cuda.core")
+    from flashtrie.gpu_impl.intake import memory_view
+
+    from flashtrie.errors import InputError
+
+    for call in (lambda o: memory_view("tokens", o, 0), lambda o: GpuTrieStepper._view(None, o, "ids", 1, [np.int64])):
+        with pytest.raises(InputError, match="expected a device array"):
+            call(np.zeros(3, np.int64))
+        with pytest.raises(InputError, match=r"not a device array readable .*\(object\)"):
+            call(object())
