@@ -128,7 +128,7 @@ class TrieLogitsProcessor(LogitsProcessor):
                 gpu.mask(states, vocab, self.eos, out=out)
                 return out
             allow = gpu.mask(states, vocab, self.eos, additive=False)
-            return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
+            return _add_mask(scores, allow)
         ids = input_ids.detach().cpu().numpy()
         states = self._cpu.walk(ids, begin=begin, eos_token_id=self.eos)
         if scores.dtype == torch.float32 and scores.device.type == "cpu":
@@ -136,7 +136,7 @@ class TrieLogitsProcessor(LogitsProcessor):
             self._cpu.mask(states, vocab, self.eos, out=out.numpy())
             return out
         allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(scores.device)
-        return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
+        return _add_mask(scores, allow)
 
 
 def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], prompt_length: int
@@ -159,6 +159,11 @@ def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequen
         return out + list(eos) if bool(stepper.ends(st)[0]) else out
 
     return allowed
+
+
+def _add_mask(scores: torch.Tensor, allow: torch.Tensor) -> torch.Tensor:
+    """``scores`` plus 0 where ``allow`` (bool, same shape and device) and -inf elsewhere, in its dtype."""
+    return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
 
 
 def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:

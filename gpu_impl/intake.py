@@ -18,7 +18,7 @@ from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
 from flashtrie.search_core import StartStates
 
-__all__ = ["Intake", "take_proposals", "pack_start_states", "is_device_array"]
+__all__ = ["Intake", "take_proposals", "pack_start_states", "is_device_array", "memory_view"]
 
 _NO_NODE = 0xFFFF_FFFF
 _KIND_LINKED_OFF = 2  # kernels/hypothesis.cuh
@@ -69,17 +69,25 @@ def take_proposals(proposals: object, stream_handle: int, device_id: int) -> Int
     return Intake(p.shape, p)
 
 
-def _device_view(name: str, obj: Any, dtypes: tuple[Any, ...], stream_handle: int, device_id: int) -> Any:
-    """A `StridedMemoryView` of a C-contiguous [Q, T, K] device array of one of ``dtypes``."""
+def memory_view(name: str, obj: Any, stream_ptr: int) -> Any:
+    """A `StridedMemoryView` of the device array ``obj`` (DLPack or CUDA Array Interface), ordered after
+    ``stream_ptr`` (-1: no ordering); `InputError` naming ``name`` for anything else."""
     from cuda.core.utils import StridedMemoryView
 
+    make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
     try:
-        make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
-        v = make(obj, stream_ptr=int(stream_handle))
+        v = make(obj, stream_ptr=int(stream_ptr))
     except Exception as e:
-        raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface: {e}") from e
+        raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface "
+                         f"({type(obj).__name__}): {e}") from e
     if not v.is_device_accessible:
         raise InputError(f"{name}: expected a device array")
+    return v
+
+
+def _device_view(name: str, obj: Any, dtypes: tuple[Any, ...], stream_handle: int, device_id: int) -> Any:
+    """A `StridedMemoryView` of a C-contiguous [Q, T, K] device array of one of ``dtypes``."""
+    v = memory_view(name, obj, stream_handle)
     if len(v.shape) != 3:
         raise InputError(f"{name}: expected shape [Q, T, K], got {tuple(v.shape)}")
     if np.dtype(v.dtype) not in [np.dtype(d) for d in dtypes]:

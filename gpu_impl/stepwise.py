@@ -15,26 +15,24 @@ need a synchronisation).  The EOS and vocabulary checks run on the host once per
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from flashtrie.errors import DeviceError, IndexFormatError, InputError
+from flashtrie.errors import DeviceError, InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.stepwise import StepStates, TrieStepper, check_vocab
 
 from .compile import compile_kernel
+from .context import GpuContext
+from .index_upload import host_index, upload_host_index
+from .intake import memory_view
 
 __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
 CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
-_INDEX_FMT = "<15Q8I"  # the IndexView packing of searcher.py
-_INDEX_NAMES = ["louds.words", "louds.rank", "louds.select0", "labels_lo", "hi_flag.words", "hi_flag.rank",
-                "labels_hi.words", "linked.words", "linked.rank", "link_starts.words", "suffix.words",
-                "terminal.words", "terminal.rank", "keyword_ids.words"]
 _MAX_EOS = 8
 
 
@@ -122,7 +120,7 @@ class GpuTrieStepper:
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         self.chunk = chunk
         try:
-            from cuda.core import Device, ObjectCode
+            from cuda.core import ObjectCode
         except ImportError as e:  # pragma: no cover - depends on the environment
             raise DeviceError(f"the GPU backend needs cuda-core (pip install 'flashtrie[gpu]'): {e}") from e
         self._cpu = TrieStepper(index)  # host-side checks (EOS, vocabulary) and forced prefixes
@@ -130,14 +128,9 @@ class GpuTrieStepper:
         if searcher is not None and getattr(searcher, "index", None) is not index:
             raise InputError("searcher: expected a GpuSearcher of the same index")
         self.xp = _array_module(array_module, device)
-        try:
-            self.device = Device(device)
-            self.device.set_current()
-        except Exception as e:
-            raise DeviceError(f"no usable CUDA device {device}: {e}") from e
-        cc = self.device.compute_capability
-        cc = cc() if callable(cc) else cc
-        self.arch = f"sm_{cc.major}{cc.minor}"
+        #: the device, its arch, and the stream the index is uploaded on (the kernels run on the caller's)
+        self.ctx = GpuContext(device)
+        self.device, self.arch = self.ctx.device, self.ctx.arch
         ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
@@ -146,7 +139,7 @@ class GpuTrieStepper:
         self.prefetch = True
         self._searcher = searcher
         if searcher is not None:
-            self._view_ptr = int(searcher._index_view.handle)
+            self._view_ptr = int(searcher._index_ptr)
         else:
             self._upload_index()
         self._dead = self.xp.full((1,), 0, self.xp.int64)
@@ -161,35 +154,17 @@ class GpuTrieStepper:
         return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
                    chunk=chunk)
 
-    # ------------------------------------------------------------------ index upload (searcher.py's packing)
+    # ------------------------------------------------------------------ index upload (index_upload.py's)
     def _upload_index(self) -> None:
-        from cuda.bindings import driver
-
-        host, widths = index_host_arrays(self.index)
-        n = int(self.index.num_nodes)
-        offsets, total = [], 0
-        for a in host:
-            total = -(-total // 256) * 256
-            offsets.append(total)
-            total += max(a.nbytes + 8, 4)
-        stream = self.device.create_stream()
+        host = host_index(self.index)
         try:
-            self._index_buf = self.device.allocate(total, stream=stream)
-            base = int(self._index_buf.handle)
-            for off, a in zip(offsets, host, strict=True):
-                if a.nbytes:
-                    _check(driver.cuMemcpyHtoDAsync(base + off, a.ctypes.data, a.nbytes, stream.handle))
-            view = index_view_bytes([base + o for o in offsets], widths, n)
-            self._view_buf = self.device.allocate(view.nbytes, stream=stream)
-            _check(driver.cuMemcpyHtoDAsync(int(self._view_buf.handle), view.ctypes.data, view.nbytes, stream.handle))
-            stream.sync()
-            self._upload_stream = stream  # the buffers were allocated on it: keep it as long as they live
+            self._device_index = upload_host_index(self.ctx, host)
         except DeviceError:
             raise
         except Exception as e:
-            raise DeviceError(f"cannot upload the index ({total:,} bytes) to the device: {e}") from e
-        self._view_ptr = int(self._view_buf.handle)
-        self.index_bytes = total
+            raise DeviceError(f"cannot upload the index ({host.layout().total:,} bytes) to the device: {e}") from e
+        self._view_ptr = int(self._device_index.view.handle)
+        self.index_bytes = self._device_index.nbytes
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, *args: Any) -> None:
@@ -213,17 +188,8 @@ class GpuTrieStepper:
             if not obj.is_cuda:
                 raise InputError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
             v = _View(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dt, obj)
-        else:
-            from cuda.core.utils import StridedMemoryView
-
-            make = getattr(StridedMemoryView, "from_any_interface", StridedMemoryView)
-            try:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
-                m = make(obj, stream_ptr=-1)
-            except Exception as e:
-                raise InputError(f"{name}: not a device array readable through DLPack or CUDA Array Interface "
-                                 f"({type(obj).__name__}): {e}") from e
-            if not m.is_device_accessible:
-                raise InputError(f"{name}: expected a device array")
+        else:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
+            m = memory_view(name, obj, -1)
             shape = tuple(int(s) for s in m.shape)
             strides = tuple(int(s) for s in m.strides) if m.strides is not None else _c_strides(shape)
             v = _View(int(m.ptr), shape, strides, np.dtype(m.dtype), (obj, m))
@@ -412,33 +378,6 @@ class GpuTrieStepper:
         self._dead[0] = 0
 
 
-def index_host_arrays(ix: NarrowLoudsIndex) -> tuple[list[np.ndarray], tuple[int, int, int, int]]:
-    """The arrays of the kernels' ``IndexView`` in its order (the node flags last, 4 bits per node: linked,
-    terminal, has a child), and the packed widths, as `GpuSearcher._upload_index` packs them."""
-    n = int(ix.num_nodes)
-    louds = ix.louds.to_bools()
-    zpos = np.flatnonzero(~louds)
-    if zpos.size != n:
-        raise IndexFormatError(f"index: LOUDS has {zpos.size} zeros, expected one per node ({n})")
-    deg = np.diff(np.concatenate(([-1], zpos))) - 1
-    del louds, zpos
-    vals = (ix.linked.to_bools()[:n].astype(np.uint32) | (ix.terminal.to_bools()[:n].astype(np.uint32) << 1)
-            | ((deg > 0).astype(np.uint32) << 2))
-    vals = np.concatenate([vals, np.zeros((-n) % 8 + 8, dtype=np.uint32)])
-    nflags = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
-    arrays = ix.arrays
-    host = [np.ascontiguousarray(arrays[k]) for k in _INDEX_NAMES] + [nflags.astype(np.uint32)]
-    meta = ix.meta
-    widths = (int(meta["labels_hi.width"]), int(meta["link_starts.width"]), int(meta["suffix.width"]),
-              int(meta["keyword_ids.width"]))
-    return host, widths
-
-
-def index_view_bytes(pointers: Sequence[int], widths: tuple[int, int, int, int], num_nodes: int) -> np.ndarray:
-    """The ``IndexView`` struct (kernels/index.cuh) as bytes."""
-    return np.frombuffer(struct.pack(_INDEX_FMT, *pointers, *widths, num_nodes, 0, 0, 0), dtype=np.uint8).copy()
-
-
 def _array_module(name: str | None, device: int) -> _Torch | _Cupy:
     if name not in (None, "torch", "cupy"):
         raise InputError(f"array_module: expected 'torch' or 'cupy', got {name!r}")
@@ -477,9 +416,3 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
         out.append(acc)
         acc *= s
     return tuple(reversed(out))
-
-
-def _check(result: Any) -> None:
-    err = result[0] if isinstance(result, tuple) else result
-    if int(err) != 0:
-        raise DeviceError(f"cuMemcpyHtoDAsync failed: {err}")

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.gpu_impl.compile import KERNEL_DIR
-from flashtrie.gpu_impl.stepwise import CHUNK, index_host_arrays, index_view_bytes
+from flashtrie.gpu_impl.index_upload import host_index
+from flashtrie.gpu_impl.stepwise import CHUNK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from stepwise_oracle import DictTrie, pick_token
@@ -63,14 +64,14 @@ class Emu:
     """The kernels over host copies of the index arrays (each padded like the device upload)."""
 
     def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex) -> None:
-        host, widths = index_host_arrays(ix)
-        self.lib, self.keep, ptrs = lib, [], []
-        for a in host:
+        host = host_index(ix)
+        self.lib, self.keep, ptrs = lib, [], {}
+        for field, a in host.arrays.items():
             b = np.zeros(a.nbytes + 16, dtype=np.uint8)
             b[: a.nbytes] = a.view(np.uint8).ravel()
             self.keep.append(b)
-            ptrs.append(b.ctypes.data)
-        self.view = index_view_bytes(ptrs, widths, int(ix.num_nodes))
+            ptrs[field] = b.ctypes.data
+        self.view = host.view_bytes(ptrs)
 
     def _eos(self, e: tuple[int, ...]) -> np.ndarray:
         a = np.zeros(8, np.int64)
