@@ -27,5 +27,5 @@ def test_readme_makes_a_virtual_environment_before_installing():
     text = README.read_text()
     section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
     assert "externally-managed-environment" in section
-    venv, pip = section.find("python3 -m venv .venv && . .venv/bin/activate"), section.find("pip install")
+    venv, pip = section.find("python3 -m venv .venv && . .venv/bin/activate"), section.find("python3 -m pip install")
     assert 0 <= venv < pip, "README: make and activate the virtual environment before the first pip install"
