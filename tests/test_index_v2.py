@@ -286,10 +286,11 @@ CRAFTED = {
     "huge float": (_meta("max_keyword_length", 1e300), "corrupt metadata"),
     "huge int": (_meta("num_keywords", 2**64 + 344), "corrupt header"),
     "bigger than int64 wraps": (_meta("num_nodes", 2**62), "corrupt metadata"),
-    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length"),
+    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length 1000000000 is over"),
     "long keyword claim as float": (_meta("max_keyword_length", 1e9), "corrupt metadata"),
     "keyword claim one longer": (lambda d: d["meta"].__setitem__("max_keyword_length", 7), "longest keyword has 6"),
-    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length"),
+    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length 1 is shorter than a path of the "
+                                                            r"trie \(trie height over 1, longest edge"),
     "max_token too small": (lambda d: d["meta"].__setitem__("max_token", d["meta"]["max_token"] // 2), "max_token"),
     "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "degrees"),
     "max_degree_nonroot": (lambda d: d["meta"].__setitem__("max_degree_nonroot", 0), "below the root"),
