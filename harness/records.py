@@ -147,8 +147,8 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
 
     All the lines go out in one ``os.write`` on a descriptor opened with ``O_APPEND`` (under an advisory
     lock).  A write that fails or comes back short (a full disk) is undone: the file is truncated back to
-    its size before the call, so it holds either every new record or none, never half a line, and an
-    `OSError` naming the file is raised.
+    its size before the call (a file the call created is removed), so it holds either every new record or
+    none, never half a line, and an `OSError` naming the file is raised.
     """
     data = b"".join(_to_line(r) for r in records)
     count = data.count(b"\n")
@@ -156,14 +156,8 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
         return 0
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd, created = _open_locked(p)
     try:
-        try:
-            import fcntl
-
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except (ImportError, OSError):
-            pass
         before = os.fstat(fd).st_size
         try:
             written = os.write(fd, data)
@@ -173,12 +167,43 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
             os.fsync(fd)
         except OSError as e:
             _truncate(fd, before)
+            if created and before == 0:  # a file this call made goes again (still under the lock)
+                _unlink(p)
             if e.filename is None:
                 e.filename = str(p)
             raise
     finally:
         os.close(fd)
     return count
+
+
+def _open_locked(p: Path) -> tuple[int, bool]:
+    """Open ``p`` for appending (``O_APPEND``) under an exclusive advisory lock; True when this call
+    created it.  A file that a failed append removed while this call waited for the lock is opened again."""
+    while True:
+        try:
+            fd, created = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
+        except FileExistsError:
+            try:
+                fd, created = os.open(p, os.O_WRONLY | os.O_APPEND), False
+            except FileNotFoundError:  # removed meanwhile, or a dangling link (made as before)
+                fd, created = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), False
+        try:
+            import fcntl
+
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except (ImportError, OSError):
+            pass
+        if os.fstat(fd).st_nlink:
+            return fd, created
+        os.close(fd)
+
+
+def _unlink(p: Path) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
 
 
 def _truncate(fd: int, size: int) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -311,9 +312,11 @@ def _shutdown(pool: ProcessPoolExecutor | None, tmpdir: str | None) -> None:
 
 
 def _died(processes: Mapping[int, BaseProcess]) -> str:
-    """The workers that ended, as ``pid N (exit code C)``, for the error message."""
-    gone = [f"pid {pid} (exit code {p.exitcode})" for pid, p in processes.items() if p.exitcode not in (None, 0)]
-    return ", ".join(gone) or "a worker"
+    """The workers that ended, as ``pid N (exit code C)``, for the error message.  Those ended by SIGTERM
+    are left out when another one died: the executor terminates the others once one is gone."""
+    ended = {pid: p.exitcode for pid, p in processes.items() if p.exitcode not in (None, 0)}
+    died = {pid: c for pid, c in ended.items() if c != -signal.SIGTERM} or ended
+    return ", ".join(f"pid {pid} (exit code {c})" for pid, c in died.items()) or "a worker"
 
 
 class MarisaSearcher:

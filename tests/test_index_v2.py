@@ -286,10 +286,11 @@ CRAFTED = {
     "huge float": (_meta("max_keyword_length", 1e300), "corrupt metadata"),
     "huge int": (_meta("num_keywords", 2**64 + 344), "corrupt header"),
     "bigger than int64 wraps": (_meta("num_nodes", 2**62), "corrupt metadata"),
-    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length"),
+    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length 1000000000 is over"),
     "long keyword claim as float": (_meta("max_keyword_length", 1e9), "corrupt metadata"),
     "keyword claim one longer": (lambda d: d["meta"].__setitem__("max_keyword_length", 7), "longest keyword has 6"),
-    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length"),
+    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length 1 is shorter than a path of the "
+                                                            r"trie \(trie height over 1, longest edge"),
     "max_token too small": (lambda d: d["meta"].__setitem__("max_token", d["meta"]["max_token"] // 2), "max_token"),
     "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "degrees"),
     "max_degree_nonroot": (lambda d: d["meta"].__setitem__("max_degree_nonroot", 0), "below the root"),
@@ -401,6 +402,39 @@ def test_every_array_is_covered_by_checksums_and_padding(tmp_path, saved):
             flipped[start + e["offset"] + e["nbytes"]] = 1  # the alignment padding after it
             refused(tmp_path, bytes(flipped), "padding")
         refused(tmp_path, raw[: start + e["offset"] + e["nbytes"] // 2], "truncated")
+
+
+def test_a_crafted_keyword_count_does_not_size_the_id_inverse(tmp_path, saved, monkeypatch):
+    """num_keywords only bounds the ids; keyword(i) through the map needs memory for the map, not 8 bytes
+    per claimed keyword (2**40 of them: an 8 TB np.full before the fix)."""
+    path, raw = saved
+    good = NarrowLoudsIndex.load(path)
+    assert good.keyword_ids.size
+    doc, data = split(raw)
+    doc["meta"]["num_keywords"] = 2**40
+    bad = tmp_path / "count.ftrie"
+    bad.write_bytes(assemble(doc, data))
+    ix = NarrowLoudsIndex.load(bad)  # nothing in the arrays disproves the count (duplicates are not stored)
+    real_full = np.full
+    monkeypatch.setattr(np, "full", lambda n, *a, **k: real_full(n, *a, **k) if n < 1 << 24 else pytest.fail(
+        f"np.full({n})"))
+    ids = good.keyword_ids.to_array()
+    for i in (int(ids[0]), int(ids.max()), int(ids.min())):
+        assert ix.keyword(i).tolist() == good.keyword(i).tolist()
+    with pytest.raises(InputError, match="duplicate"):
+        ix.keyword(2**39)
+
+
+def test_sparse_keyword_ids_use_the_sorted_inverse():
+    # 3 unique keywords among 3M inputs: the last kept id is ~3M, far more than 8 per stored id
+    n = 3_000_000
+    tokens = np.concatenate([[5], np.ones(n - 2), [3]]).astype(np.uint32)  # [5], [1] x (n - 2), [3]
+    ix = NarrowLoudsIndex.build(KeywordSet(tokens, np.arange(n + 1, dtype=np.int64)))
+    assert ix.keyword_ids.size == 3 and ix.num_keywords == n
+    assert [ix.keyword(i).tolist() for i in (0, 1, n - 1)] == [[5], [1], [3]]
+    assert isinstance(ix._node_of_id, tuple)
+    with pytest.raises(InputError, match="duplicate"):
+        ix.keyword(5)
 
 
 def test_stale_temporaries_of_a_killed_save_are_removed(tmp_path):

@@ -254,6 +254,7 @@ def test_a_worker_killed_mid_search_raises_and_the_next_search_recovers() -> Non
         assert not th.is_alive(), "search() still blocked 60 s after a worker died"
         err = outcome.get("error")
         assert isinstance(err, WorkerError) and f"pid {victim} (exit code -9)" in str(err), outcome
+        assert all(f"pid {pid} " not in str(err) for pid in pids if pid != victim), err  # stopped, not died
         small = proposals[:3]
         assert multi.search(small, cfg).equals(MarisaSearcher(keywords).search(small, cfg))  # fresh workers
     with pytest.raises(WorkerError, match="search: this MarisaSearcher is closed"):

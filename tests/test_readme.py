@@ -20,3 +20,12 @@ def test_readme_decoder_example_runs(tmp_path, monkeypatch, capsys):
     shown = re.search(r"^# prints: (.*)$", m.group(1), re.M)
     assert shown, "README: the example should show its expected output as '# prints: ...'"
     assert out.splitlines()[0] == shown.group(1)
+
+
+def test_readme_makes_a_virtual_environment_before_installing():
+    """A modern Linux refuses `pip install` outside a virtual environment (externally-managed-environment)."""
+    text = README.read_text()
+    section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    assert "externally-managed-environment" in section
+    venv, pip = section.find("python3 -m venv .venv && . .venv/bin/activate"), section.find("python3 -m pip install")
+    assert 0 <= venv < pip, "README: make and activate the virtual environment before the first pip install"

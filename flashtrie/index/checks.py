@@ -127,9 +127,12 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
     longest_edge = 1 + int(np.diff(starts).max()) if starts.size > 1 else 1
     L = ix.max_keyword_length
     height = tree_height(ix.louds, n, L)
-    if not max(height, longest_edge) <= L <= height + ix.suffix.size:
-        return (f"max_keyword_length {L} is outside [{max(height, longest_edge)}, {height + ix.suffix.size}] "
-                f"(trie height {height}, longest edge {longest_edge}, {ix.suffix.size} tail tokens)")
+    if height > L or longest_edge > L:  # tree_height stops counting past L
+        return (f"max_keyword_length {L} is shorter than a path of the trie (trie height "
+                f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
+    if L > height + ix.suffix.size:
+        return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
+                f"{height} and its {ix.suffix.size} tail tokens allow")
     return None
 
 

@@ -61,7 +61,8 @@ class NarrowLoudsIndex:
         self.max_degree_nonroot: int = int(meta["max_degree_nonroot"])
         #: "input": ids are input positions; "index": the r-th keyword end (level order) has id r
         self.id_order: str = str(meta["id_order"])
-        self._node_of_id: np.ndarray | None = None  # lazily built inverse of keyword_ids (see `keyword`)
+        #: lazily built inverse of keyword_ids (see `_rank_of_id`): dense, or sorted ids and their ranks
+        self._node_of_id: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None
 
     # ------------------------------------------------------------------ build / save / load
     @overload
@@ -234,19 +235,13 @@ class NarrowLoudsIndex:
         """Tokens (uint32) of the keyword with id ``i``, by a walk up from its node.
 
         The walk costs one select1 per level.  With an id map, the first call also builds its inverse
-        (one int64 per keyword id, O(keywords) time), kept for later calls.  A duplicate collapsed at
-        build time has no node of its own: its id is refused (look up the id it was a duplicate of).
+        (`_rank_of_id`), kept for later calls.  A duplicate collapsed at build time has no node of its
+        own: its id is refused (look up the id it was a duplicate of).
         """
         limit = self.num_unique if self.id_order == "index" else self.num_keywords
         if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= int(i) < limit:
             raise InputError(f"i: keyword id {i!r} is not in [0, {limit})")
-        rank = int(i)
-        if self.keyword_ids.size:
-            if self._node_of_id is None:
-                inv = np.full(self.num_keywords, -1, dtype=np.int64)
-                inv[self.keyword_ids.to_array()] = np.arange(self.keyword_ids.size, dtype=np.int64)
-                self._node_of_id = inv
-            rank = int(self._node_of_id[rank])
+        rank = self._rank_of_id(int(i)) if self.keyword_ids.size else int(i)
         if rank < 0 or rank >= self.num_unique:  # with no map, the kept ids of input order are 0 .. unique - 1
             raise InputError(f"i: keyword id {i} is not stored: it was a duplicate of an earlier keyword, "
                              "collapsed at build time")
@@ -257,6 +252,28 @@ class NarrowLoudsIndex:
             edges.append(self.edge_tokens(np.full(m, node), np.arange(m)))
             node = int(self.louds.select1(np.array([node - 1]))[0]) - (node - 1)  # zeros before its bit
         return np.concatenate(edges[::-1]).astype(np.uint32)
+
+    def _rank_of_id(self, i: int) -> int:
+        """The terminal rank of keyword id ``i`` through the id map, -1 when no node has that id.
+
+        The inverse is one int64 per id up to the largest stored one when that is at most 8 per stored id
+        (plus 1M), else the sorted ids and their ranks: memory in proportion to the map, never to the
+        header's keyword count (which a crafted file can set to 2**40)."""
+        if self._node_of_id is None:
+            ids = self.keyword_ids.to_array().astype(np.int64)
+            top = int(ids.max()) + 1
+            if top <= 8 * ids.size + (1 << 20):
+                inv = np.full(top, -1, dtype=np.int64)
+                inv[ids] = np.arange(ids.size, dtype=np.int64)
+                self._node_of_id = inv
+            else:
+                order = np.argsort(ids, kind="stable")
+                self._node_of_id = (ids[order], order)
+        if isinstance(self._node_of_id, np.ndarray):
+            return int(self._node_of_id[i]) if i < self._node_of_id.size else -1
+        ids, ranks = self._node_of_id
+        at = int(np.searchsorted(ids, i))
+        return int(ranks[at]) if at < ids.size and ids[at] == i else -1
 
     # ------------------------------------------------------------------ single-sequence helpers
     def walk(self, tokens: Sequence[int] | np.ndarray) -> tuple[int, int] | None:
