@@ -79,8 +79,17 @@ class RunContext:
 
     def make_searchers(self, backends: Sequence[str], keywords: KeywordSet | None, index: Any
                        ) -> tuple[dict[str, Any], dict[str, str]]:
-        """`flashtrie.harness.backends.make_searchers`, announcing each backend."""
-        return make_searchers(backends, keywords, index, progress=self.announce)
+        """`flashtrie.harness.backends.make_searchers`, announcing each backend and how long it took."""
+        made: dict[str, Any] = {}
+        failed: dict[str, str] = {}
+        for name in backends:
+            t0 = time.perf_counter()
+            m, f = make_searchers([name], keywords, index, progress=self.announce)
+            made.update(m)
+            failed.update(f)
+            if self.progress and name in m:
+                tqdm.write(f"backend {name} ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        return made, failed
 
     def emit(self, records: Sequence[Record]) -> None:
         """Keep the records and append them to the output file (if any) right away."""
