@@ -29,3 +29,22 @@ def test_readme_makes_a_virtual_environment_before_installing():
     assert "externally-managed-environment" in section
     venv, pip = section.find("python3 -m venv .venv && . .venv/bin/activate"), section.find("python3 -m pip install")
     assert 0 <= venv < pip, "README: make and activate the virtual environment before the first pip install"
+
+
+def test_readme_autoregressive_examples_run(capsys):
+    """Both snippets of 'Autoregressive decoding' run as written (the second uses the first's index)."""
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    section = README.read_text().split("## Autoregressive decoding", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) == 2, "README: the autoregressive section should hold the generate() and the stepwise examples"
+    ns: dict = {}
+    exec(compile(blocks[0], str(README), "exec"), ns)
+    generated = eval(capsys.readouterr().out.strip())  # e.g. [12, 7, 99, 99]
+    eos = ns["eos"]
+    cut = generated.index(eos)
+    assert generated[:cut] in ([12, 7, 9], [12, 7], [40]) and set(generated[cut:]) == {eos}
+    exec(compile(blocks[1], str(README), "exec"), ns)
+    assert capsys.readouterr().out.strip() == "[False  True]"
