@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from flashtrie.reference_cpu import NumpySearcher
 
-from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals
+from flashtrie import KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig
 from flashtrie.cli import main
 from flashtrie.errors import InputError
 from flashtrie.io_util import _umask
@@ -427,3 +428,30 @@ def test_every_package_folder_is_installed() -> None:
              for p in (root / "flashtrie").glob("*/__init__.py")}
     assert found <= listed, found - listed
     assert conf["project"]["scripts"]["flashtrie"] == "flashtrie.cli:main"
+
+
+def test_build_with_index_order_ids(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`build --ids index` stores no id map; searches then return index-order ids, whose tokens the index
+    gives back, and the same keywords as the input-order index."""
+    f = _files(tmp_path)
+    out = tmp_path / "ix.ftrie"
+    assert main(["build", str(f["kw"]), "-o", str(out), "--ids", "index"]) == 0
+    by_index, by_input = NarrowLoudsIndex.load(out), NarrowLoudsIndex.load(f["idx"])
+    assert by_index.id_order == "index" and by_index.keyword_ids.size == 0
+    p, _ = Proposals.from_tsv(f["q"])
+    config = SearchConfig(beam_width=4)
+    a = NumpySearcher(by_index).search(p, config)
+    b = NumpySearcher(by_input).search(p, config)
+    tokens = lambda ix, ids: [ix.keyword(int(i)).tolist() for i in ids if i >= 0]  # noqa: E731
+    for q in range(p.num_queries):
+        assert tokens(by_index, a.keyword_ids[q]) == tokens(by_input, b.keyword_ids[q])
+    assert np.array_equal(a.scores.view(np.uint32), b.scores.view(np.uint32))
+
+
+def test_build_on_the_gpu_without_cupy_says_what_to_install(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    f = _files(tmp_path)
+    monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy fails, as on a machine without it
+    assert main(["build", str(f["kw"]), "-o", str(tmp_path / "g.ftrie"), "--gpu"]) == 2
+    assert "flashtrie[gpu-build]" in _error_line(capsys)
+    assert not (tmp_path / "g.ftrie").exists()

@@ -250,14 +250,20 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
     return keywords, index, workload
 
 
-def build_index(keywords: Any, quiet: bool) -> Any:
-    """`NarrowLoudsIndex.build` with a stage line (a progress bar for large libraries)."""
+def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = False) -> Any:
+    """`NarrowLoudsIndex.build` (or, with ``gpu``, `flashtrie.gpu_impl.build_index`: the same arrays) with a
+    stage line (a progress line per stage for large libraries)."""
     from flashtrie.index import NarrowLoudsIndex
 
+    if gpu:
+        from flashtrie.gpu_impl import build_index as build_on_gpu
+
+        with Stage(f"building the index of {len(keywords):,} keywords on the GPU", quiet):
+            return build_on_gpu(keywords, ids=ids)
     if quiet or len(keywords) < 500_000:
         with Stage(f"building the index of {len(keywords):,} keywords", quiet):
-            return NarrowLoudsIndex.build(keywords)
-    return NarrowLoudsIndex.build(keywords, progress=True)
+            return NarrowLoudsIndex.build(keywords, ids=ids)
+    return NarrowLoudsIndex.build(keywords, progress=True, ids=ids)
 
 
 # ----------------------------------------------------------------------------------------- backends

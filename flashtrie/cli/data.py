@@ -54,7 +54,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     with Stage(f"loading keywords {args.keywords}", args.quiet):
         kw = load_keywords(args.keywords)
     t0 = time.perf_counter()
-    idx = build_index(kw, args.quiet)
+    idx = build_index(kw, args.quiet, ids=args.ids, gpu=args.gpu)
     dt = time.perf_counter() - t0
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         idx.save(args.output)
@@ -141,6 +141,12 @@ def add_parsers(subs: Any) -> None:
         """, cmd_build)
     p.add_argument("keywords", metavar="KEYWORDS", help="keyword library (.txt or .npz)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="index file to write")
+    p.add_argument("--ids", choices=("input", "index"), default="input",
+                   help="what result ids mean: 'input' = the keyword's position in KEYWORDS (a map is stored "
+                        "unless that already is the index's order); 'index' = the index's own order, no map (a "
+                        "smaller file; `search --show-tokens` shows each id's tokens)")
+    p.add_argument("--gpu", action="store_true",
+                   help="build on the GPU (the same arrays; needs flashtrie[gpu-build], i.e. cupy)")
 
     p = add_command(subs, "info", "show what an index file holds: counts and bytes per array", """
         Loads the index (memory-mapped; the CRC-32 of every array is checked unless --no-verify) and
