@@ -299,12 +299,12 @@ def make_searchers(names: list[str], keywords: Any, index: Any, quiet: bool) -> 
     """`flashtrie.harness.backends.make_searchers` with a stage line per backend (marisa builds its trie
     here: seconds for a million keywords)."""
     from flashtrie.harness.backends import make_searchers as make
+    from flashtrie.harness.backends import setup_text
 
     made: dict[str, Any] = {}
     failed: dict[str, str] = {}
     for name in names:
-        what = f"building the marisa trie for backend {name}" if needs_keywords(name) else f"setting up backend {name}"
-        with Stage(what, quiet):
+        with Stage(setup_text(name), quiet):
             m, f = make([name], keywords, index)
         made.update(m)
         failed.update(f)
