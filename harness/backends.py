@@ -132,7 +132,7 @@ def parse_backends(text: str | None) -> list[str] | None:
 def setup_text(name: str) -> str:
     """What constructing backend ``name`` does, for progress lines (marisa builds its trie: seconds per
     million keywords)."""
-    if BACKENDS[name].needs == "keywords":
+    if BACKENDS[name].cls == "MarisaSearcher":
         return f"building the marisa trie for backend {name}"
     return f"setting up backend {name}"
 
