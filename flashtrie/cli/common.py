@@ -48,13 +48,11 @@ def add_command(subs: Any, name: str, help_line: str, body: str, fn: Callable[[a
 
 # ------------------------------------------------------------------------------------- argument types
 def _parse_count(text: str) -> int | None:
-    """``text`` as a positive integer (200000, 200k, 2M, 1e6), or None when it is not one."""
+    """``text`` as a positive integer (200000, 200k, 2M, 1G, 1e6), or None when it is not one."""
     t = text.strip().lower().replace("_", "")
-    mult = 1
-    if t.endswith("k"):
-        mult, t = 1_000, t[:-1]
-    elif t.endswith("m"):
-        mult, t = 1_000_000, t[:-1]
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(t[-1:], 1)
+    if mult > 1:
+        t = t[:-1]
     try:
         v = int(t) * mult
     except ValueError:
@@ -81,7 +79,7 @@ def ints(text: str) -> list[int]:
 
 
 def count(text: str) -> int:
-    """An integer >= 1; accepts 200000, 200k, 2M, 1e6."""
+    """An integer >= 1; accepts 200000, 200k, 2M, 1G, 1e6."""
     v = _parse_count(text)
     if v is None:
         raise argparse.ArgumentTypeError(f"expected a positive integer count such as 200000, 200k or 2M, "
