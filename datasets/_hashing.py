@@ -15,7 +15,6 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _S30 = np.uint64(30)
 _S27 = np.uint64(27)
 _S31 = np.uint64(31)
-_S11 = np.uint64(11)
 
 #: Hash of the empty prefix (the trie root).
 ROOT_HASH = np.uint64(0x243F6A8885A308D3)
@@ -36,11 +35,6 @@ def child_hash(parent: np.ndarray | np.uint64, tokens: np.ndarray) -> np.ndarray
     h = np.multiply(parent, _GOLDEN, dtype=np.uint64)
     h ^= tokens.astype(np.uint64)
     return mix64(h)
-
-
-def to_unit(h: np.ndarray) -> np.ndarray:
-    """Map 64-bit hashes to floats uniform in ``[0, 1)`` (top 53 bits)."""
-    return (h >> _S11).astype(np.float64) * (1.0 / 9007199254740992.0)
 
 
 def depth_prefix_hashes(keywords: KeywordSet, max_depth: int | None = None) -> list[tuple[np.ndarray, np.ndarray]]:

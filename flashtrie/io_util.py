@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import Callable
@@ -66,10 +67,12 @@ def _temp_names(target: Path) -> tuple[str, str]:
     return f".{target.name}.", ".tmp"
 
 
-def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECONDS,
+                             folders: bool = False) -> list[Path]:
     """Remove the temporary files that killed saves of ``target`` left beside it (``.NAME.XXXXXXXX.tmp``,
     as `tempfile.mkstemp` names them), if older than ``older_than`` seconds; returns what was removed.
 
+    With ``folders``, removes temporary folders of that name (as `tempfile.mkdtemp` makes them) instead.
     Younger ones may belong to a save still running in another process, so they stay.
     """
     prefix, suffix = _temp_names(target)
@@ -83,8 +86,12 @@ def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECOND
         if not (e.name.startswith(prefix) and e.name.endswith(suffix) and len(mid) == 8 and set(mid) <= _TEMP_CHARS):
             continue
         try:
-            if e.is_file(follow_symlinks=False) and now - e.stat(follow_symlinks=False).st_mtime > older_than:
-                os.unlink(e.path)
+            kind_ok = e.is_dir(follow_symlinks=False) if folders else e.is_file(follow_symlinks=False)
+            if kind_ok and now - e.stat(follow_symlinks=False).st_mtime > older_than:
+                if folders:
+                    shutil.rmtree(e.path)
+                else:
+                    os.unlink(e.path)
                 removed.append(Path(e.path))
         except OSError:
             pass  # gone already, or not ours to remove

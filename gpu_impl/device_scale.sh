@@ -4,7 +4,7 @@
 # FLASHTRIE_COMMIT must be given when this runs on a copied tree (a staged copy, or a tree without its own
 # .git): git would otherwise name the commit of whatever checkout holds the copy, and the records would
 # carry that commit (the 2026-12-01 run's records name main's 59cae3b for a staged copy of a11aecc).
-# 1. installs the carried wheels (.whl/) and the project (as gpu_impl/device_check.sh does);
+# 1. installs the carried wheels (.whl/) and the project (as gpu_impl/scripts/device_check.sh does);
 # 2. generates N keywords, 16 dense queries (K = 1000), builds the index (the GPU builder where cupy and a
 #    GPU are present, else the CPU builder; BUILDER=gpu|cpu forces one), saves, loads with verification,
 #    uploads (GpuSearcher), checks GPU == numpy on a few queries (gpu_impl/scale_stages.py, one process

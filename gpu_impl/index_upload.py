@@ -19,6 +19,7 @@ import numpy as np
 
 from flashtrie.errors import IndexFormatError, InputError
 from flashtrie.index import NarrowLoudsIndex
+from flashtrie.index.derived import NODE_HAS_CHILDREN, NODE_LINKED, NODE_TERMINAL
 
 from .context import GpuContext
 from .layout import INDEX_VIEW
@@ -36,7 +37,6 @@ _ARRAYS = (("louds_words", "louds.words"), ("louds_rank", "louds.rank"), ("louds
            ("labels_hi", "labels_hi.words"), ("linked_words", "linked.words"), ("linked_rank", "linked.rank"),
            ("link_starts", "link_starts.words"), ("suffix", "suffix.words"), ("terminal_words", "terminal.words"),
            ("terminal_rank", "terminal.rank"), ("keyword_ids", "keyword_ids.words"))
-_NODE_LINKED, _NODE_TERMINAL, _NODE_HAS_CHILD = 1, 2, 4  # kernels/index.cuh
 
 
 @dataclass
@@ -57,7 +57,7 @@ def _derive_node_facts(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int, int]:
     deg = np.diff(np.concatenate(([-1], zpos))) - 1
     linked = ix.linked.to_bools()[:n].astype(np.uint8)
     term = ix.terminal.to_bools()[:n].astype(np.uint8)
-    flags = linked * _NODE_LINKED | term * _NODE_TERMINAL | (deg > 0).astype(np.uint8) * _NODE_HAS_CHILD
+    flags = linked * NODE_LINKED | term * NODE_TERMINAL | (deg > 0).astype(np.uint8) * NODE_HAS_CHILDREN
     return flags, int(deg.max()) if n else 0, int(deg[1:].max()) if n > 1 else 0
 
 

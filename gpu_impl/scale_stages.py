@@ -29,13 +29,12 @@ from typing import Any
 from flashtrie.harness.env import snapshot
 from flashtrie.harness.records import Record, append_record, new_run_id, read_records
 
+from flashtrie.cli.common import count
+
 STAGES = ("gen", "queries", "build", "check", "fail", "table", "render")
 
 
-def _count(text: str) -> int:
-    t = text.strip().upper()
-    mult = {"K": 10**3, "M": 10**6, "G": 10**9}.get(t[-1:], 1)
-    return int(float(t[:-1] if mult > 1 else t) * mult)
+_count = count  # 800M, 10k, 1G (the CLI's parser)
 
 
 def peak_rss() -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from flashtrie.errors import DeviceError, InputError
 from flashtrie.index import NarrowLoudsIndex
-from flashtrie.stepwise import StepStates, TrieStepper, check_vocab
+from flashtrie.stepwise import _MAX_EOS, StepStates, TrieStepper, check_vocab
 
 from .compile import compile_kernel
 from .context import GpuContext
@@ -33,7 +33,6 @@ __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
 CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
-_MAX_EOS = 8
 
 
 class _Torch:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from flashtrie.index import NarrowLoudsIndex
 
 __all__ = ["BACKENDS", "ORDER", "BackendSpec", "find_class", "availability", "available", "available_backends",
-           "make_searchers", "close_searchers", "parse_backends", "reference_first", "REFERENCE", "BASELINE"]
+           "make_searchers", "setup_text", "close_searchers", "parse_backends", "reference_first", "REFERENCE",
+           "BASELINE"]
 
 #: Display and timing order; marisa first because it is the speed-up baseline.
 ORDER = ("marisa", "numpy", "gpu")
@@ -126,6 +127,14 @@ def parse_backends(text: str | None) -> list[str] | None:
             raise InputError(f"--backends: unknown backend {n!r}; expected a comma-separated list of "
                              f"{', '.join(BACKENDS)} (or 'all')")
     return names
+
+
+def setup_text(name: str) -> str:
+    """What constructing backend ``name`` does, for progress lines (marisa builds its trie: seconds per
+    million keywords)."""
+    if BACKENDS[name].cls == "MarisaSearcher":
+        return f"building the marisa trie for backend {name}"
+    return f"setting up backend {name}"
 
 
 def make_searchers(names: Iterable[str], keywords: KeywordSet | None, index: NarrowLoudsIndex | None,

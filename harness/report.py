@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from flashtrie.io_util import _umask, remove_stale_temporaries
+
 from .backends import ORDER
 from .env import summary_line
 from .plots import FIGURES, plot_all
@@ -415,7 +417,8 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
 
     Everything is written to a temporary folder beside ``out_dir`` first; only when all of it is written
     are the files renamed into ``out_dir`` (report.md last; other files already there, such as the records,
-    stay), so a failure (a full disk) leaves no partial report.
+    stay), so a failure (a full disk) leaves no partial report.  A killed report leaves that temporary
+    folder (``.NAME.XXXXXXXX.tmp``); the next report of the same ``out_dir`` removes it once it is an hour old.
     """
     import shutil
     import tempfile
@@ -428,6 +431,7 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
                          "first (it appends records to its -o file)")
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out, folders=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
         drawn = plot_all(records, tmp)
@@ -435,8 +439,6 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
                                title or f"flashtrie benchmark report: {out.name}")
         (tmp / "report.md").write_bytes(text.encode())
         if not out.exists():
-            from flashtrie.io_util import _umask
-
             os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's 0700
             os.replace(tmp, out)
             return out / "report.md"

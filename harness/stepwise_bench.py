@@ -33,16 +33,13 @@ from typing import Any
 import numpy as np
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
+from flashtrie.cli.common import count
 from flashtrie.stepwise import StepStates, TrieStepper
 
 from .records import Record, append_record, new_run_id, read_records
 
 DEFAULT_CASES = "fixed:1M:2048,fixed:1M:32768,var:10M,fixed:20M:32768,var:100M,fixed:20M:2048"
-_SUFFIX = {"k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000}
-
-
-def _count(text: str) -> int:
-    return int(float(text[:-1]) * _SUFFIX[text[-1]]) if text[-1] in _SUFFIX else int(text)
+_count = count  # 1M, 20M, 2048 (the CLI's parser)
 
 
 def fixed_length_library(n: int, vocab: int, length: int = 8, seed: int = 0) -> KeywordSet:

@@ -35,7 +35,7 @@ from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats, result_difference
 
-from .backends import BASELINE, close_searchers, make_searchers, reference_first
+from .backends import BASELINE, close_searchers, make_searchers, reference_first, setup_text
 from .records import Record, append_records, new_run_id
 from .timing import OverBudget, Timing, TimingPlan, summarize, time_searcher
 from .workloads import tile_proposals, truncate_proposals, workload_params
@@ -74,8 +74,7 @@ class RunContext:
     def announce(self, backend: str) -> None:
         """Say on stderr that ``backend`` is being set up (marisa builds its trie: seconds per million keywords)."""
         if self.progress:
-            what = "building the marisa trie for" if backend.startswith("marisa") else "setting up"
-            tqdm.write(f"{what} backend {backend} ...", file=sys.stderr)
+            tqdm.write(f"{setup_text(backend)} ...", file=sys.stderr)
 
     def make_searchers(self, backends: Sequence[str], keywords: KeywordSet | None, index: Any
                        ) -> tuple[dict[str, Any], dict[str, str]]:

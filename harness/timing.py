@@ -178,9 +178,5 @@ def time_searcher(searcher: Any, batches: Sequence[Any], config: Any, plan: Timi
                 first.append(res)
         if plan.max_seconds is not None and time.perf_counter() - start > plan.max_seconds:
             break
-    return Timing(wall_ms=wall, device_ms=device, warmup=plan.warmup, first_pass=_stack(first),
+    return Timing(wall_ms=wall, device_ms=device, warmup=plan.warmup, first_pass=SearchResult.concat(first),
                   breakdown_ms=parts)
-
-
-def _stack(parts: list[SearchResult]) -> SearchResult:
-    return parts[0] if len(parts) == 1 else SearchResult.concat(parts)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +17,9 @@ from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
-from flashtrie.search_types import SearchResult
 
 __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index", "save_keywords",
-           "workload_params", "relevant_sets", "truncate_proposals", "concat_results", "tile_proposals",
+           "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals",
            "sniff_kind", "Loaded", "limit_workload", "generate_workload", "save_workload_file", "duplicate_count"]
 
 
@@ -246,8 +244,3 @@ def tile_proposals(p: Proposals, batch: int, start: int = 0) -> Proposals:
     """A batch of ``batch`` queries taken cyclically from ``p`` starting at query ``start``."""
     idx = (np.arange(batch) + start) % p.num_queries
     return Proposals(p.tokens[idx], p.logprobs[idx])
-
-
-def concat_results(parts: Sequence[SearchResult]) -> SearchResult:
-    """Deprecated: `SearchResult.concat` (kept for the callers not yet moved)."""
-    return SearchResult.concat(parts)

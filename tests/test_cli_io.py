@@ -223,6 +223,27 @@ def test_report_failing_midway_leaves_no_folder(tmp_path: Path, monkeypatch: pyt
     assert new.stat().st_mode & 0o777 == 0o777 & ~_umask()  # renamed into place with the usual permissions
 
 
+def test_report_removes_the_stale_folders_of_killed_reports(tmp_path: Path) -> None:
+    import time
+
+    from flashtrie.io_util import STALE_TEMP_SECONDS
+
+    f = _files(tmp_path)
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "beam", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beams", "2",
+                 "--repeats", "1", "--warmup", "0", "-o", str(res), "--quiet"]) == 0
+    old, young, other = tmp_path / ".rep.ab_c12z9.tmp", tmp_path / ".rep.young123.tmp", tmp_path / ".rap.abcdefgh.tmp"
+    for d in (old, young, other):
+        d.mkdir()
+        (d / "fig.svg").write_text("half")
+    past = time.time() - STALE_TEMP_SECONDS - 60
+    for d in (old, other):
+        os.utime(d, (past, past))
+    assert main(["report", str(res), "-o", str(tmp_path / "rep")]) == 0
+    assert not old.exists() and young.exists() and other.exists()  # a young one may be a report still running
+    assert (tmp_path / "rep" / "report.md").exists()
+
+
 # ------------------------------------------------------------------------- damaged records (#11.2)
 def test_report_skips_a_damaged_last_line_with_a_warning(tmp_path: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:

@@ -778,3 +778,12 @@ def test_case_records_carry_device_time_host_breakdown_and_backend_costs() -> No
     assert m["host_prep_ms"] == 0.5 and m["host_wait_ms"] == pytest.approx(2.5)
     assert (m["backend_arch"], m["backend_compile_seconds"], m["backend_upload_seconds"]) == ("sm_90", 1.5, 0.25)
     assert rec.config["beam_width"] == 2 and rec.config["max_results"] == 2  # SearchConfig.to_dict
+
+
+def test_setup_lines_name_the_marisa_trie_only_for_marisa() -> None:
+    from flashtrie.harness.backends import setup_text
+
+    assert setup_text("marisa") == "building the marisa trie for backend marisa"
+    assert setup_text("marisa-lookup") == "building the marisa trie for backend marisa-lookup"
+    assert setup_text("oracle") == "setting up backend oracle"  # built from the keywords, but no marisa trie
+    assert setup_text("numpy") == "setting up backend numpy"

@@ -77,13 +77,6 @@ def test_concat_refuses_mixed_r_and_nothing() -> None:
         SearchResult.concat([])
 
 
-def test_workloads_concat_results_is_the_core_concat() -> None:
-    from flashtrie.harness.workloads import concat_results
-
-    a, b = SearchResult.empty(1, 2), _result([[(3, -1.0, -1.0, 1)]], 2)
-    assert concat_results([a, b]).equals(SearchResult.concat([a, b]))
-
-
 # ------------------------------------------------------------------------------------------ differences
 def test_result_difference_fields_and_text() -> None:
     base = _result([[(4, -1.0, -0.5, 2), (1, -2.0, -1.0, 3)], [(0, 0.0, 0.0, 1)]], 3)

@@ -48,13 +48,11 @@ def add_command(subs: Any, name: str, help_line: str, body: str, fn: Callable[[a
 
 # ------------------------------------------------------------------------------------- argument types
 def _parse_count(text: str) -> int | None:
-    """``text`` as a positive integer (200000, 200k, 2M, 1e6), or None when it is not one."""
+    """``text`` as a positive integer (200000, 200k, 2M, 1G, 1e6), or None when it is not one."""
     t = text.strip().lower().replace("_", "")
-    mult = 1
-    if t.endswith("k"):
-        mult, t = 1_000, t[:-1]
-    elif t.endswith("m"):
-        mult, t = 1_000_000, t[:-1]
+    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(t[-1:], 1)
+    if mult > 1:
+        t = t[:-1]
     try:
         v = int(t) * mult
     except ValueError:
@@ -81,7 +79,7 @@ def ints(text: str) -> list[int]:
 
 
 def count(text: str) -> int:
-    """An integer >= 1; accepts 200000, 200k, 2M, 1e6."""
+    """An integer >= 1; accepts 200000, 200k, 2M, 1G, 1e6."""
     v = _parse_count(text)
     if v is None:
         raise argparse.ArgumentTypeError(f"expected a positive integer count such as 200000, 200k or 2M, "
@@ -305,12 +303,12 @@ def make_searchers(names: list[str], keywords: Any, index: Any, quiet: bool) -> 
     """`flashtrie.harness.backends.make_searchers` with a stage line per backend (marisa builds its trie
     here: seconds for a million keywords)."""
     from flashtrie.harness.backends import make_searchers as make
+    from flashtrie.harness.backends import setup_text
 
     made: dict[str, Any] = {}
     failed: dict[str, str] = {}
     for name in names:
-        what = f"building the marisa trie for backend {name}" if needs_keywords(name) else f"setting up backend {name}"
-        with Stage(what, quiet):
+        with Stage(setup_text(name), quiet):
             m, f = make([name], keywords, index)
         made.update(m)
         failed.update(f)
