@@ -4,9 +4,8 @@
 GPU stepper both upload its `HostIndex` through `upload_host_index`).
 
 Nothing is derived here: the per-node flags and the degree maxima come from the index
-(``index.node_flags``, ``index.max_degree``, ``index.max_degree_nonroot``).  An index that lacks them (a
-version-1 file, or an index class before they were added) gets them from `_derive_node_facts`, a
-private fallback that computes them the same way.
+(``index.node_flags``, ``index.max_degree``, ``index.max_degree_nonroot``), which the builder computes and
+index format 2 stores (version-1 files, which lack them, are refused on load).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import numpy as np
 
 from flashtrie.errors import IndexFormatError, InputError
 from flashtrie.index import NarrowLoudsIndex
-from flashtrie.index.derived import NODE_HAS_CHILDREN, NODE_LINKED, NODE_TERMINAL
 
 from .context import GpuContext
 from .layout import INDEX_VIEW
@@ -50,36 +48,15 @@ class DeviceIndex:
     max_degree_nonroot: int
 
 
-def _derive_node_facts(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int, int]:
-    """(per-node flags uint8, max degree, max degree below the root) from the LOUDS bits (fallback only)."""
-    n = int(ix.num_nodes)
-    zpos = np.flatnonzero(~ix.louds.to_bools())
-    deg = np.diff(np.concatenate(([-1], zpos))) - 1
-    linked = ix.linked.to_bools()[:n].astype(np.uint8)
-    term = ix.terminal.to_bools()[:n].astype(np.uint8)
-    flags = linked * NODE_LINKED | term * NODE_TERMINAL | (deg > 0).astype(np.uint8) * NODE_HAS_CHILDREN
-    return flags, int(deg.max()) if n else 0, int(deg[1:].max()) if n > 1 else 0
-
-
 def _node_facts(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int, int]:
-    """(node flags packed 4 bits per node into uint32 words, max degree, max non-root degree)."""
+    """(node flags, 4 bits per node in uint32 words as index format 2 stores them, max degree, max non-root
+    degree): what the kernel reads, taken from the index as it is, derived nothing."""
     n = int(ix.num_nodes)
-    if all(hasattr(ix, a) for a in ("node_flags", "max_degree", "max_degree_nonroot")):
-        flags = ix.node_flags() if callable(ix.node_flags) else ix.node_flags
-        flags = np.asarray(flags)
-        deg_max, deg_nonroot = int(ix.max_degree), int(ix.max_degree_nonroot)
-    else:
-        flags, deg_max, deg_nonroot = _derive_node_facts(ix)
-    if flags.dtype == np.uint32:  # already the kernel's packing: 8 nodes a word (index format 2)
-        if flags.size < -(-n // 8):
-            raise IndexFormatError(f"index: node_flags has {flags.size} words, expected at least {-(-n // 8)} "
-                                   f"for {n} nodes")
-        return np.ascontiguousarray(flags), deg_max, deg_nonroot
-    if flags.size != n:
-        raise IndexFormatError(f"index: node_flags has {flags.size} entries, expected one per node ({n})")
-    vals = np.concatenate([flags.astype(np.uint32), np.zeros((-n) % 8, dtype=np.uint32)])
-    packed = np.bitwise_or.reduce(vals.reshape(-1, 8) << (4 * np.arange(8, dtype=np.uint32)), axis=1)
-    return packed.astype(np.uint32), deg_max, deg_nonroot
+    flags = np.ascontiguousarray(ix.node_flags)
+    if flags.dtype != np.uint32 or flags.size < -(-n // 8):
+        raise IndexFormatError(f"index: node_flags has {flags.size} {flags.dtype} words, expected at least "
+                               f"{-(-n // 8)} uint32 words for {n} nodes")
+    return flags, int(ix.max_degree), int(ix.max_degree_nonroot)
 
 
 def check_index_for_gpu(ix: NarrowLoudsIndex) -> None:
