@@ -53,24 +53,20 @@ def latency_records(records: Sequence[Record]) -> list[Record]:
 
 def find_stage(records: Sequence[Record], stage: str, n: int | None = PAPER_N) -> Record | None:
     """The last record of ``stage`` at size ``n`` (None: at the largest size that has one)."""
-    hits = [r for r in stage_records(records) if r.config.get("stage") == stage]
-    if n is None:
-        top = max((size_of(r) or 0 for r in hits), default=None)
-        hits = [r for r in hits if size_of(r) == top]
-    else:
-        hits = [r for r in hits if size_of(r) == n]
-    return hits[-1] if hits else None
+    return _last_at([r for r in stage_records(records) if r.config.get("stage") == stage], n)
 
 
 def find_latency(records: Sequence[Record], beam: int, batch: int, n: int | None = PAPER_N) -> Record | None:
-    hits = [r for r in latency_records(records)
-            if r.config.get("beam_width") == beam and r.config.get("batch_size", 1) == batch]
+    return _last_at([r for r in latency_records(records)
+                     if r.config.get("beam_width") == beam and r.config.get("batch_size", 1) == batch], n)
+
+
+def _last_at(hits: list[Record], n: int | None) -> Record | None:
+    """The last of ``hits`` at size ``n`` (None: at the largest size among them)."""
     if n is None:
-        top = max((size_of(r) or 0 for r in hits), default=None)
-        hits = [r for r in hits if size_of(r) == top]
-    else:
-        hits = [r for r in hits if size_of(r) == n]
-    return hits[-1] if hits else None
+        n = max((size_of(r) or 0 for r in hits), default=None)
+    at = [r for r in hits if size_of(r) == n]
+    return at[-1] if at else None
 
 
 def map_bytes(r: Record) -> int:
