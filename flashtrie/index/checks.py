@@ -3,7 +3,7 @@
 `meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
 file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
-recomputes every rank directory, select0 hint, node flag and degree, the longest keyword and the largest
+recomputes every rank directory, select0 hint and degree, the longest keyword and the largest
 token from the bits, and bounds the keyword ids.  Each returns what is wrong, or None.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
 from .bits import HINT_STEP, BitVector, rank_entries, select0_hints
-from .derived import degrees, flag_word_count, max_plain_depth, node_flags, tree_height
+from .derived import degrees, max_plain_depth, node_flags, tree_height
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -98,11 +98,6 @@ def _counts(ix: NarrowLoudsIndex) -> str | None:
                 f"max length={ix.max_keyword_length}")
     if ix.labels_lo.shape != (n,):
         return f"labels_lo has {ix.labels_lo.size} entries for {n} nodes"
-    if ix.node_flags.shape != (flag_word_count(n),):
-        return f"node_flags has {ix.node_flags.size} words for {n} nodes, expected {flag_word_count(n)}"
-    tail = ix.node_flags[n >> 3 :]
-    if (int(tail[0]) >> (4 * (n & 7))) or bool(tail[1:].any()):
-        return "node_flags set past the last node"
     return None
 
 
@@ -194,16 +189,14 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
         del deg
     except ValueError as e:
         return f"LOUDS: {e}"
-    if not np.array_equal(flags, ix.node_flags):
-        return "node_flags do not match the LOUDS, linked and terminal bits"
     if (md, mdn) != (ix.max_degree, ix.max_degree_nonroot):
         return f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives {md} / {mdn}"
     n = ix.num_nodes
     leaf_not_end = (~flags >> np.uint32(2)) & ~(flags >> np.uint32(1)) & np.uint32(0x1111_1111)
     leaf_not_end[n >> 3] &= np.uint32((1 << 4 * (n & 7)) - 1)  # the padding nodes are zero
     leaf_not_end[(n >> 3) + 1 :] = 0
-    if bool(leaf_not_end.any()) or bool((flags & np.uint32(0x8888_8888)).any()):
-        return "a leaf that ends no keyword, or a flag bit 3"
+    if bool(leaf_not_end.any()):
+        return "a leaf that ends no keyword"
     if L != ix.max_keyword_length:
         return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
     label = _max_label(ix, workers)
