@@ -15,7 +15,7 @@ import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import HINT_STEP, BitVector, rank_entries, select0_hints
+from .bits import ABS_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries, select0_hints
 from .derived import degrees, max_plain_depth, node_flags, tree_height
 from .packed import PackedInts
 
@@ -53,9 +53,8 @@ def _bitvector_sizes(ix: NarrowLoudsIndex) -> str | None:
     n = ix.num_nodes
     for name, nbits in {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}.items():
         bv: BitVector = getattr(ix, name)
-        nwords = (nbits + 63) // 64 + 1
-        nwords += (-nwords) % 4
-        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // 4 + 1,):
+        nwords = num_words(nbits)
+        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
             return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
         if not bv.padding_is_clear():
             return f"bit vector {name}: bits set past its end"
@@ -141,23 +140,23 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]
     return _bounds(ix, starts), starts
 
 
-#: 4-word blocks per thread task when a rank directory is checked.
-RANK_CHUNK_BLOCKS = 1 << 16
+#: 16-word blocks per thread task when a rank directory is checked.
+RANK_CHUNK_BLOCKS = 1 << 14
 
 
 def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
     """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
-    nblocks = bv.words.size // 4
+    nblocks, bw = bv.words.size // BLOCK_WORDS, BLOCK_WORDS
     cuts = list(range(0, nblocks, RANK_CHUNK_BLOCKS)) + [nblocks]
-    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[4 * a : 4 * b]).sum(dtype=np.int64))
+    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[bw * a : bw * b]).sum(dtype=np.int64))
                         for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
     before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
-    if int(before[-1]) >= 1 << 40 or int(bv.rank[-1]) != int(before[-1]):
+    if int(before[-1]) >= 1 << ABS_BITS or int(bv.rank[-1]) != int(before[-1]):
         return False
 
     def piece(k: int) -> bool:
         a, b = cuts[k], cuts[k + 1]
-        return np.array_equal(rank_entries(bv.words[4 * a : 4 * b], int(before[k]))[0], bv.rank[a:b])
+        return np.array_equal(rank_entries(bv.words[bw * a : bw * b], int(before[k]))[0], bv.rank[a:b])
 
     if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
         return False
