@@ -2,7 +2,8 @@
 # Index format 3 on the device (from the repository root, the project installed): the GPU tests, then a 10M
 # library built, saved, loaded, uploaded (upload seconds and host-to-device GB/s from GpuSearcher.upload_stats)
 # and benchmarked (`flashtrie bench beam`, gpu + numpy, beams 100 and 1000, batch 1, parity checked).
-# About 2 minutes.  Details go to $OUT/format3/ (default ./out/format3); a summary is printed at the end.
+# About 2 minutes (the GPU tests take most of it). Compare the bench lines with an earlier run of the
+# same bench on format 2 (e.g. gpu_impl/scripts/device_check.sh logs) for latency against the old layout.  Details go to $OUT/format3/ (default ./out/format3); a summary is printed at the end.
 #   N=10M  library size      TESTS="tests"  what pytest runs (-m gpu)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -50,7 +51,7 @@ PY
 rc_upload=$?
 
 timeout 150 flashtrie bench beam --index "$W/kw.ftrie" --queries "$W/q.npz" --backends gpu,numpy --beams 100,1000 \
-  --batch-size 1 --repeats 10 --max-seconds 8 -o "$D/bench.jsonl" > "$D/bench.log" 2>&1
+  --batch-size 1 --repeats 10 --max-seconds 8 --quiet -o "$D/bench.jsonl" > "$D/bench.log" 2>&1
 rc_bench=$?
 rm -rf "$W"
 
