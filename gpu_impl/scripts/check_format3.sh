@@ -3,7 +3,8 @@
 # library built, saved, loaded, uploaded (upload seconds and host-to-device GB/s from GpuSearcher.upload_stats)
 # and benchmarked (`flashtrie bench beam`, gpu + numpy, beams 100 and 1000, batch 1, parity checked).
 # About 2 minutes (the GPU tests take most of it). Compare the bench lines with an earlier run of the
-# same bench on format 2 (e.g. gpu_impl/scripts/device_check.sh logs) for latency against the old layout.  Details go to $OUT/format3/ (default ./out/format3); a summary is printed at the end.
+# same bench on format 2 (e.g. gpu_impl/scripts/device_check.sh logs) for latency against the old layout.
+# Details go to $OUT/format3/ (default ./out/format3); a summary is printed at the end.
 #   N=10M  library size      TESTS="tests"  what pytest runs (-m gpu)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
