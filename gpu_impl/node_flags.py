@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.errors import DeviceError
 from flashtrie.index.derived import flag_word_count
 
 from .compile import compile_kernel
@@ -17,7 +18,7 @@ from .compile import compile_kernel
 __all__ = ["FLAG_THREADS", "derive_node_flags", "flag_bytes"]
 
 FLAG_THREADS = 256
-_KERNELS: dict[str, Any] = {}  # arch -> the loaded kernel (one compile, or cache load, per process)
+_KERNELS: dict[tuple[int, str], Any] = {}  # (device, arch) -> the loaded kernel (one load per device)
 
 
 def flag_bytes(num_nodes: int) -> int:
@@ -25,13 +26,13 @@ def flag_bytes(num_nodes: int) -> int:
     return 4 * flag_word_count(int(num_nodes))
 
 
-def _kernel(arch: str) -> Any:
-    k = _KERNELS.get(arch)
+def _kernel(device: int, arch: str) -> Any:
+    k = _KERNELS.get((device, arch))
     if k is None:
         from cuda.core import ObjectCode
 
-        k = _KERNELS[arch] = ObjectCode.from_cubin(compile_kernel("node_flags.cu", arch).cubin).get_kernel(
-            "ft_node_flags")
+        cubin = compile_kernel("node_flags.cu", arch).cubin
+        k = _KERNELS[(device, arch)] = ObjectCode.from_cubin(cubin).get_kernel("ft_node_flags")
     return k
 
 
@@ -41,11 +42,14 @@ def derive_node_flags(ctx: Any, view_ptr: int, out_ptr: int, num_nodes: int) -> 
     from cuda.core import LaunchConfig, launch
 
     nwords = flag_word_count(int(num_nodes))
-    kernel = _kernel(ctx.arch)
+    kernel = _kernel(int(ctx.device.device_id), ctx.arch)
     e0, e1 = ctx.events
-    ctx.stream.record(e0)
-    launch(ctx.stream, LaunchConfig(grid=-(-nwords // FLAG_THREADS), block=FLAG_THREADS), kernel,
-           np.uint64(view_ptr), np.uint64(out_ptr), np.uint64(nwords))
-    ctx.stream.record(e1)
-    ctx.stream.sync()
+    try:
+        ctx.stream.record(e0)
+        launch(ctx.stream, LaunchConfig(grid=-(-nwords // FLAG_THREADS), block=FLAG_THREADS), kernel,
+               np.uint64(view_ptr), np.uint64(out_ptr), np.uint64(nwords))
+        ctx.stream.record(e1)
+        ctx.stream.sync()
+    except Exception as e:
+        raise DeviceError(f"deriving the node flags of {num_nodes:,} nodes on the device failed: {e}") from e
     return float(e1 - e0) / 1e3
