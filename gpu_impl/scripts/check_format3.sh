@@ -4,7 +4,7 @@
 # and benchmarked (`flashtrie bench beam`, gpu + numpy, beams 100 and 1000, batch 1, parity checked).
 # About 2 minutes (the GPU tests take most of it). Compare the bench lines with an earlier run of the
 # same bench on format 2 (e.g. gpu_impl/scripts/device_check.sh logs) for latency against the old layout.
-# Details go to $OUT/format3/ (default ./out/format3); a summary is printed at the end.
+# Details go to $OUT/format3/ (default ./out/format3) and into $OUT/format3.tgz; a summary is printed at the end.
 #   N=10M  library size      TESTS="tests"  what pytest runs (-m gpu)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -61,6 +61,7 @@ grep -E "passed|failed|error" "$D/pytest.log" | tail -3
 grep -E "^FAILED|^ERROR" "$D/pytest.log" | head -10
 tail -3 "$D/build.log"
 cat "$D/upload.log" | tail -4
-tail -8 "$D/bench.log"
+grep -E "^kind|^---|^latency" "$D/bench.log"
+tar -czf "$OUT/format3.tgz" -C "$OUT" format3 2>/dev/null  # the details in one file (few files come back)
 for rc in $rc_tests $rc_build $rc_upload $rc_bench; do [[ $rc == 0 ]] || exit 1; done
 exit 0
