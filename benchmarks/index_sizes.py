@@ -37,11 +37,9 @@ def _estimates(ix: NarrowLoudsIndex) -> dict[str, float]:
     high = int(np.count_nonzero(suffix >= 1 << 16))
     hi_bits = max(1, int(suffix.max() >> 16).bit_length()) if high else 0
     split_suffix = ix.suffix.size * 2 + ix.suffix.size / 8 * 1.25 + high * hi_bits / 8
-    rank_bytes = sum(getattr(ix, b).rank.nbytes for b in ("louds", "hi_flag", "linked", "terminal"))
     return {
         "elias_fano_link_starts_saves": ix.link_starts.nbytes - ef_bits / 8,
         "split_suffix_16_bit_low_saves": ix.suffix.nbytes - split_suffix,
-        "rank_512_bit_blocks_saves": rank_bytes / 2,
         "suffix_tokens_over_16_bits": high / max(ix.suffix.size, 1),
     }
 

@@ -155,7 +155,12 @@ def stage_check(rec: Recorder, d: Path, args: argparse.Namespace) -> int:
     path = d / "kw.ftrie"
     size = path.stat().st_size
     idx = rec.timed("load index (verify)", lambda: NarrowLoudsIndex.load(path, verify=True), nbytes=lambda _: size)
-    gpu = rec.timed("upload (GpuSearcher)", lambda: GpuSearcher(idx), backend="gpu", nbytes=lambda _: size)
+    t0 = time.perf_counter()
+    gpu = GpuSearcher(idx)
+    up = gpu.upload_stats
+    rec.emit("upload (GpuSearcher)", time.perf_counter() - t0, backend="gpu", nbytes=up.bytes,
+             copy_seconds=round(up.copy_seconds, 3), copy_gb_per_s=round(up.gb_per_s, 3),
+             derive_flags_seconds=round(up.derive_seconds, 4), upload_seconds=round(up.seconds, 3))
     wl = load_workload(d / "q.npz")
     ref = NumpySearcher(idx)
     q = min(args.check_queries, wl.proposals.num_queries)

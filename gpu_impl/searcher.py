@@ -129,6 +129,8 @@ class GpuSearcher:
         self._index = upload_index(self.ctx, self.index)
         self._index_ptr = int(self._index.view.handle)
         self.upload_seconds = time.perf_counter() - t0
+        #: the index upload: bytes copied, copy seconds, GB/s, the device flag derivation (`UploadStats`)
+        self.upload_stats = self._index.stats
         self.index_bytes = self._index.nbytes
         self.max_degree = self._index.max_degree
         self.max_degree_nonroot = self._index.max_degree_nonroot

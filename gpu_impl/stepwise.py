@@ -139,6 +139,7 @@ class GpuTrieStepper:
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)
+            self.upload_stats = None  # no upload of its own: the searcher's index is shared
         else:
             self._upload_index()
         self._dead = self.xp.full((1,), 0, self.xp.int64)
@@ -164,6 +165,7 @@ class GpuTrieStepper:
             raise DeviceError(f"cannot upload the index ({host.layout().total:,} bytes) to the device: {e}") from e
         self._view_ptr = int(self._device_index.view.handle)
         self.index_bytes = self._device_index.nbytes
+        self.upload_stats = self._device_index.stats
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, *args: Any) -> None:

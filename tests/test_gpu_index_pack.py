@@ -3,7 +3,10 @@ shared `index_upload.host_index` / `upload_host_index` (runs without a GPU: the 
 
 ``_old_search_upload`` and ``_old_step_upload`` are the two uploads as they were at de6b735 (integ), kept
 verbatim apart from the recorder standing in for the device; every allocation the new code makes must hold
-the same bytes (the unwritten slack too) at the same addresses.
+the same bytes (the unwritten slack too) at the same addresses.  Since index format 3 the node flags are
+derived on the device at upload: the recorder runs that step with `derived.node_flags` at the address the
+upload gives the kernel (tests/test_gpu_node_flags.py checks the real kernel against the same function),
+and the host copies are checked to be the index's own arrays (no host-side copy or derivation).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.gpu_impl import index_upload as iu
+from flashtrie.gpu_impl import node_flags as fl
 from flashtrie.gpu_impl.layout import INDEX_VIEW
 from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 from flashtrie.gpu_impl.workspace import Layout
@@ -25,6 +29,7 @@ from strategies import keyword_lists
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
 from flashtrie.errors import IndexFormatError
+from flashtrie.index import derived
 
 _FILL = 0xA5  # what an allocation holds before the copies: bytes nobody writes stay this
 
@@ -35,6 +40,7 @@ class _Recorder:
     def __init__(self) -> None:
         self.allocs: list[tuple[int, bytearray]] = []
         self.stream = types.SimpleNamespace(sync=lambda: None)
+        self.sources: list[int] = []  # host address of every copy, in order
 
     def allocate(self, nbytes: int, what: str = "") -> types.SimpleNamespace:
         base = (len(self.allocs) + 1) << 40
@@ -44,6 +50,7 @@ class _Recorder:
     def upload(self, dst: int, host: np.ndarray) -> None:
         for base, mem in self.allocs:
             if base <= dst < base + len(mem):
+                self.sources.append(int(host.ctypes.data))
                 raw = np.ascontiguousarray(host).view(np.uint8).tobytes()
                 assert dst - base + len(raw) <= len(mem), "copy past the end of its allocation"
                 mem[dst - base : dst - base + len(raw)] = raw
@@ -53,12 +60,44 @@ class _Recorder:
     def image(self) -> list[tuple[int, bytes]]:
         return [(base, bytes(mem)) for base, mem in self.allocs]
 
+    def read_view(self, view_ptr: int) -> dict[str, int]:
+        """The IndexView fields the upload wrote at ``view_ptr``."""
+        for base, mem in self.allocs:
+            if base == view_ptr:
+                return dict(zip([n for n, _ in INDEX_VIEW.fields],
+                                struct.unpack(INDEX_VIEW.format, bytes(mem[: INDEX_VIEW.size])), strict=True))
+        raise AssertionError(f"no allocation at {view_ptr:#x}")
+
+
+_DERIVED: list[tuple[int, int, int]] = []  # (view, out, nodes) of every flag derivation the recorder ran
+
+
+def _fake_derive(ctx: _Recorder, view_ptr: int, out_ptr: int, num_nodes: int) -> float:
+    """The device's flag kernel on the recorder: derived.node_flags of the index the view describes."""
+    view = ctx.read_view(view_ptr)
+    assert view["nflags"] == out_ptr and view["num_nodes"] == num_nodes
+    ix = _CURRENT[0]
+    flags = derived.node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes)[0]
+    assert flags.nbytes == fl.flag_bytes(num_nodes)
+    ctx.upload(out_ptr, flags)
+    _DERIVED.append((view_ptr, out_ptr, num_nodes))
+    return 0.0
+
+
+_CURRENT: list[NarrowLoudsIndex] = []  # the index being uploaded (what _fake_derive reads the bits of)
+
+
+@pytest.fixture(autouse=True)
+def _device_derivation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fl, "derive_node_flags", _fake_derive)
+
 
 # ---------------------------------------------------------------- the uploads as they were (de6b735)
 def _old_search_upload(ctx: _Recorder, ix: NarrowLoudsIndex) -> tuple[int, int, int]:
     """index_upload.upload_index at de6b735 (its check and node facts are unchanged helpers)."""
     iu.check_index_for_gpu(ix)
-    nflags, deg_max, deg_nonroot = iu._node_facts(ix)
+    nflags = derived.node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes)[0]  # format 2 stored these
+    deg_max, deg_nonroot = int(ix.max_degree), int(ix.max_degree_nonroot)
     arrays = ix.arrays
     host = {field: np.ascontiguousarray(arrays[key]) for field, key in iu._ARRAYS}
     host["nflags"] = nflags
@@ -130,11 +169,22 @@ def _old_step_upload(ctx: _Recorder, ix: NarrowLoudsIndex) -> int:
 # ---------------------------------------------------------------- the comparisons
 def _assert_same_bytes(ix: NarrowLoudsIndex) -> None:
     old_search, new_search, old_step, new_step = _Recorder(), _Recorder(), _Recorder(), _Recorder()
+    _CURRENT[:] = [ix]
+    _DERIVED.clear()
     total, dmax, dnr = _old_search_upload(old_search, ix)
     dev = iu.upload_index(new_search, ix)
     assert (dev.nbytes, dev.max_degree, dev.max_degree_nonroot) == (total, dmax, dnr)
     assert int(dev.view.handle) == old_search.allocs[1][0]
     assert new_search.image() == old_search.image()
+    # the flags were derived "on the device", once, after the arrays and the view were there
+    assert _DERIVED == [(int(dev.view.handle), new_search.read_view(int(dev.view.handle))["nflags"], ix.num_nodes)]
+    # every array went straight from the index's own memory (the file mapping), nothing copied on the host
+    arrays = ix.arrays
+    own = [int(arrays[key].ctypes.data) for _, key in iu._ARRAYS if arrays[key].nbytes]
+    assert new_search.sources[: len(own)] == own
+    st = dev.stats
+    assert st is not None and st.bytes == sum(arrays[k].nbytes for _, k in iu._ARRAYS) + INDEX_VIEW.size
+    assert "nflags" not in iu.host_index(ix).arrays
 
     step_total = _old_step_upload(old_step, ix)
     stepper = types.SimpleNamespace(index=ix, ctx=new_step)
@@ -215,6 +265,7 @@ def fake_device(monkeypatch: pytest.MonkeyPatch) -> list[_Recorder]:
 
 def test_stepper_uploads_through_its_context(fake_device: list[_Recorder]) -> None:
     ix = _index([[1, 2, 3], [1, 4], [70000]], "input")
+    _CURRENT[:] = [ix]
     st = GpuTrieStepper(ix, 3)
     (ctx,) = fake_device
     assert st.ctx is ctx and st.device.device_id == 3 and st.arch == "sm_90"

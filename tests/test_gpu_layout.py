@@ -150,24 +150,21 @@ def test_start_states_pack_like_the_old_walk(kws: list[list[int]], prefixes: lis
     np.testing.assert_array_equal(got, _old_start_states(index, use, q_n))
 
 
-def test_node_facts_are_the_index_own_and_equal_the_old_derivation() -> None:
-    """The upload takes node flags and degrees from the index (format 2 stores them); they equal what the
-    landed upload derived from the bit vectors, and a damaged array is refused by name."""
+def test_upload_takes_no_flags_from_the_host_and_the_degrees_from_the_meta() -> None:
+    """Index format 3 stores no node flags: what the upload sends holds none (the device derives them into
+    the last slot of its layout), and the degree maxima are the index's metadata, equal to what the landed
+    upload derived from the LOUDS."""
     from flashtrie.gpu_impl import index_upload as iu
+    from flashtrie.gpu_impl.node_flags import flag_bytes
 
     rng = np.random.default_rng(3)
     kws = [rng.integers(0, 40, size=int(rng.integers(1, 8))).tolist() for _ in range(500)]
     index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     n = int(index.num_nodes)
-    packed, dmax, dnr = iu._node_facts(index)
-    # the old upload's derivation, written out
+    host = iu.host_index(index)
+    assert "nflags" not in host.arrays and "node_flags" not in index.arrays
+    layout = host.layout()
+    assert list(layout.offsets)[-1] == "nflags" and layout.sizes["nflags"] == flag_bytes(n) + 8
     bits = index.louds.to_bools()
     deg = np.diff(np.concatenate(([-1], np.flatnonzero(~bits)))) - 1
-    want = (index.linked.to_bools()[:n].astype(np.uint32) | index.terminal.to_bools()[:n].astype(np.uint32) << 1
-            | (deg > 0).astype(np.uint32) << 2)
-    unpacked = (packed[np.arange(n) >> 3] >> (4 * (np.arange(n) & 7)).astype(np.uint32)) & 0xF
-    np.testing.assert_array_equal(unpacked, want)
-    assert (dmax, dnr) == (int(deg.max()), int(deg[1:].max()))
-    index.node_flags = packed[: n // 8 - 1]
-    with pytest.raises(Exception, match="node_flags has"):
-        iu._node_facts(index)
+    assert (host.max_degree, host.max_degree_nonroot) == (int(deg.max()), int(deg[1:].max()))

@@ -186,27 +186,64 @@ def test_stats():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(0, 3000), st.floats(0.0, 1.0), st.integers(0, 2**31))
+@given(st.integers(0, 5000), st.floats(0.0, 1.0), st.integers(0, 2**31))
 def test_bitvector_rank_select(n, p, seed):
     b = np.random.default_rng(seed).random(n) < p
     bv = BitVector.from_bools(b, with_select0=True)
     assert np.array_equal(bv.rank1(np.arange(n + 1)), np.concatenate(([0], np.cumsum(b))))
-    zeros = np.flatnonzero(~b)
+    zeros, ones = np.flatnonzero(~b), np.flatnonzero(b)
     assert np.array_equal(bv.select0(np.arange(zeros.size)), zeros)
+    assert np.array_equal(bv.select1(np.arange(ones.size)), ones)
     assert np.array_equal(bv.to_bools(), b)
 
 
-@pytest.mark.parametrize("nbits", [0, 1, 63, 64, 65, 191, 192, 193, 255, 256, 257, 1000])
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.integers(1, 3000)), min_size=1, max_size=12))
+def test_bitvector_runs_across_blocks_and_sub_blocks(runs):
+    """Long runs of ones or zeros: whole 1024-bit blocks and 256-bit sub-blocks of one value, empty blocks."""
+    b = np.concatenate([np.full(k, v) for v, k in runs])
+    bv = BitVector.from_bools(b, with_select0=True)
+    assert np.array_equal(bv.rank1(np.arange(b.size + 1)), np.concatenate(([0], np.cumsum(b))))
+    zeros, ones = np.flatnonzero(~b), np.flatnonzero(b)
+    assert np.array_equal(bv.select0(np.arange(zeros.size)), zeros)
+    assert np.array_equal(bv.select1(np.arange(ones.size)), ones)
+
+
+def test_rank_entry_layout():
+    """docs/index-format.md: bits 0-33 ones before the block, 34-43 / 44-53 / 54-63 ones in its words
+    [0, 4) / [0, 8) / [0, 12); the full 768 ones of 12 words fit the 10-bit counts."""
+    b = np.zeros(3 * 1024 + 5, dtype=bool)
+    b[:1024] = True  # block 0 all ones
+    b[1024 + 256 : 1024 + 300] = True  # block 1: 44 ones in its sub-block 1
+    b[2048 + 1000] = True  # block 2: one in its sub-block 3
+    bv = BitVector.from_bools(b)
+    e = [int(x) for x in bv.rank]
+    assert [x & (2**34 - 1) for x in e] == [0, 1024, 1068, 1069, 1069]  # 4 blocks (50 words, padded), the end
+    assert [(e[0] >> s) & 1023 for s in (34, 44, 54)] == [256, 512, 768]
+    assert [(e[1] >> s) & 1023 for s in (34, 44, 54)] == [0, 44, 44]
+    assert [(e[2] >> s) & 1023 for s in (34, 44, 54)] == [0, 0, 0]
+
+
+def test_rank_directory_limit_is_a_clear_error(monkeypatch):
+    from flashtrie.index import bits
+
+    monkeypatch.setattr(bits, "ABS_BITS", 10)  # a 34-bit count overflows the same way at 2**34 ones
+    with pytest.raises(InputError, match=r"2,000 ones in 2,000 bits is over the rank directory's limit of 2\*\*10 - 1"):
+        BitVector.from_bools(np.ones(2000, dtype=bool))
+    BitVector.from_bools(np.ones(1023, dtype=bool))
+
+
+@pytest.mark.parametrize("nbits", [0, 1, 63, 64, 65, 191, 192, 193, 255, 256, 257, 1000, 1023, 1024, 1025, 5000])
 def test_bitvector_sizes_match_index_format_doc(nbits):
-    """docs/index-format.md: words is uint64[4 * ceil((ceil(nbits/64) + 1) / 4)], rank uint64[nwords/4 + 1]."""
+    """docs/index-format.md: words is uint64[16 * ceil((ceil(nbits/64) + 1) / 16)], rank uint64[nwords/16 + 1]."""
     bv = BitVector.from_bools(np.ones(nbits, dtype=bool), with_select0=True)
-    nwords = 4 * -(-(-(-nbits // 64) + 1) // 4)
+    nwords = 16 * -(-(-(-nbits // 64) + 1) // 16)
     assert bv.words.dtype == np.uint64 and bv.words.size == nwords
     assert bv.words.size * 64 >= nbits + 64  # at least one whole zero word of padding
     assert not bv.words[(nbits + 63) // 64:].any()
-    assert bv.rank.dtype == np.uint64 and bv.rank.size == nwords // 4 + 1
+    assert bv.rank.dtype == np.uint64 and bv.rank.size == nwords // 16 + 1
     doc = (Path(__file__).resolve().parents[1] / "docs" / "index-format.md").read_text()
-    assert "`uint64[nwords]` with `nwords = 4 * ceil((ceil(nbits/64) + 1) / 4)`" in doc
+    assert "`uint64[nwords]` with `nwords = 16 * ceil((ceil(nbits/64) + 1) / 16)`" in doc
     assert "ceil(nbits/64) + 1]" not in doc
 
 

@@ -1,4 +1,5 @@
-"""Index format version 2: stored node flags and degrees, keyword-id modes, hardened file reading."""
+"""Index format versions 2 and 3: node flags (derived, since version 3 not stored) and stored degrees,
+keyword-id modes, hardened file reading."""
 
 from __future__ import annotations
 
@@ -62,12 +63,21 @@ def test_node_flags_and_degrees_match_the_upload_derivation(kws, chunk):
         assert derived.max_plain_depth(ix.louds, ix.linked, ix.link_starts.to_array(), 10**9) == max(map(len, kws))
 
 
-def test_node_flags_saved_and_loaded(tmp_path):
+def test_node_flags_derived_once_after_load(tmp_path, monkeypatch):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 2], [4], [4, 5, 6, 7], [9] * 5]))
     ix.save(tmp_path / "a.ftrie")
+    assert "node_flags" not in ix.arrays
+    from flashtrie.index import narrow_louds
+
+    calls = []
+    real = narrow_louds.derive_node_flags
+    monkeypatch.setattr(narrow_louds, "derive_node_flags", lambda *a: calls.append(1) or real(*a))
     for verify in (True, False):
+        calls.clear()
         got = NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify=verify)
+        assert calls == []  # nothing derived until asked
         np.testing.assert_array_equal(got.node_flags, upload_derivation(ix)[0])
+        assert got.node_flags is got.node_flags and calls == [1]  # once
         assert (got.max_degree, got.max_degree_nonroot) == (ix.max_degree, ix.max_degree_nonroot) == (3, 1)
 
 
@@ -180,7 +190,7 @@ def split(raw: bytes) -> tuple[dict, bytes]:
     return json.loads(raw[24 : 24 + n]), raw[-(-(24 + n) // 64) * 64 :]
 
 
-def assemble(doc_or_header: dict | bytes, data: bytes, version: int = 2) -> bytes:
+def assemble(doc_or_header: dict | bytes, data: bytes, version: int = fileformat.FORMAT_VERSION) -> bytes:
     """A file with this header (a valid header checksum) and array area."""
     head = doc_or_header if isinstance(doc_or_header, bytes) else json.dumps(doc_or_header).encode()
     prefix = PREFIX.pack(b"FLTRIE\x00\x01", version, zlib.crc32(head) & 0xFFFF_FFFF, len(head)) + head
@@ -211,6 +221,26 @@ def test_v1_file_is_refused_with_how_to_rebuild():
     # tests/data/v1-small.ftrie was written by the format-1 code (main at 59cae3b)
     with pytest.raises(IndexFormatError, match=r"version 1 is no longer read.*flashtrie build KEYWORDS -o FILE"):
         NarrowLoudsIndex.load(DATA / "v1-small.ftrie")
+
+
+def test_v2_file_is_refused_with_how_to_rebuild():
+    # tests/data/v2-small.ftrie was written by the format-2 code (main at 6f9f5bf): it stores node_flags
+    with pytest.raises(IndexFormatError, match=r"version 2 is no longer read \(this flashtrie reads version 3\); "
+                                               r"rebuild it with `flashtrie build KEYWORDS -o FILE`"):
+        NarrowLoudsIndex.load(DATA / "v2-small.ftrie")
+    head = (DATA / "v2-small.ftrie").read_bytes()
+    assert PREFIX.unpack_from(head)[1] == 2 and b'"node_flags"' in head
+
+
+def test_a_stored_node_flags_array_is_refused(tmp_path, saved):
+    """Format 3 derives the flags: a version-3 file that carries a node_flags array is foreign."""
+    _, raw = saved
+    doc, data = split(raw)
+    assert "node_flags" not in {e["name"] for e in doc["arrays"]}
+    last = doc["arrays"][-1]
+    doc["arrays"].append({"name": "node_flags", "dtype": "uint32", "shape": [16], "nbytes": 64,
+                          "offset": last["offset"] + -(-last["nbytes"] // 64) * 64, "crc32s": [zlib.crc32(b"\0" * 64)]})
+    refused(tmp_path, assemble(doc, data + b"\0" * 64), "unknown array 'node_flags'")
 
 
 def test_paths_that_are_not_index_files(tmp_path):
@@ -346,20 +376,18 @@ def test_verify_false_trusts_what_only_the_bits_can_disprove(tmp_path, saved):
     (b'{"meta": {"a": 1, "a": 2}}', "duplicate key"),
     (b'{"version": NaN}', "NaN is not allowed"),
     (b"\xff\xfe", "corrupt header"),
-    (b'{"format": "flashtrie.narrow-louds", "version": 2, "x": 1' + b"1" * 5000 + b"}", "out of range"),
+    (b'{"format": "flashtrie.narrow-louds", "version": 3, "x": 1' + b"1" * 5000 + b"}", "out of range"),
 ])
 def test_hostile_json_headers(tmp_path, header, match):
     refused(tmp_path, assemble(header, b""), match)
 
 
 def test_header_length_over_the_limit(tmp_path):
-    raw = PREFIX.pack(b"FLTRIE\x00\x01", 2, 0, 1 << 40) + b"\0" * 40
+    raw = PREFIX.pack(b"FLTRIE\x00\x01", 3, 0, 1 << 40) + b"\0" * 40
     refused(tmp_path, raw, "over the limit")
 
 
 @pytest.mark.parametrize("array, edit, match", [
-    ("node_flags", lambda b: b.__setitem__(0, b[0] ^ 0x01), "node_flags do not match"),
-    ("node_flags", lambda b: b.__setitem__(len(b) - 1, 0x10), "node_flags set past the last node"),
     ("terminal.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
     ("keyword_ids.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
     ("louds.select0", lambda b: b.__setitem__(0, 0xFF), "select0 hints"),
@@ -371,7 +399,7 @@ def test_arrays_crafted_with_valid_checksums(tmp_path, saved, array, edit, match
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.sampled_from(["louds.rank", "louds.select0", "hi_flag.rank", "linked.rank", "terminal.rank",
-                        "link_starts.words", "louds.words", "node_flags", "labels_hi.words"]),
+                        "link_starts.words", "louds.words", "terminal.words", "linked.words", "labels_hi.words"]),
        st.integers(0, 10**6), st.integers(0, 255))
 def test_fuzz_array_bytes_with_valid_checksums_only_index_format_errors(tmp_path, saved, name, where, value):
     _, raw = saved
@@ -480,8 +508,8 @@ def test_fuzz_header_fields_only_index_format_errors(tmp_path, saved, data):
     doc, area = split(raw)
     for _ in range(data.draw(st.integers(1, 3))):
         where = data.draw(st.sampled_from(["meta", "entry", "top", "checksum"]))
-        if not (isinstance(doc.get("meta"), dict) and isinstance(doc.get("arrays"), list) and doc["arrays"]
-                and isinstance(doc.get("checksum"), dict)):
+        if not (isinstance(doc.get("meta"), dict) and doc["meta"] and isinstance(doc.get("arrays"), list)
+                and doc["arrays"] and isinstance(doc.get("checksum"), dict)):
             where = "top"
         value = copy.deepcopy(data.draw(_FIELD_VALUES))  # sampled lists and dicts are shared objects
         if where == "meta":

@@ -25,6 +25,7 @@ from stepwise_oracle import DictTrie, pick_token
 from strategies import keyword_lists
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
+from flashtrie.index import derived
 from flashtrie.stepwise import StepStates, TrieStepper
 
 HERE = Path(__file__).resolve().parent / "kernel_emu"
@@ -71,7 +72,12 @@ class Emu:
             b[: a.nbytes] = a.view(np.uint8).ravel()
             self.keep.append(b)
             ptrs[field] = b.ctypes.data
+        nwords = derived.flag_word_count(ix.num_nodes)  # the upload's last step: kernels/node_flags.cu
+        self.flags = np.full(nwords + 4, 0xDEADBEEF, dtype=np.uint32)
+        ptrs["nflags"] = self.flags.ctypes.data
         self.view = host.view_bytes(ptrs)
+        lib.emu_node_flags(U32(-(-nwords // TH)), _p(self.view), _p(self.flags), U64(nwords))
+        self.flags = self.flags[:nwords]
 
     def _eos(self, e: tuple[int, ...]) -> np.ndarray:
         a = np.zeros(8, np.int64)
@@ -213,3 +219,24 @@ def test_huge_fanout_over_several_chunks(lib):
     st1 = cpu.start_from_prefixes([[5, 6, 7]] * len(under))
     x = np.array(under, dtype=np.int64)
     _same(cpu.advance(st1, x), emu.advance(st1, x, ()))
+
+
+def _flags_match(lib, ix: NarrowLoudsIndex) -> None:
+    want = derived.node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes)[0]
+    got = Emu(lib, ix).flags
+    assert np.array_equal(got, want), int(np.flatnonzero(got != want)[0])
+
+
+@settings(max_examples=25)
+@given(keyword_lists(max_keywords=30, max_length=8))
+def test_node_flags_kernel_matches_numpy(lib, kws):
+    """kernels/node_flags.cu (what the upload runs) gives derived.node_flags' words."""
+    _flags_match(lib, NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)))
+
+
+def test_node_flags_kernel_on_many_blocks_and_a_huge_fanout(lib):
+    rng = np.random.default_rng(5)
+    kws = [[int(r)] for r in np.unique(rng.integers(0, 2**32 - 1, size=9000))]  # a 9000-way root
+    kws += [rng.integers(0, 20, size=int(rng.integers(1, 7))).tolist() for _ in range(6000)]
+    kws += [[3, 3, 3, int(u)] for u in range(2000)]  # a 2000-way node under a chain
+    _flags_match(lib, NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)))

@@ -1,4 +1,10 @@
-"""`BitVector`: a plain bit array with a two-read rank directory and sampled select0 hints."""
+"""`BitVector`: a plain bit array with a 1024-bit-block rank directory and sampled select0 hints.
+
+The directory has one uint64 per block of 16 words: bits 0-33 the ones before the block (absolute), bits
+34-43 / 44-53 / 54-63 the ones in the block's words [0, 4) / [0, 8) / [0, 12) (its 4-word sub-blocks).
+``rank1(i)`` reads the entry and the 4-word sub-block holding bit i (one 32-byte sector on the GPU): the
+same two dependent reads as a 256-bit directory, in a quarter of the bytes.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BitVector", "popcount64", "rank_entries", "select0_hints", "select_in_words"]
+from ..errors import InputError
 
-_ABS_BITS = 40
-_ABS_MASK = np.uint64((1 << _ABS_BITS) - 1)
-BLOCK_BITS = 256  # 4 words per rank-directory entry
+__all__ = ["BitVector", "popcount64", "rank_entries", "select0_hints", "select_in_words", "num_words", "ABS_BITS",
+           "BLOCK_WORDS", "HINT_STEP"]
+
+ABS_BITS = 34  # the absolute count of an entry: at most 2**34 - 1 ones in a bit vector
+_ABS_MASK = np.uint64((1 << ABS_BITS) - 1)
+REL_BITS = 10  # each sub-block count (at most 768 ones)
+BLOCK_WORDS = 16  # words per rank-directory entry
+SUB_WORDS = 4  # words per sub-block (one 32-byte sector)
+BLOCK_BITS = 64 * BLOCK_WORDS
+SUB_BITS = 64 * SUB_WORDS
 HINT_STEP = 256  # one select0 hint per 256 zeros
 
 
@@ -44,20 +57,31 @@ def select_in_words(words: np.ndarray, k: np.ndarray) -> np.ndarray:
     return byte_idx * 8 + _SELECT_TABLE[bval, k - before]
 
 
+def num_words(nbits: int) -> int:
+    """Words of a bit vector of ``nbits`` bits: at least one zero word of padding, whole 16-word blocks."""
+    nwords = (nbits + 63) // 64 + 1
+    return nwords + (-nwords) % BLOCK_WORDS
+
+
+def _sub_rel(entry: np.ndarray, sub: np.ndarray) -> np.ndarray:
+    """Ones in the block before its sub-block ``sub`` (0..3), from the directory entries (int64)."""
+    shift = (np.uint64(ABS_BITS - REL_BITS) + np.uint64(REL_BITS) * sub.astype(np.uint64))
+    rel = (entry >> shift) & np.uint64((1 << REL_BITS) - 1)
+    return np.where(sub == 0, 0, rel.astype(np.int64))
+
+
 def rank_entries(words: np.ndarray, ones_before: int) -> tuple[np.ndarray, int]:
-    """Rank-directory entries of the whole 4-word blocks in ``words``, counting ``ones_before`` ones before
+    """Rank-directory entries of the whole 16-word blocks in ``words``, counting ``ones_before`` ones before
     the first, and the ones counted after the last (so a directory can be built or checked in pieces)."""
-    counts = popcount64(words).reshape(-1, 4)
-    abs_before = np.empty(counts.shape[0] + 1, dtype=np.int64)
+    subs = popcount64(words).reshape(-1, BLOCK_WORDS // SUB_WORDS, SUB_WORDS).sum(axis=2)
+    abs_before = np.empty(subs.shape[0] + 1, dtype=np.int64)
     abs_before[0] = ones_before
-    np.cumsum(counts.sum(axis=1), out=abs_before[1:])
+    np.cumsum(subs.sum(axis=1), out=abs_before[1:])
     abs_before[1:] += ones_before
-    rel1 = counts[:, 0]
-    rel2 = rel1 + counts[:, 1]
-    rel3 = rel2 + counts[:, 2]
+    rel = np.cumsum(subs[:, :3], axis=1).astype(np.uint64)
     entries = abs_before[:-1].astype(np.uint64)
-    entries |= (rel1.astype(np.uint64) << np.uint64(40)) | (rel2.astype(np.uint64) << np.uint64(48)) \
-        | (rel3.astype(np.uint64) << np.uint64(56))
+    for k in range(3):
+        entries |= rel[:, k] << np.uint64(ABS_BITS + REL_BITS * k)
     return entries, int(abs_before[-1])
 
 
@@ -76,8 +100,8 @@ def select0_hints(rank: np.ndarray, nbits: int) -> np.ndarray:
 class BitVector:
     """``nbits`` bits in ``words`` (uint64, bit i in word i >> 6 at bit i & 63, plus a zero padding word).
 
-    ``rank`` has one uint64 per 256-bit block plus one: bits 0-39 hold the ones before the block,
-    bits 40-47 / 48-55 / 56-63 the ones in the block's words [0, 1) / [0, 2) / [0, 3).
+    ``rank`` has one uint64 per 1024-bit block plus one: bits 0-33 hold the ones before the block,
+    bits 34-43 / 44-53 / 54-63 the ones in the block's words [0, 4) / [0, 8) / [0, 12).
     ``select0`` (optional) holds, for every 256th zero, the block that contains it, and the last block.
     """
 
@@ -91,8 +115,7 @@ class BitVector:
     def from_bools(cls, bools: np.ndarray, *, with_select0: bool = False) -> BitVector:
         bools = np.asarray(bools, dtype=bool)
         nbits = int(bools.size)
-        nwords = (nbits + 63) // 64 + 1  # + one zero word of padding
-        nwords += (-nwords) % 4  # whole blocks
+        nwords = num_words(nbits)
         packed = np.packbits(bools, bitorder="little")
         buf = np.zeros(nwords * 8, dtype=np.uint8)
         buf[: packed.size] = packed
@@ -101,9 +124,12 @@ class BitVector:
 
     @classmethod
     def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
+        if words.size % BLOCK_WORDS:
+            raise InputError(f"words: {words.size} words is not a whole number of {BLOCK_WORDS}-word blocks")
         entries, total = rank_entries(words, 0)
-        if total >= 1 << _ABS_BITS:
-            raise ValueError(f"bit vector too large: {nbits} bits (limit {1 << _ABS_BITS})")
+        if total >= 1 << ABS_BITS:
+            raise InputError(f"bit vector: {total:,} ones in {nbits:,} bits is over the rank directory's limit "
+                             f"of 2**{ABS_BITS} - 1 ones (34-bit counts)")
         rank = np.append(entries, np.uint64(total))
         hints = select0_hints(rank, nbits) if with_select0 else None
         return cls(words, rank, nbits, hints)
@@ -122,18 +148,45 @@ class BitVector:
         return ((self.words[i >> 6] >> (i & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
 
     def rank1(self, i: np.ndarray) -> np.ndarray:
-        """Ones in bits [0, i), for 0 ≤ i ≤ nbits: two reads (directory entry and word)."""
+        """Ones in bits [0, i), for 0 ≤ i ≤ nbits: two reads (the directory entry, and the 4-word sub-block
+        that holds bit i: its words before bit i's, and the part of that word below bit i)."""
         i = np.asarray(i, dtype=np.int64)
-        entry = self.rank[i >> 8]
-        w = ((i >> 6) & 3).astype(np.uint64)
-        rel = np.where(w == 0, np.uint64(0), (entry >> (np.uint64(32) + np.uint64(8) * w)) & np.uint64(0xFF))
+        entry = self.rank[i >> 10]
+        rel = _sub_rel(entry, (i >> 8) & 3)
+        base = (i >> 6) & ~np.int64(3)
+        k = (i >> 6) & 3
         low = (i & 63).astype(np.uint64)
-        mask = (np.uint64(1) << low) - np.uint64(1)
-        within = popcount64(self.words[i >> 6] & mask)
-        return (entry & _ABS_MASK).astype(np.int64) + rel.astype(np.int64) + within
+        within = popcount64(self.words[i >> 6] & ((np.uint64(1) << low) - np.uint64(1)))
+        for q in range(SUB_WORDS - 1):  # the whole words of the sub-block before bit i's
+            within += np.where(q < k, popcount64(self.words[base + q]), 0)
+        return (entry & _ABS_MASK).astype(np.int64) + rel + within
 
     def _zeros_before_block(self, b: np.ndarray) -> np.ndarray:
         return BLOCK_BITS * b - (self.rank[b] & _ABS_MASK).astype(np.int64)
+
+    def _select_in_block(self, b: np.ndarray, r: np.ndarray, zeros: bool) -> np.ndarray:
+        """Position of the r-th (0-based) zero (``zeros``) or one inside block ``b``: the sub-block from the
+        entry's relative counts, then the word from the sub-block's popcounts, then the bit."""
+        entry = self.rank[b]
+        sub = np.zeros_like(r)
+        before = np.zeros_like(r)  # zeros (or ones) in the block before sub-block `sub`
+        for s in (1, 2, 3):
+            ones = _sub_rel(entry, np.full_like(r, s))
+            cnt = SUB_BITS * s - ones if zeros else ones
+            take = cnt <= r
+            sub = np.where(take, s, sub)
+            before = np.where(take, cnt, before)
+        r = r - before
+        base = BLOCK_WORDS * b + SUB_WORDS * sub
+        word_idx = base.copy()
+        for q in range(1, SUB_WORDS):  # the sub-block's words before the one holding the bit
+            cnt = popcount64(self.words[base + q - 1])
+            cnt = 64 - cnt if zeros else cnt
+            step = (word_idx == base + q - 1) & (cnt <= r)
+            r = np.where(step, r - cnt, r)
+            word_idx = np.where(step, base + q, word_idx)
+        w = self.words[word_idx]
+        return word_idx * 64 + select_in_words(~w if zeros else w, r)
 
     def select0(self, j: np.ndarray) -> np.ndarray:
         """Position of zero number j (0-based), through the hints and a binary search between them."""
@@ -152,32 +205,15 @@ class BitVector:
             ok = self._zeros_before_block(mid) <= j
             lo = np.where(active & ok, mid, lo)
             hi = np.where(active & ~ok, mid - 1, hi)
-        b = lo
-        r = j - self._zeros_before_block(b)
-        entry = self.rank[b]
-        rel = [np.zeros_like(r)] + [((entry >> np.uint64(s)) & np.uint64(0xFF)).astype(np.int64) for s in (40, 48, 56)]
-        k = np.zeros_like(r)
-        for w in (1, 2, 3):
-            k = np.where(64 * w - rel[w] <= r, w, k)
-        zeros_before_word = 64 * k - np.choose(k, rel)
-        word_idx = 4 * b + k
-        inv = ~self.words[word_idx]
-        return word_idx * 64 + select_in_words(inv, r - zeros_before_word)
+        return self._select_in_block(lo, j - self._zeros_before_block(lo), zeros=True)
 
     def select1(self, j: np.ndarray) -> np.ndarray:
         """Position of one number j (0-based, ``0 <= j < num_ones``): a binary search over the directory's
-        absolute counts (one pass over the directory per call), then the word and the bit."""
+        absolute counts (one pass over the directory per call), then the sub-block, the word and the bit."""
         j = np.asarray(j, dtype=np.int64)
         abs_counts = (self.rank & _ABS_MASK).astype(np.int64)
         b = np.searchsorted(abs_counts, j, side="right") - 1  # last block with ones_before(b) <= j
-        r = j - abs_counts[b]
-        entry = self.rank[b]
-        rel = [np.zeros_like(r)] + [((entry >> np.uint64(s)) & np.uint64(0xFF)).astype(np.int64) for s in (40, 48, 56)]
-        k = np.zeros_like(r)
-        for w in (1, 2, 3):
-            k = np.where(rel[w] <= r, w, k)
-        word_idx = 4 * b + k
-        return word_idx * 64 + select_in_words(self.words[word_idx], r - np.choose(k, rel))
+        return self._select_in_block(b, j - abs_counts[b], zeros=False)
 
     def padding_is_clear(self) -> bool:
         """True when every bit at or past ``nbits`` is zero (reads only the last words)."""

@@ -3,7 +3,7 @@
 `meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
 file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
-recomputes every rank directory, select0 hint, node flag and degree, the longest keyword and the largest
+recomputes every rank directory, select0 hint and degree, the longest keyword and the largest
 token from the bits, and bounds the keyword ids.  Each returns what is wrong, or None.
 """
 
@@ -15,8 +15,8 @@ import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import HINT_STEP, BitVector, rank_entries, select0_hints
-from .derived import degrees, flag_word_count, max_plain_depth, node_flags, tree_height
+from .bits import ABS_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries, select0_hints
+from .derived import degrees, max_plain_depth, node_flags, tree_height
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -53,9 +53,8 @@ def _bitvector_sizes(ix: NarrowLoudsIndex) -> str | None:
     n = ix.num_nodes
     for name, nbits in {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}.items():
         bv: BitVector = getattr(ix, name)
-        nwords = (nbits + 63) // 64 + 1
-        nwords += (-nwords) % 4
-        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // 4 + 1,):
+        nwords = num_words(nbits)
+        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
             return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
         if not bv.padding_is_clear():
             return f"bit vector {name}: bits set past its end"
@@ -98,11 +97,6 @@ def _counts(ix: NarrowLoudsIndex) -> str | None:
                 f"max length={ix.max_keyword_length}")
     if ix.labels_lo.shape != (n,):
         return f"labels_lo has {ix.labels_lo.size} entries for {n} nodes"
-    if ix.node_flags.shape != (flag_word_count(n),):
-        return f"node_flags has {ix.node_flags.size} words for {n} nodes, expected {flag_word_count(n)}"
-    tail = ix.node_flags[n >> 3 :]
-    if (int(tail[0]) >> (4 * (n & 7))) or bool(tail[1:].any()):
-        return "node_flags set past the last node"
     return None
 
 
@@ -146,23 +140,23 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]
     return _bounds(ix, starts), starts
 
 
-#: 4-word blocks per thread task when a rank directory is checked.
-RANK_CHUNK_BLOCKS = 1 << 16
+#: 16-word blocks per thread task when a rank directory is checked.
+RANK_CHUNK_BLOCKS = 1 << 14
 
 
 def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
     """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
-    nblocks = bv.words.size // 4
+    nblocks, bw = bv.words.size // BLOCK_WORDS, BLOCK_WORDS
     cuts = list(range(0, nblocks, RANK_CHUNK_BLOCKS)) + [nblocks]
-    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[4 * a : 4 * b]).sum(dtype=np.int64))
+    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[bw * a : bw * b]).sum(dtype=np.int64))
                         for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
     before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
-    if int(before[-1]) >= 1 << 40 or int(bv.rank[-1]) != int(before[-1]):
+    if int(before[-1]) >= 1 << ABS_BITS or int(bv.rank[-1]) != int(before[-1]):
         return False
 
     def piece(k: int) -> bool:
         a, b = cuts[k], cuts[k + 1]
-        return np.array_equal(rank_entries(bv.words[4 * a : 4 * b], int(before[k]))[0], bv.rank[a:b])
+        return np.array_equal(rank_entries(bv.words[bw * a : bw * b], int(before[k]))[0], bv.rank[a:b])
 
     if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
         return False
@@ -194,16 +188,14 @@ def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | Non
         del deg
     except ValueError as e:
         return f"LOUDS: {e}"
-    if not np.array_equal(flags, ix.node_flags):
-        return "node_flags do not match the LOUDS, linked and terminal bits"
     if (md, mdn) != (ix.max_degree, ix.max_degree_nonroot):
         return f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives {md} / {mdn}"
     n = ix.num_nodes
     leaf_not_end = (~flags >> np.uint32(2)) & ~(flags >> np.uint32(1)) & np.uint32(0x1111_1111)
     leaf_not_end[n >> 3] &= np.uint32((1 << 4 * (n & 7)) - 1)  # the padding nodes are zero
     leaf_not_end[(n >> 3) + 1 :] = 0
-    if bool(leaf_not_end.any()) or bool((flags & np.uint32(0x8888_8888)).any()):
-        return "a leaf that ends no keyword, or a flag bit 3"
+    if bool(leaf_not_end.any()):
+        return "a leaf that ends no keyword"
     if L != ix.max_keyword_length:
         return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
     label = _max_label(ix, workers)

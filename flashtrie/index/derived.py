@@ -1,8 +1,10 @@
 """Per-node facts derived from the bit vectors: the GPU's flag nibbles, the largest degrees, trie heights.
 
-The builder stores these in the file (``node_flags``, meta ``max_degree`` and ``max_degree_nonroot``) so
-that an upload copies arrays instead of deriving them; ``load(verify=True)`` derives them again here and
-compares.  Everything works on ranges of nodes (multiples of 8) on threads; numpy releases the GIL.
+The builder stores the largest degrees in the metadata (``max_degree``, ``max_degree_nonroot``); the node
+flags are not stored (index format 3): `NarrowLoudsIndex.node_flags` derives them here on first use, and the
+GPU derives its own copy at upload (``gpu_impl/kernels/node_flags.cu``, the same words).  ``load(verify=True)``
+derives the degrees again and compares.  Everything works on ranges of nodes (multiples of 8) on threads;
+numpy releases the GIL.
 """
 
 from __future__ import annotations

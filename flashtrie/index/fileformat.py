@@ -28,7 +28,9 @@ from ..io_util import atomic_write_with
 __all__ = ["FORMAT_VERSION", "IndexFile", "read_index_file", "write_index_file", "CHUNK_BYTES"]
 
 MAGIC = b"FLTRIE\x00\x01"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+#: Older versions: refused with a message that says how to rebuild (3 drops the stored node flags)
+OLD_VERSIONS = (1, 2)
 FORMAT_NAME = "flashtrie.narrow-louds"
 CHECKSUM = "crc32"
 CHUNK_BYTES = 8 << 20  # one CRC-32 per 8 MiB of an array
@@ -179,9 +181,9 @@ def _read_prefix(p: Path, fd: int, size: int) -> bytes:
     if version > FORMAT_VERSION:
         raise IndexFormatError(f"{p}: index format version {version} is newer than this flashtrie reads "
                                f"({FORMAT_VERSION}); upgrade flashtrie or rebuild the index")
-    if version == 1 and magic == MAGIC:
-        raise IndexFormatError(f"{p}: index format version 1 is no longer read (this flashtrie reads version "
-                               f"{FORMAT_VERSION}); {_REBUILD}")
+    if version in OLD_VERSIONS and magic == MAGIC:
+        raise IndexFormatError(f"{p}: index format version {version} is no longer read (this flashtrie reads "
+                               f"version {FORMAT_VERSION}); {_REBUILD}")
     if version != FORMAT_VERSION or magic != MAGIC:
         raise IndexFormatError(f"{p}: unsupported index format version {version}; {_REBUILD}")
     if head_len > MAX_HEADER_BYTES:

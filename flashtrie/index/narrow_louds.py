@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal, overload
@@ -16,17 +17,18 @@ from ..tokens import check_token_sequence
 from .bits import BitVector
 from .builder import BuiltArrays, build_arrays
 from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem
+from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .packed import PackedInts
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
 _BUILD_STAGES = ("sort+trie", "order", "arrays")  # as `build_arrays` reports them
-#: Every array of a version-2 file and its dtype, in file order.
+#: Every array of a version-3 file and its dtype, in file order (the node flags are derived, not stored).
 ARRAY_DTYPES: dict[str, str] = {
     **{f"{b}.{part}": ("uint32" if part == "select0" else "uint64") for b in BITVECTORS
        for part in (("words", "rank", "select0") if b == "louds" else ("words", "rank"))},
-    "labels_lo": "uint16", **{f"{p}.words": "uint64" for p in PACKED}, "node_flags": "uint32",
+    "labels_lo": "uint16", **{f"{p}.words": "uint64" for p in PACKED},
 }
 IdOrder = Literal["input", "index"]
 Progress = bool | Callable[[str], None] | None
@@ -37,7 +39,7 @@ class NarrowLoudsIndex:
 
     def __init__(self, louds: BitVector, labels_lo: np.ndarray, hi_flag: BitVector, labels_hi: PackedInts,
                  linked: BitVector, link_starts: PackedInts, suffix: PackedInts, terminal: BitVector,
-                 keyword_ids: PackedInts, node_flags: np.ndarray, meta: dict[str, Any]) -> None:
+                 keyword_ids: PackedInts, node_flags: np.ndarray | None, meta: dict[str, Any]) -> None:
         self.louds = louds
         self.labels_lo = labels_lo
         self.hi_flag = hi_flag
@@ -48,8 +50,8 @@ class NarrowLoudsIndex:
         self.terminal = terminal
         #: input id of the r-th keyword end; empty (width 0) when the ids are the ranks themselves
         self.keyword_ids = keyword_ids
-        #: per node, 4 bits at 4 (j % 8) of word j // 8: bit 0 linked, 1 terminal, 2 has children
-        self.node_flags = node_flags
+        self._node_flags = node_flags  # derived on first use (`node_flags`) unless the builder gave them
+        self._flags_lock = threading.Lock()
         self.meta = meta
         self.num_nodes: int = int(meta["num_nodes"])
         self.num_keywords: int = int(meta["num_keywords"])
@@ -63,6 +65,17 @@ class NarrowLoudsIndex:
         self.id_order: str = str(meta["id_order"])
         #: lazily built inverse of keyword_ids (see `_rank_of_id`): dense, or sorted ids and their ranks
         self._node_of_id: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def node_flags(self) -> np.ndarray:
+        """Per node, 4 bits at ``4 (j % 8)`` of uint32 word ``j // 8``: bit 0 linked, 1 terminal, 2 has children
+        (`derived.node_flags`).  Not stored in the file (format 3): derived from the bit vectors on first use,
+        once, on threads; the GPU derives its own copy at upload."""
+        if self._node_flags is None:
+            with self._flags_lock:
+                if self._node_flags is None:
+                    self._node_flags = derive_node_flags(self.louds, self.linked, self.terminal, self.num_nodes)[0]
+        return self._node_flags
 
     # ------------------------------------------------------------------ build / save / load
     @overload
@@ -138,7 +151,6 @@ class NarrowLoudsIndex:
         out["labels_lo"] = self.labels_lo
         for name in PACKED:
             out[f"{name}.words"] = getattr(self, name).words
-        out["node_flags"] = self.node_flags
         return out
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -165,7 +177,7 @@ class NarrowLoudsIndex:
         pks = {name: PackedInts(arrays[f"{name}.words"], meta[f"{name}.width"], meta[f"{name}.size"])
                for name in PACKED}
         idx = cls(bvs["louds"], arrays["labels_lo"], bvs["hi_flag"], pks["labels_hi"], bvs["linked"],
-                  pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], arrays["node_flags"], meta)
+                  pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], None, meta)
         try:  # the checks only read inside the arrays they have sized; a lying directory can still
             # send a select outside its word's bits: that is a damaged file too
             problem, starts = layout_problem(idx)

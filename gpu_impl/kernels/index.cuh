@@ -9,7 +9,7 @@ typedef unsigned long long u64;
 typedef unsigned short u16;
 typedef long long i64;
 
-#define MASK40 0xFFFFFFFFFFull
+#define MASK34 0x3FFFFFFFFull  // the absolute count of a rank-directory entry (bits.py ABS_BITS)
 #define NO_NODE 0xFFFFFFFFu
 
 // node_flags bits (4 per node, packed 8 nodes to a word)
@@ -39,16 +39,25 @@ struct IndexView {
 };
 
 // ---------------------------------------------------------------------------------- BitVector (bits.py)
-// Ones before bit i: the rank directory holds, per 256-bit block, the absolute count (low 40 bits) and
-// the counts of the block's words 1..3 relative to its start (8 bits each, from bit 40).
+// The rank directory holds, per 1024-bit block (16 words), the absolute count of ones before it (low 34
+// bits) and the ones in the block's words [0, 4), [0, 8), [0, 12) (10 bits each, from bit 34).
+__device__ __forceinline__ u32 sub_rel(u64 r, u32 sub) {
+    return sub == 0 ? 0u : (u32)((r >> (24 + 10 * sub)) & 0x3FFu);
+}
+
+// Ones before bit i: the directory entry and the 4-word sub-block (one 32-byte sector) that holds bit i,
+// loaded independently: the whole words before bit i's word and the part of that word below bit i.
 __device__ __forceinline__ u32 rank1(const u64* __restrict__ words, const u64* __restrict__ rank, u64 i) {
-    const u64 r = __ldg(&rank[i >> 8]);
-    const u64 w = __ldg(&words[i >> 6]);
-    const u32 sub = (u32)((i >> 6) & 3);
-    const u32 rel = sub == 0 ? 0u : (u32)((r >> (32 + 8 * sub)) & 0xFF);
+    const u64 r = __ldg(&rank[i >> 10]);
+    const u64* sub = words + ((i >> 6) & ~3ull);
+    const u64 w0 = __ldg(&sub[0]), w1 = __ldg(&sub[1]), w2 = __ldg(&sub[2]), w3 = __ldg(&sub[3]);
+    const u32 k = (u32)((i >> 6) & 3);
     const u32 b = (u32)(i & 63);
-    const u64 m = b ? (w & ((1ull << b) - 1)) : 0ull;
-    return (u32)(r & MASK40) + rel + (u32)__popcll(m);
+    const u64 part = b ? ((1ull << b) - 1) : 0ull;
+    const u64 m0 = k > 0 ? ~0ull : part, m1 = k > 1 ? ~0ull : (k == 1 ? part : 0ull);
+    const u64 m2 = k > 2 ? ~0ull : (k == 2 ? part : 0ull), m3 = k == 3 ? part : 0ull;
+    const u32 within = (u32)(__popcll(w0 & m0) + __popcll(w1 & m1) + __popcll(w2 & m2) + __popcll(w3 & m3));
+    return (u32)(r & MASK34) + sub_rel(r, (u32)((i >> 8) & 3)) + within;
 }
 
 // Position of the n-th (0-based) set bit of x.
@@ -66,26 +75,35 @@ __device__ __forceinline__ u32 nth_set_bit64(u64 x, u32 n) {
 }
 
 // Position of zero number j (0-based) in the LOUDS bits: the select0 samples bound the block, a binary
-// search over the rank directory finds it, the word offsets and nth_set_bit64 finish.
+// search over the rank directory finds it, its relative counts give the sub-block, the sub-block's four
+// words (one sector, loaded together) the word, and nth_set_bit64 the bit.
 __device__ u64 select0(const IndexView& I, u64 j) {
     u32 lo = __ldg(&I.louds_sel0[j >> 8]);
     u32 hi = __ldg(&I.louds_sel0[(j >> 8) + 1]);
     while (lo < hi) {
         const u32 mid = (lo + hi + 1) >> 1;
-        const u64 zb = 256ull * mid - (__ldg(&I.louds_rank[mid]) & MASK40);
+        const u64 zb = 1024ull * mid - (__ldg(&I.louds_rank[mid]) & MASK34);
         if (zb <= j) lo = mid; else hi = mid - 1;
     }
     const u64 r = __ldg(&I.louds_rank[lo]);
-    const u64 jj = j - (256ull * lo - (r & MASK40));
-    u32 w = 0, relw = 0;
+    u32 jj = (u32)(j - (1024ull * lo - (r & MASK34)));  // < 1024: zeros of block lo before zero j
+    u32 s = 0, before = 0;
 #pragma unroll
     for (u32 k = 1; k < 4; ++k) {
-        const u32 rel = (u32)((r >> (32 + 8 * k)) & 0xFF);
-        if ((u64)(64 * k - rel) <= jj) { w = k; relw = rel; }
+        const u32 z = 256 * k - sub_rel(r, k);
+        if (z <= jj) { s = k; before = z; }
     }
-    const u32 rem = (u32)(jj - (64 * w - relw));
-    const u64 word = ~__ldg(&I.louds_words[(u64)lo * 4 + w]);
-    return (u64)lo * 256 + 64 * w + nth_set_bit64(word, rem);
+    jj -= before;
+    const u64* sub = I.louds_words + (u64)lo * 16 + 4 * s;
+    const u64 w[4] = {~__ldg(&sub[0]), ~__ldg(&sub[1]), ~__ldg(&sub[2]), ~__ldg(&sub[3])};
+    u32 q = 0;
+#pragma unroll
+    for (u32 k = 0; k < 3; ++k) {
+        const u32 z = (u32)__popcll(w[k]);
+        if (q == k && z <= jj) { jj -= z; q = k + 1; }
+    }
+    const u64 word = q == 0 ? w[0] : q == 1 ? w[1] : q == 2 ? w[2] : w[3];
+    return (u64)lo * 1024 + 256 * s + 64 * q + nth_set_bit64(word, jj);
 }
 
 // ---------------------------------------------------------------------------------- PackedInts (packed.py)

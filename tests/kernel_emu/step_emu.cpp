@@ -1,8 +1,12 @@
-// Host build of kernels/step.cu for tests/test_step_kernel_emulated.py: one std::thread per CUDA thread.
+// Host build of kernels/step.cu (and kernels/node_flags.cu, which fills the index's flag words) for
+// tests/test_step_kernel_emulated.py: one std::thread per CUDA thread.
 #include "emu.h"
 #include "step.cu"
+#include "node_flags.cu"
 #define B 64
 extern "C" {
+void emu_node_flags(unsigned g, const IndexView* v, u32* out, u64 nwords) {
+    emu_run(g, B, [&] { ft_node_flags(v, out, nwords); }); }
 void emu_advance(unsigned g, const IndexView* v, const i64* a, const i64* o, const void* t, u32 is64, u64 st, u32 n, const i64* e, u32 ne, i64* no, i64* oo) {
     emu_run(g, B, [&] { ft_step_advance(v, a, o, t, is64, st, n, e, ne, no, oo); }); }
 void emu_walk(unsigned g, const IndexView* v, const i64* ids, u64 rs, u32 n, const i64* b, i64 ba, const i64* en, i64 ea, const i64* e, u32 ne, i64* no, i64* oo) {
