@@ -23,16 +23,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import DeviceError, InputError
-from flashtrie.index.builder import BuiltArrays, LevelOrder, _Preorder, build_arrays
+from flashtrie.index.bits import BitVector
+from flashtrie.index.builder import BuiltArrays, _Preorder
+from flashtrie.index.packed import PackedInts
 from flashtrie.keywords import KeywordSet
 
-__all__ = ["build_arrays_gpu", "build_index", "gpu_sort_and_order", "cupy_module"]
+from .build_assemble import DeviceArrays, assemble
+from .host_transfer import Stager
+
+__all__ = ["build_arrays_gpu", "build_index", "cupy_module"]
 
 Progress = Callable[[str], None]
 
@@ -199,74 +206,114 @@ def level_order(xp: ModuleType, pre: _Preorder, max_len: int) -> tuple[Any, Any,
     return parent_bfs, creator, depth, start
 
 
-def gpu_sort_and_order(xp: ModuleType | None = None) -> Callable[[KeywordSet, int, Progress], tuple[np.ndarray,
-                                                                                                      LevelOrder]]:
-    """Steps 1-4 on ``xp`` (default cupy), as the ``sort_and_order`` hook of `builder.build_arrays`."""
-    xp = cupy_module() if xp is None else xp
+def _sorted_unique(xp: ModuleType, tokens: Any, offsets: Any, say: Progress) -> tuple[Any, Any, Any, Any, int]:
+    """Steps 1-2: sorted unique keyword ids, their lcp, flat starts and lengths, and the longest length."""
+    starts = offsets[:-1]
+    lens = (offsets[1:] - starts).astype(xp.int32)
+    max_len = int(lens.max())
+    say("sort")
+    order = sort_keywords(xp, tokens, starts, lens, max_len)
+    say("lcp")
+    s_len = lens[order]
+    del lens
+    lcp = neighbour_lcp(xp, tokens, starts[order], s_len)
+    order, lcp, s_len = dedup(xp, order, lcp, s_len)
+    return order, lcp, starts[order], s_len, max_len
 
-    def run(ks: KeywordSet, max_len: int, say: Progress) -> tuple[np.ndarray, LevelOrder]:
-        say("upload")
-        tokens = xp.asarray(ks.tokens)
-        offsets = xp.asarray(ks.offsets)
-        starts = offsets[:-1]
-        lens = (offsets[1:] - starts).astype(xp.int32)
-        del offsets
-        say("sort")
-        order = sort_keywords(xp, tokens, starts, lens, max_len)
-        say("lcp")
-        s_len = lens[order]
-        lcp = neighbour_lcp(xp, tokens, starts[order], s_len)
-        del tokens, starts, lens
-        order, lcp, s_len = dedup(xp, order, lcp, s_len)
-        # 32-bit over PCIe where they fit (the assembly reads values, not dtypes): half the download
-        narrow = xp.int32 if ks.offsets.size < 2**31 else xp.int64
-        order_host = _host(order.astype(narrow))
-        del order
-        say("trie")
-        pre = preorder(xp, lcp, s_len)
-        del lcp, s_len
-        say("order")
-        parent, creator, depth, start = level_order(xp, pre, max_len)
-        del pre
-        say("download")
-        lv = LevelOrder(_host(parent.astype(creator.dtype)), _host(creator), _host(depth), _host(start),
-                        int(creator.size))
-        return order_host, lv
 
-    return run
+def _device_arrays(xp: ModuleType, ks: KeywordSet, ids: str, want_order: bool, say: Progress,
+                   stager: Stager | None) -> tuple[DeviceArrays, int, int, int]:
+    """Steps 1-5 on ``xp``: the finished arrays (on the device), the longest keyword, largest token, unique keywords."""
+    say("upload")
+    up = stager.upload if stager is not None else xp.asarray
+    tokens, offsets = up(ks.tokens), up(ks.offsets)
+    max_tok = int(tokens.max())
+    order, lcp, s_start, s_len, max_len = _sorted_unique(xp, tokens, offsets, say)
+    del offsets
+    order = order.astype(xp.int32 if ks.offsets.size < 2**31 else xp.int64)  # input ids: for the id map only
+    say("trie")
+    pre = preorder(xp, lcp, s_len)
+    del lcp
+    say("order")
+    parent, creator, depth, start = level_order(xp, pre, max_len)
+    del pre
+    say("assemble")
+    dev = assemble(xp, tokens, s_start, s_len, order, parent, creator, depth, start, max_tok=max_tok, ids=ids,
+                   want_order=want_order)
+    return dev, max_len, max_tok, int(order.size)
+
+
+def _to_host(dev: DeviceArrays, get: Callable[[Any], np.ndarray]) -> DeviceArrays:
+    """The same arrays, copied to the host with ``get``."""
+    return DeviceArrays(
+        bits={k: (get(w), nb) for k, (w, nb) in dev.bits.items()},
+        packed={k: (get(w), width, size) for k, (w, width, size) in dev.packed.items()},
+        labels_lo=get(dev.labels_lo), node_flags=get(dev.node_flags), max_degree=dev.max_degree,
+        max_degree_nonroot=dev.max_degree_nonroot, order=None if dev.order is None else get(dev.order))
+
+
+def _bit_vectors(host: DeviceArrays) -> dict[str, BitVector]:
+    """The bit vectors with their rank directories (and the LOUDS's select0 hints), built on threads."""
+    names = list(host.bits)
+    done = in_parallel([partial(BitVector.from_words, *host.bits[k], with_select0=k == "louds") for k in names],
+                       usable_cpus())
+    return dict(zip(names, done, strict=True))
 
 
 def build_arrays_gpu(keywords: KeywordSet, progress: Progress | None = None, *, ids: str = "input",
-                     xp: ModuleType | None = None) -> BuiltArrays:
-    """The CPU builder's arrays (`builder.build_arrays`), with steps 1-4 on the GPU.
+                     xp: ModuleType | None = None, return_order: bool = False) -> BuiltArrays:
+    """The CPU builder's arrays (`builder.build_arrays`), steps 1-5 on the GPU, the rank directories on the host.
 
-    ``progress(stage)`` is called as stages start (upload, sort, lcp, trie, order, download, arrays).
-    ``ids`` as in `NarrowLoudsIndex.build`; ``xp=numpy`` runs the GPU code path on the CPU (for tests).
+    ``progress(stage)`` is called as stages start: upload, sort, lcp, trie, order, assemble, download,
+    directories.  ``ids`` as in `NarrowLoudsIndex.build`; ``xp=numpy`` runs the GPU code path on the CPU
+    (for tests).  ``BuiltArrays.order`` is filled only with ``return_order`` (else it is empty: it costs
+    a download of 4 or 8 bytes per keyword).
     """
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+    if ids not in ("input", "index"):
+        raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
     if len(keywords) == 0:
         raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
-    hook = gpu_sort_and_order(xp)
     mod = cupy_module() if xp is None else xp
+    on_gpu = hasattr(mod, "cuda")
     say = progress or (lambda stage: None)
 
     def staged(stage: str) -> None:
-        if hasattr(mod, "cuda"):  # stage times on the GPU: wait for the work queued so far
+        if on_gpu:  # stage times on the GPU: wait for the work queued so far
             mod.cuda.get_current_stream().synchronize()
         say(stage)
 
-    return build_arrays(keywords, staged, ids, sort_and_order=hook)
+    stager = Stager(mod) if on_gpu else None
+    try:
+        dev, max_len, max_tok, u = _device_arrays(mod, keywords, ids, return_order, staged, stager)
+        staged("download")
+        host = _to_host(dev, stager.download if stager is not None else np.asarray)
+    finally:
+        if stager is not None:
+            stager.close()
+    del dev
+    if on_gpu:
+        mod.get_default_memory_pool().free_all_blocks()
+    staged("directories")
+    bv = _bit_vectors(host)
+    p = {k: PackedInts(*v) for k, v in host.packed.items()}
+    order = np.zeros(0, dtype=np.int64) if host.order is None else host.order.astype(np.int64)
+    return BuiltArrays(
+        louds=bv["louds"], labels_lo=host.labels_lo, hi_flag=bv["hi_flag"], labels_hi=p["labels_hi"],
+        linked=bv["linked"], link_starts=p["link_starts"], suffix=p["suffix"], terminal=bv["terminal"],
+        keyword_ids=p["keyword_ids"], node_flags=host.node_flags, max_degree=host.max_degree,
+        max_degree_nonroot=host.max_degree_nonroot, order=order, id_order=ids, num_nodes=int(host.labels_lo.size),
+        num_keywords=len(keywords), num_unique=u, max_keyword_length=max_len, max_token=max_tok)
 
 
 def build_index(keywords: KeywordSet, progress: Progress | None = None, *, ids: str = "input",
-                xp: ModuleType | None = None) -> Any:
-    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`)."""
+                xp: ModuleType | None = None, return_order: bool = False) -> Any:
+    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`);
+    with ``return_order``, also the order as `NarrowLoudsIndex.build` returns it."""
     from flashtrie.index.narrow_louds import NarrowLoudsIndex
 
     t0 = time.perf_counter()
-    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp)
+    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp, return_order=return_order)
     idx = NarrowLoudsIndex._from_built(built, time.perf_counter() - t0)
-    if xp is None:
-        cupy_module().get_default_memory_pool().free_all_blocks()
-    return idx
+    return (idx, built.order) if return_order else idx

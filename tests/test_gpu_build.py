@@ -46,9 +46,11 @@ def _xp(on_gpu: bool):
     return build_gpu.cupy_module()
 
 
-def assert_same_index(ks: KeywordSet, xp) -> None:
-    cpu = NarrowLoudsIndex.build(ks)
-    other = build_gpu.build_index(ks, xp=xp)
+def assert_same_index(ks: KeywordSet, xp, ids: str = "input") -> None:
+    cpu, cpu_order = NarrowLoudsIndex.build(ks, ids=ids, return_order=True)
+    other, order = build_gpu.build_index(ks, xp=xp, ids=ids, return_order=True)
+    assert order.dtype == np.int64
+    np.testing.assert_array_equal(order, cpu_order)
     a, b = cpu.arrays, other.arrays
     assert a.keys() == b.keys()
     for name in a:
@@ -64,9 +66,11 @@ GPU = [pytest.param(False, id="numpy"), pytest.param(True, id="cupy", marks=pyte
 
 @pytest.mark.parametrize("on_gpu", GPU)
 @settings(max_examples=120, deadline=None)
-@given(kws=keyword_lists)
-def test_same_arrays_hypothesis(on_gpu: bool, kws: list[list[int]]) -> None:
-    assert_same_index(KeywordSet.from_sequences(kws), _xp(on_gpu))
+@given(kws=keyword_lists, ids=st.sampled_from(["input", "index"]), shuffle=st.randoms(use_true_random=False))
+def test_same_arrays_hypothesis(on_gpu: bool, kws: list[list[int]], ids: str, shuffle) -> None:
+    if shuffle.random() < 0.3:  # also the sorted, duplicate-free order, where ids="input" stores no map
+        kws = sorted(set(map(tuple, kws)))
+    assert_same_index(KeywordSet.from_sequences(kws), _xp(on_gpu), ids)
 
 
 @pytest.mark.parametrize("on_gpu", GPU)
@@ -83,22 +87,31 @@ def test_same_arrays_adversarial(on_gpu: bool) -> None:
 
 
 @pytest.mark.parametrize("on_gpu", GPU)
-@pytest.mark.parametrize("dup", [0.0, 0.05])
-def test_same_arrays_generated_library(on_gpu: bool, dup: float) -> None:
+@pytest.mark.parametrize(("dup", "ids"), [(0.0, "input"), (0.05, "input"), (0.05, "index")])
+def test_same_arrays_generated_library(on_gpu: bool, dup: float, ids: str) -> None:
     # large enough that the CPU builder splits it across threads (parts of 500k keywords)
     ks = generate_keywords(1_200_000, seed=3, duplicate_fraction=dup)
-    assert_same_index(ks, _xp(on_gpu))
+    assert_same_index(ks, _xp(on_gpu), ids)
+
+
+def test_order_only_when_asked() -> None:
+    ks = KeywordSet.from_sequences([[5, 1], [2], [5, 1], [2, 7]])
+    built = build_gpu.build_arrays_gpu(ks, xp=np)
+    assert built.order.size == 0 and built.keyword_ids.size == 3  # no download of the order by default
+    assert build_gpu.build_arrays_gpu(ks, xp=np, return_order=True).order.tolist() == [1, 0, 3]
 
 
 def test_progress_by_stage() -> None:
     seen: list[str] = []
     build_gpu.build_arrays_gpu(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]), seen.append, xp=np)
-    assert seen == ["upload", "sort", "lcp", "trie", "order", "download", "arrays"]
+    assert seen == ["upload", "sort", "lcp", "trie", "order", "assemble", "download", "directories"]
 
 
 def test_bad_input_and_missing_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="keywords: expected a flashtrie.KeywordSet"):
         build_gpu.build_index([[1, 2]], xp=np)
+    with pytest.raises(InputError, match="ids: expected 'input' or 'index', got 'rank'"):
+        build_gpu.build_index(KeywordSet.from_sequences([[1]]), ids="rank", xp=np)
     with pytest.raises(InputError, match="empty"):
         build_gpu.build_index(KeywordSet.from_arrays([], [0]), xp=np)
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy now raises ImportError

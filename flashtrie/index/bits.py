@@ -91,13 +91,19 @@ class BitVector:
     def from_bools(cls, bools: np.ndarray, *, with_select0: bool = False) -> BitVector:
         bools = np.asarray(bools, dtype=bool)
         nbits = int(bools.size)
-        nwords = (nbits + 63) // 64 + 1  # + one zero word of padding
-        nwords += (-nwords) % 4  # whole blocks
+        nwords = cls.word_count(nbits)
         packed = np.packbits(bools, bitorder="little")
         buf = np.zeros(nwords * 8, dtype=np.uint8)
         buf[: packed.size] = packed
         words = buf.view(np.uint64)
         return cls.from_words(words, nbits, with_select0=with_select0)
+
+    @staticmethod
+    def word_count(nbits: int) -> int:
+        """Words of a vector of ``nbits`` bits as `from_bools` lays them out (padding words included), so that
+        other builders (the GPU's) can pack the same words themselves and hand them to `from_words`."""
+        nwords = (nbits + 63) // 64 + 1  # + one zero word of padding
+        return nwords + (-nwords) % (BLOCK_BITS // 64)  # whole blocks
 
     @classmethod
     def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
