@@ -39,16 +39,28 @@ class Stager:
     """Chunked, pipelined copies through ``depth`` pinned buffers of ``chunk`` bytes each."""
 
     def __init__(self, cp: ModuleType, chunk: int = CHUNK_BYTES, depth: int = DEPTH) -> None:
-        self.cp, self.chunk = cp, int(chunk)
-        self._mem = [cp.cuda.alloc_pinned_memory(self.chunk) for _ in range(depth)]
-        self.bufs = [np.frombuffer(m, dtype=np.uint8, count=self.chunk) for m in self._mem]
-        self.stream = cp.cuda.Stream(non_blocking=True)
-        self.events = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(depth)]
-        self.pool = ThreadPoolExecutor(min(depth, usable_cpus()))
+        self.cp, self.chunk, self.depth = cp, int(chunk), int(depth)
+        self._mem: list[Any] = []  # the pinned buffers, allocated at the first large copy
+        self.bufs: list[np.ndarray] = []
+        self.events: list[Any] = []
+        self.stream: Any = None
+        self.pool: ThreadPoolExecutor | None = None
+
+    def _ready(self) -> ThreadPoolExecutor:
+        if self.pool is None:
+            cp = self.cp
+            self._mem = [cp.cuda.alloc_pinned_memory(self.chunk) for _ in range(self.depth)]
+            self.bufs = [np.frombuffer(m, dtype=np.uint8, count=self.chunk) for m in self._mem]
+            self.stream = cp.cuda.Stream(non_blocking=True)
+            self.events = [cp.cuda.Event(block=False, disable_timing=True) for _ in range(self.depth)]
+            self.pool = ThreadPoolExecutor(min(self.depth, usable_cpus()))
+        return self.pool
 
     def close(self) -> None:
-        self.pool.shutdown()
-        self.bufs, self._mem = [], []
+        """Release the threads and the pinned buffers (to cupy's pinned memory pool)."""
+        if self.pool is not None:
+            self.pool.shutdown()
+        self.pool, self.bufs, self._mem, self.events, self.stream = None, [], [], [], None
 
     def _pieces(self, nbytes: int) -> list[tuple[int, int]]:
         return [(a, min(self.chunk, nbytes - a)) for a in range(0, nbytes, self.chunk)]
@@ -63,6 +75,7 @@ class Stager:
         host = np.ascontiguousarray(host)
         if host.nbytes < SMALL_BYTES:
             return cp.asarray(host)
+        pool = self._ready()
         dev = cp.empty(host.shape, dtype=host.dtype)
         cp.cuda.get_current_stream().synchronize()  # the allocation's earlier users are done
         src = host.reshape(-1).view(np.uint8)
@@ -73,12 +86,12 @@ class Stager:
             self.events[i % k].synchronize()  # chunk i - k has left this buffer
             np.copyto(self.bufs[i % k][:size], src[a : a + size])
 
-        futs: dict[int, Future[None]] = {i: self.pool.submit(fill, i) for i in range(min(k, len(pieces)))}
+        futs: dict[int, Future[None]] = {i: pool.submit(fill, i) for i in range(min(k, len(pieces)))}
         for i, (a, size) in enumerate(pieces):
             futs.pop(i).result()
             self._copy(dev.data.ptr + a, self._mem[i % k].ptr, size, cp.cuda.runtime.memcpyHostToDevice, i % k)
             if i + k < len(pieces):
-                futs[i + k] = self.pool.submit(fill, i + k)
+                futs[i + k] = pool.submit(fill, i + k)
         self.stream.synchronize()
         return dev
 
@@ -90,6 +103,7 @@ class Stager:
         if dev.nbytes < SMALL_BYTES:
             dev.get(out=out)
             return out
+        pool = self._ready()
         cp.cuda.get_current_stream().synchronize()  # the kernels writing ``dev`` are done
         dst = out.reshape(-1).view(np.uint8)
         pieces, k = self._pieces(dst.size), len(self.bufs)
@@ -104,7 +118,7 @@ class Stager:
             if i >= k:
                 futs.pop(i - k).result()  # buffer i % k is free again
             self._copy(self._mem[i % k].ptr, dev.data.ptr + a, size, cp.cuda.runtime.memcpyDeviceToHost, i % k)
-            futs[i] = self.pool.submit(drain, i)
+            futs[i] = pool.submit(drain, i)
         for f in futs.values():
             f.result()
         return out

@@ -7,8 +7,10 @@ checked on every machine.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -117,3 +119,66 @@ def test_bad_input_and_missing_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy now raises ImportError
     with pytest.raises(DeviceError, match="gpu-build"):
         build_gpu.build_index(KeywordSet.from_sequences([[1]]))
+
+
+class _FakeCupy:
+    """Just enough of cupy for `host_transfer.Stager`: "device" arrays in host memory, copies by memmove."""
+
+    class _Pinned(bytearray):
+        @property
+        def ptr(self) -> int:
+            return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+
+    class _Dev:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a, self.shape, self.dtype, self.nbytes = a, a.shape, a.dtype, a.nbytes
+            self.data = SimpleNamespace(ptr=a.ctypes.data)
+
+        def get(self, out: np.ndarray | None = None) -> np.ndarray:
+            if out is None:
+                return self.a.copy()
+            out[...] = self.a
+            return out
+
+    def __init__(self) -> None:
+        self.copies: list[int] = []
+        stream = SimpleNamespace(ptr=0, synchronize=lambda: None)
+
+        def memcpy(dst: int, src: int, size: int, kind: int, s: int) -> None:
+            self.copies.append(size)
+            ctypes.memmove(dst, src, size)
+
+        event = lambda **_: SimpleNamespace(record=lambda s: None, synchronize=lambda: None)  # noqa: E731
+        self.cuda = SimpleNamespace(
+            alloc_pinned_memory=lambda n: self._Pinned(n), Stream=lambda **_: stream, Event=event,
+            get_current_stream=lambda: stream,
+            runtime=SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1, memcpyDeviceToHost=2))
+
+    def empty(self, shape, dtype) -> _Dev:
+        return self._Dev(np.full(shape, 0xAB, dtype=np.uint8).view(dtype) if np.dtype(dtype).itemsize == 1
+                         else np.empty(shape, dtype=dtype))
+
+    def asarray(self, a: np.ndarray) -> _Dev:
+        return self._Dev(a.copy())
+
+    def ascontiguousarray(self, d: _Dev) -> _Dev:
+        return d
+
+
+@pytest.mark.parametrize("nbytes", [0, 7, 4096, 4096 * 3 + 5, 4096 * 11])
+def test_stager_round_trip_in_chunks(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
+    from flashtrie.gpu_impl import host_transfer
+
+    monkeypatch.setattr(host_transfer, "SMALL_BYTES", 64)
+    cp = _FakeCupy()
+    st = host_transfer.Stager(cp, chunk=4096, depth=3)  # more chunks than buffers: the ring wraps
+    host = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    dev = st.upload(host)
+    np.testing.assert_array_equal(dev.a, host)
+    back = st.download(dev)
+    np.testing.assert_array_equal(back, host)
+    wide = st.download(st.upload(host.view(np.uint8)[: nbytes // 8 * 8].view(np.uint64)))
+    assert wide.dtype == np.uint64 and wide.tobytes() == host[: nbytes // 8 * 8].tobytes()
+    st.close()
+    if nbytes > 64:
+        assert max(cp.copies) <= 4096 and sum(cp.copies) >= 2 * nbytes

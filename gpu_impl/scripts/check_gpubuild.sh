@@ -1,0 +1,66 @@
+#!/bin/bash
+# The GPU builder on the device machine (< 120 s), from the repository root, the project installed:
+#   bash gpu_impl/scripts/check_gpubuild.sh
+# 1. the GPU-marked tests of tests/test_gpu_build.py (cupy == CPU builder, array for array);
+# 2. host<->GPU copies of 4 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py;
+# 3. a 100M-keyword GPU build in a fresh process: sub-stage seconds, GPU pool high-water marks, peak RSS;
+# 4. CPU builder == GPU builder at 5M keywords (both id modes), array for array.
+# Details (JSON lines, logs) go to $OUT/gpubuild/; a summary is printed at the end.
+#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=4   sizes
+set -uo pipefail
+OUT=${OUT:-$PWD/out}
+D="$OUT/gpubuild"
+mkdir -p "$D"
+export PYTHONUNBUFFERED=1
+BUILD_N=${BUILD_N:-100M}
+COMPARE_N=${COMPARE_N:-5M}
+TRANSFER_GB=${TRANSFER_GB:-4}
+B=gpu_impl/scripts/gpubuild_bench.py
+J="$D/results.jsonl"
+: > "$J"
+S="$D/summary.log"
+: > "$S"
+say() { echo "$*" | tee -a "$S"; }
+python3 -c "import flashtrie.gpu_impl.build_gpu" 2>/dev/null \
+  || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$D/install.log" 2>&1
+nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader 2>&1 | tee -a "$S"
+git log --oneline -1 2>/dev/null | tee -a "$S"
+
+step() {  # step NAME TIMEOUT CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$D/$name.log" 2>&1
+  local rc=$?
+  say "[$name] rc=$rc $((SECONDS - t0)) s"
+  return $rc
+}
+
+step tests 45 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
+tail -3 "$D/tests.log" | tee -a "$S"
+step transfer 25 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
+step build 45 python3 "$B" build --n "$BUILD_N" --json "$J"
+tail -5 "$D/build.log" | grep -v '^{' | tee -a "$S"
+step compare 30 python3 "$B" compare --n "$COMPARE_N" --json "$J"
+
+python3 - "$J" <<'PY' 2>&1 | tee -a "$S"
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["what"] == "transfer":
+        print("transfer GB/s: " + ", ".join(f"{k} {v}" for k, v in r.items() if "gbps" in k or "equal" in k))
+    elif r["what"] == "build":
+        gb = 1e9
+        print(f"build {r['n']:,} keywords ({r['xp']}, ids={r['ids']}): {r['build_s']:.2f} s "
+              f"(generate {r['generate_s']:.1f} s); {r['num_unique']:,} unique, {r['num_nodes']:,} nodes")
+        print("  stages: " + ", ".join(f"{s} {t:.2f}" for s, t in r["stages"]))
+        print("  GPU pool GB at stage start: " + ", ".join(f"{s} {b / gb:.1f}" for s, b in r["gpu_pool_total_bytes_at_stage"]))
+        print(f"  host: input {r['input_bytes'] / gb:.2f} GB, RSS before build {r['rss_before_build'] / gb:.2f} GB, "
+              f"peak during build {r['peak_rss_during_build'] / gb:.2f} GB (reset {r['peak_reset']}), "
+              f"above input {r['build_peak_above_input'] / gb:.2f} GB, index arrays {r['index_array_bytes'] / gb:.2f} GB")
+        f = 800e6 / r["n"]
+        print(f"  x{f:g} to 800M: build ~{r['build_s'] * f:.0f} s, host peak ~{(r['rss_before_build'] + f * r['build_peak_above_input']) / gb:.0f} GB")
+    elif r["what"] == "compare":
+        print(f"compare CPU == GPU at {r['n']:,}: equal={r['equal']} " + "; ".join(
+            f"{k}: cpu {m['cpu_s']} s, gpu {m['gpu_s']} s, diff {m['different_arrays'] + m['different_meta']}"
+            for k, m in r["modes"].items()))
+PY
