@@ -7,6 +7,7 @@
 # 4. CPU builder == GPU builder at 5M keywords (both id modes), array for array.
 # Details (JSON lines, logs) go to $OUT/gpubuild/; a summary is printed at the end.
 #   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=4   sizes
+#   DRY=1   a dry run without a GPU: the builder's code with numpy, no transfer step (checks this script)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 D="$OUT/gpubuild"
@@ -15,6 +16,8 @@ export PYTHONUNBUFFERED=1
 BUILD_N=${BUILD_N:-100M}
 COMPARE_N=${COMPARE_N:-5M}
 TRANSFER_GB=${TRANSFER_GB:-4}
+XP=()
+[ -n "${DRY:-}" ] && XP=(--numpy)
 B=gpu_impl/scripts/gpubuild_bench.py
 J="$D/results.jsonl"
 : > "$J"
@@ -37,10 +40,10 @@ step() {  # step NAME TIMEOUT CMD...
 
 step tests 45 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
 tail -3 "$D/tests.log" | tee -a "$S"
-step transfer 25 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
-step build 45 python3 "$B" build --n "$BUILD_N" --json "$J"
+[ -z "${DRY:-}" ] && step transfer 25 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
+step build 45 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
 tail -5 "$D/build.log" | grep -v '^{' | tee -a "$S"
-step compare 30 python3 "$B" compare --n "$COMPARE_N" --json "$J"
+step compare 30 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
 
 python3 - "$J" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
