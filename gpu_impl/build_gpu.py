@@ -1,4 +1,4 @@
-"""GPU builder: steps 1-4 of `flashtrie/index/builder.py` on the GPU, then the CPU builder's array assembly.
+"""GPU builder: the steps of `flashtrie/index/builder.py` on the GPU, the array assembly included.
 
 Each function below mirrors the CPU step of the same name (read them side by side); all of them take the
 array module ``xp`` (cupy on the GPU; numpy runs the very same code on the CPU, which is how the tests
@@ -10,11 +10,13 @@ without a GPU check it):
 2. `neighbour_lcp` (`_neighbour_lcp`) and `dedup` (`_dedup`): element-wise over all pairs, column by column;
 3. `preorder` (`_preorder`): the compressed trie in preorder, level by level (searchsorted, scatters);
 4. `level_order` (`_level_order`): a stable sort of preorder by compressed depth (packed radix sort) and
-   the gathers into level order.
+   the gathers into level order;
+5. `build_assemble.assemble` (`build_arrays`' assembly): every array's finished words on the device.
 
 The whole library is one part on the GPU (the CPU's split by first token gives the same arrays).  The
-results go back to the host as `builder.LevelOrder`, and `builder.build_arrays` assembles the index
-arrays on all cores, exactly as it does for the CPU's own steps, so the arrays are identical.
+keyword arrays go up and the finished words come down through pinned staging buffers
+(`host_transfer.Stager`); the host adds only the rank directories (`BitVector.from_words`), so the arrays
+are identical to the CPU builder's (tested array for array).
 
 cupy is an optional dependency (``pip install 'flashtrie[gpu-build]'``); it is imported when a build starts.
 """

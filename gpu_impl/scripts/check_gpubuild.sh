@@ -2,11 +2,11 @@
 # The GPU builder on the device machine (< 120 s), from the repository root, the project installed:
 #   bash gpu_impl/scripts/check_gpubuild.sh
 # 1. the GPU-marked tests of tests/test_gpu_build.py (cupy == CPU builder, array for array);
-# 2. host<->GPU copies of 4 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py;
+# 2. host<->GPU copies of 3 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py;
 # 3. a 100M-keyword GPU build in a fresh process: sub-stage seconds, GPU pool high-water marks, peak RSS;
 # 4. CPU builder == GPU builder at 5M keywords (both id modes), array for array.
 # Details (JSON lines, logs) go to $OUT/gpubuild/; a summary is printed at the end.
-#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=4   sizes
+#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=3   sizes
 #   DRY=1   a dry run without a GPU: the builder's code with numpy, no transfer step (checks this script)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -15,7 +15,7 @@ mkdir -p "$D"
 export PYTHONUNBUFFERED=1
 BUILD_N=${BUILD_N:-100M}
 COMPARE_N=${COMPARE_N:-5M}
-TRANSFER_GB=${TRANSFER_GB:-4}
+TRANSFER_GB=${TRANSFER_GB:-3}
 XP=()
 [ -n "${DRY:-}" ] && XP=(--numpy)
 B=gpu_impl/scripts/gpubuild_bench.py
@@ -38,12 +38,12 @@ step() {  # step NAME TIMEOUT CMD...
   return $rc
 }
 
-step tests 45 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
+step tests 50 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
 tail -3 "$D/tests.log" | tee -a "$S"
-[ -z "${DRY:-}" ] && step transfer 25 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
-step build 45 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
+[ -z "${DRY:-}" ] && step transfer 15 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
+step build 35 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
 tail -5 "$D/build.log" | grep -v '^{' | tee -a "$S"
-step compare 30 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
+step compare 20 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
 
 python3 - "$J" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
