@@ -104,7 +104,7 @@ def neighbour_lcp(xp: ModuleType, tokens: Any, s_start: Any, s_len: Any) -> Any:
     cost less than compacting the pairs still equal, and hold one flag per pair instead of four arrays.
     """
     n = s_len.size
-    lcp = xp.zeros(n, dtype=xp.int64)
+    lcp = xp.zeros(n, dtype=xp.int32)  # at most the longest keyword
     if n < 2:
         return lcp
     still = xp.ones(n - 1, dtype=bool)  # pair (i - 1, i) equal on columns < j
@@ -136,7 +136,9 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     """The compressed trie of sorted unique keywords in preorder (`builder._preorder`, step for step)."""
     u = lcp.size
     max_lcp = int(lcp.max()) if u else 0
-    by_lcp = packed_order(xp, lcp, max(1, max_lcp.bit_length()))
+    # working arrays in 32 bits where every node index fits (a compressed trie has at most 2u + 1 nodes)
+    wt = xp.int32 if 2 * u + 2 < 2**31 - 1 else xp.int64
+    by_lcp = packed_order(xp, lcp, max(1, max_lcp.bit_length())).astype(wt)
     bounds = np.zeros(max_lcp + 2, dtype=np.int64)
     np.cumsum(_host(xp.bincount(lcp, minlength=max_lcp + 1)), out=bounds[1:])
 
@@ -153,10 +155,10 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
         new[1:] = pc[1:] != pc[:-1]
         levels.append((d, q, new, pc[new]))
     del by_lcp, creators
-    inner = xp.zeros(u, dtype=xp.int64)
+    inner = xp.zeros(u, dtype=wt)
     for d, _, _, node_c in levels:
         inner[node_c[lens[node_c] != d]] += 1  # unique within a level
-    pos_t = xp.cumsum(inner + 1)
+    pos_t = xp.cumsum(inner + 1, dtype=wt)
     first = pos_t - inner
     n = 1 + u + int(inner.sum())
 
@@ -167,9 +169,9 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     creator[pos_t] = xp.arange(u, dtype=idt)
     depth[pos_t] = lens.astype(idt)
     del pos_t
-    seen = xp.zeros(u, dtype=xp.int64)
-    hang = xp.zeros(u, dtype=xp.int64)
-    cd_first = xp.ones(u, dtype=xp.int64)
+    seen = xp.zeros(u, dtype=wt)
+    hang = xp.zeros(u, dtype=wt)
+    cd_first = xp.ones(u, dtype=wt)
     for d, q, new, node_c in levels:
         inner_node = lens[node_c] != d
         rank = xp.where(inner_node, seen[node_c], inner[node_c])
@@ -178,7 +180,7 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
         creator[pos[inner_node]] = c_in.astype(idt)
         depth[pos[inner_node]] = d
         seen[c_in] += 1
-        grp = xp.cumsum(new, dtype=xp.int64) - 1
+        grp = xp.cumsum(new, dtype=wt) - 1
         hang[q] = pos[grp]
         cd_first[q] = (cd_first[node_c] + rank + 1)[grp]
     del levels, seen, inner
@@ -190,16 +192,17 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     edge_start[first] = (lcp + 1).astype(idt)
     cdepth = xp.zeros(n, dtype=idt)
     c = creator[1:]
-    cdepth[1:] = (cd_first[c] + xp.arange(1, n, dtype=xp.int64) - first[c]).astype(idt)
+    cdepth[1:] = (cd_first[c] + xp.arange(1, n, dtype=wt) - first[c]).astype(idt)
     return _Preorder(creator, depth, parent, edge_start, cdepth)
 
 
 def level_order(xp: ModuleType, pre: _Preorder, max_len: int) -> tuple[Any, Any, Any, Any]:
     """Level order (`builder._level_order`): nodes by (compressed depth, preorder); the node arrays gathered."""
-    bfs = packed_order(xp, pre.cdepth, max(1, int(max_len).bit_length()))
+    idt = pre.creator.dtype  # 32 bits where the nodes fit
+    bfs = packed_order(xp, pre.cdepth, max(1, int(max_len).bit_length())).astype(idt)
     n = bfs.size
-    inv = xp.empty(n, dtype=xp.int64)
-    inv[bfs] = xp.arange(n, dtype=xp.int64)
+    inv = xp.empty(n, dtype=idt)
+    inv[bfs] = xp.arange(n, dtype=idt)
     parent_bfs = inv[pre.parent[bfs][1:]]
     del inv
     creator, depth, start = pre.creator[bfs], pre.depth[bfs], pre.edge_start[bfs]
