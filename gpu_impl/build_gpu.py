@@ -259,9 +259,10 @@ def _to_host(dev: DeviceArrays, get: Callable[[Any], np.ndarray]) -> DeviceArray
 
 def _bit_vectors(host: DeviceArrays) -> dict[str, BitVector]:
     """The bit vectors with their rank directories (and the LOUDS's select0 hints), built on threads."""
-    names = list(host.bits)
-    done = in_parallel([partial(BitVector.from_words, *host.bits[k], with_select0=k == "louds") for k in names],
-                       usable_cpus())
+    names, cores = list(host.bits), usable_cpus()
+    per = max(1, cores // len(names))  # the LOUDS is half the bits: its pieces on the threads of all four
+    done = in_parallel([partial(BitVector.from_words, *host.bits[k], with_select0=k == "louds",
+                                workers=cores if k == "louds" else per) for k in names], cores)
     return dict(zip(names, done, strict=True))
 
 

@@ -182,3 +182,20 @@ def test_stager_round_trip_in_chunks(monkeypatch: pytest.MonkeyPatch, nbytes: in
     st.close()
     if nbytes > 64:
         assert max(cp.copies) <= 4096 and sum(cp.copies) >= 2 * nbytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(nbits=st.integers(0, 5000), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**31), workers=st.integers(1, 4))
+def test_directory_on_threads_equals_one_pass(nbits: int, p: float, seed: int, workers: int) -> None:
+    from flashtrie.index import bits
+
+    b = np.random.default_rng(seed).random(nbits) < p
+    one = bits.BitVector.from_bools(b, with_select0=True)
+    old = bits.PIECE_WORDS
+    bits.PIECE_WORDS = 8  # many pieces (hypothesis and monkeypatch fixtures do not mix)
+    try:
+        many = bits.BitVector.from_words(one.words.copy(), nbits, with_select0=True, workers=workers)
+    finally:
+        bits.PIECE_WORDS = old
+    np.testing.assert_array_equal(many.rank, one.rank)
+    np.testing.assert_array_equal(many.select0_hints, one.select0_hints)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
+
+from ..cpus import in_parallel
 
 __all__ = ["BitVector", "popcount64", "rank_entries", "select0_hints", "select_in_words"]
 
@@ -12,6 +15,8 @@ _ABS_BITS = 40
 _ABS_MASK = np.uint64((1 << _ABS_BITS) - 1)
 BLOCK_BITS = 256  # 4 words per rank-directory entry
 HINT_STEP = 256  # one select0 hint per 256 zeros
+#: Words per thread task when a rank directory is built on threads (a multiple of a block's words).
+PIECE_WORDS = 1 << 22
 
 
 def popcount64(words: np.ndarray) -> np.ndarray:
@@ -61,6 +66,21 @@ def rank_entries(words: np.ndarray, ones_before: int) -> tuple[np.ndarray, int]:
     return entries, int(abs_before[-1])
 
 
+def _ones(words: np.ndarray) -> int:
+    return int(np.bitwise_count(words).sum(dtype=np.int64))
+
+
+def rank_directory(words: np.ndarray, workers: int = 1) -> tuple[np.ndarray, int]:
+    """`rank_entries` of all of ``words`` (whole blocks) and the ones in them, in pieces of `PIECE_WORDS`
+    on up to ``workers`` threads: each piece's ones first, then each piece's entries from the ones before it."""
+    if workers <= 1 or words.size <= PIECE_WORDS:
+        return rank_entries(words, 0)
+    pieces = [words[a : a + PIECE_WORDS] for a in range(0, words.size, PIECE_WORDS)]
+    before = np.cumsum([0] + in_parallel([partial(_ones, p) for p in pieces], workers))
+    parts = in_parallel([partial(rank_entries, p, int(before[k])) for k, p in enumerate(pieces)], workers)
+    return np.concatenate([e for e, _ in parts]), int(before[-1])
+
+
 def select0_hints(rank: np.ndarray, nbits: int) -> np.ndarray:
     """The select0 hints of a bit vector with directory ``rank``: the block of every 256th zero, then the last."""
     nblocks = rank.size - 1
@@ -106,8 +126,9 @@ class BitVector:
         return nwords + (-nwords) % (BLOCK_BITS // 64)  # whole blocks
 
     @classmethod
-    def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
-        entries, total = rank_entries(words, 0)
+    def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False, workers: int = 1) -> BitVector:
+        """The vector of ``words`` (`word_count` of them) with its directory, built on up to ``workers`` threads."""
+        entries, total = rank_directory(words, workers)
         if total >= 1 << _ABS_BITS:
             raise ValueError(f"bit vector too large: {nbits} bits (limit {1 << _ABS_BITS})")
         rank = np.append(entries, np.uint64(total))
