@@ -199,3 +199,24 @@ def test_directory_on_threads_equals_one_pass(nbits: int, p: float, seed: int, w
         bits.PIECE_WORDS = old
     np.testing.assert_array_equal(many.rank, one.rank)
     np.testing.assert_array_equal(many.select0_hints, one.select0_hints)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(0, 2**32 - 1), max_size=300), extra=st.integers(0, 3))
+def test_device_packing_equals_host_packing(values: list[int], extra: int) -> None:
+    from flashtrie.gpu_impl.build_assemble import pack_bits, pack_ints
+
+    from flashtrie.index.bits import BitVector
+    from flashtrie.index.packed import PackedInts
+
+    v = np.array(values, dtype=np.uint64)
+    width = min(32, (int(v.max()) if v.size else 0).bit_length() + extra)
+    ref = PackedInts.from_values(v, width)
+    words, w, n = pack_ints(np, v, width)
+    assert (w, n) == (ref.width, ref.size)
+    np.testing.assert_array_equal(words, ref.words)
+    bools = (v & 1).astype(bool)
+    np.testing.assert_array_equal(pack_bits(np, bools), BitVector.from_bools(bools).words)
+    if v.size and int(v.max()):
+        with pytest.raises(ValueError, match="cannot hold"):
+            pack_ints(np, v, int(v.max()).bit_length() - 1)
