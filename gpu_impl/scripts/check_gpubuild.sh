@@ -5,9 +5,9 @@
 #    memory pool at each stage, peak RSS;
 # 2. the GPU-marked tests of tests/test_gpu_build.py (cupy == CPU builder, array for array);
 # 3. CPU builder == GPU builder at 5M keywords (both id modes), array for array;
-# 4. host<->GPU copies of 3 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py.
+# 4. host<->GPU copies of 2 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py.
 # Details (JSON lines, logs) go to $OUT/gpubuild/; a summary is printed at the end.
-#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=3   sizes
+#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=2   sizes
 #   DRY=1   a dry run without a GPU: the builder's code with numpy, no transfer step (checks this script)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -16,7 +16,7 @@ mkdir -p "$D"
 export PYTHONUNBUFFERED=1
 BUILD_N=${BUILD_N:-100M}
 COMPARE_N=${COMPARE_N:-5M}
-TRANSFER_GB=${TRANSFER_GB:-3}
+TRANSFER_GB=${TRANSFER_GB:-2}
 XP=()
 [ -n "${DRY:-}" ] && XP=(--numpy)
 B=gpu_impl/scripts/gpubuild_bench.py
@@ -40,11 +40,11 @@ step() {  # step NAME TIMEOUT CMD...
 }
 
 # the build first: its warm-up compiles cupy's kernels (cached on disk) for the steps after it too
-step build 40 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
+step build 55 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
 tail -5 "$D/build.log" | grep -v '^{' | tee -a "$S"
-step tests 45 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
+step tests 35 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
 tail -3 "$D/tests.log" | tee -a "$S"
-step compare 20 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
+step compare 12 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
 [ -z "${DRY:-}" ] && step transfer 15 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
 
 python3 - "$J" <<'PY' 2>&1 | tee -a "$S"
