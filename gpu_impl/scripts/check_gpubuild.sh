@@ -41,7 +41,7 @@ step() {  # step NAME TIMEOUT CMD...
 
 # the build first: its warm-up compiles cupy's kernels (cached on disk) for the steps after it too
 step build 55 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
-tail -5 "$D/build.log" | grep -v '^{' | tee -a "$S"
+grep '^\[build\]' "$D/build.log" | tail -3 | tee -a "$S"
 step tests 35 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
 tail -3 "$D/tests.log" | tee -a "$S"
 step compare 12 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"

@@ -68,6 +68,7 @@ def cmd_build(a: argparse.Namespace) -> dict[str, Any]:
     t0 = time.perf_counter()
     ks = generate_keywords(a.n, seed=a.seed)
     gen_s = time.perf_counter() - t0
+    print(f"[build] generated {a.n:,} keywords in {gen_s:.1f} s", file=sys.stderr, flush=True)
     xp = np if a.numpy else _cupy()
     pool = None if a.numpy else xp.get_default_memory_pool()
     t0 = time.perf_counter()
@@ -75,12 +76,14 @@ def cmd_build(a: argparse.Namespace) -> dict[str, Any]:
         build_gpu.build_index(generate_keywords(200_000, seed=a.seed + 1), xp=xp)
         pool.free_all_blocks()
     warm_s = time.perf_counter() - t0
+    print(f"[build] warm-up {warm_s:.1f} s", file=sys.stderr, flush=True)
     base = rss()
     was_reset = reset_peak()
     marks: list[tuple[str, float, int]] = []
 
     def progress(stage: str) -> None:
         marks.append((stage, time.perf_counter(), pool.total_bytes() if pool is not None else 0))
+        print(f"[build] {stage} at {marks[-1][1] - t0:.2f} s", file=sys.stderr, flush=True)  # shows where a timeout hit
 
     t0 = time.perf_counter()
     idx = build_gpu.build_index(ks, progress, ids=a.ids, xp=xp)
