@@ -5,9 +5,11 @@
 #    memory pool at each stage, peak RSS;
 # 2. the GPU-marked tests of tests/test_gpu_build.py (cupy == CPU builder, array for array);
 # 3. CPU builder == GPU builder at 5M keywords (both id modes), array for array;
-# 4. host<->GPU copies of 2 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py.
+# 4. host<->GPU copies of 2 GB: cupy's own against the pinned staging of gpu_impl/host_transfer.py;
+# 5. a 50M build with cupy's cached blocks freed at every stage start: each stage's own GPU memory peak.
+# Everything also goes into one tarball, $OUT/gpubuild.tgz.
 # Details (JSON lines, logs) go to $OUT/gpubuild/; a summary is printed at the end.
-#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=2   sizes
+#   BUILD_N=100M COMPARE_N=5M TRANSFER_GB=2 POOL_N=50M   sizes
 #   DRY=1   a dry run without a GPU: the builder's code with numpy, no transfer step (checks this script)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
@@ -17,6 +19,7 @@ export PYTHONUNBUFFERED=1
 BUILD_N=${BUILD_N:-100M}
 COMPARE_N=${COMPARE_N:-5M}
 TRANSFER_GB=${TRANSFER_GB:-2}
+POOL_N=${POOL_N:-50M}
 XP=()
 [ -n "${DRY:-}" ] && XP=(--numpy)
 B=gpu_impl/scripts/gpubuild_bench.py
@@ -40,12 +43,13 @@ step() {  # step NAME TIMEOUT CMD...
 }
 
 # the build first: its warm-up compiles cupy's kernels (cached on disk) for the steps after it too
-step build 55 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
+step build 40 python3 "$B" build --n "$BUILD_N" "${XP[@]}" --json "$J"
 grep '^\[build\]' "$D/build.log" | tail -3 | tee -a "$S"
-step tests 35 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
+step tests 40 python3 -m pytest -q -x -m gpu tests/test_gpu_build.py -p no:cacheprovider
 tail -3 "$D/tests.log" | tee -a "$S"
 step compare 12 python3 "$B" compare --n "$COMPARE_N" "${XP[@]}" --json "$J"
-[ -z "${DRY:-}" ] && step transfer 15 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
+[ -z "${DRY:-}" ] && step transfer 12 python3 "$B" transfer --gb "$TRANSFER_GB" --json "$J"
+[ -z "${DRY:-}" ] && step pool 15 python3 "$B" build --n "$POOL_N" --pool-peaks --json "$J"
 
 python3 - "$J" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
@@ -63,9 +67,14 @@ for line in open(sys.argv[1]):
               f"peak during build {r['peak_rss_during_build'] / gb:.2f} GB (reset {r['peak_reset']}), "
               f"above input {r['build_peak_above_input'] / gb:.2f} GB, index arrays {r['index_array_bytes'] / gb:.2f} GB")
         f = 800e6 / r["n"]
-        print(f"  x{f:g} to 800M: build ~{r['build_s'] * f:.0f} s, host peak ~{(r['rss_before_build'] + f * r['build_peak_above_input']) / gb:.0f} GB")
+        host = r['rss_before_build'] + (f - 1) * r['input_bytes'] + f * r['build_peak_above_input']
+        if r.get("pool_peaks"):
+            print(f"  (stage peaks run: its seconds include the re-allocations)")
+        print(f"  x{f:g} to 800M: build ~{r['build_s'] * f:.0f} s, host peak ~{host / gb:.0f} GB, GPU pool "
+              f"~{f * max(b for _, b in r['gpu_pool_total_bytes_at_stage']) / gb:.0f} GB")
     elif r["what"] == "compare":
         print(f"compare CPU == GPU at {r['n']:,}: equal={r['equal']} " + "; ".join(
             f"{k}: cpu {m['cpu_s']} s, gpu {m['gpu_s']} s, diff {m['different_arrays'] + m['different_meta']}"
             for k, m in r["modes"].items()))
 PY
+tar -czf "$OUT/gpubuild.tgz" -C "$OUT" gpubuild 2>/dev/null && echo "details: $OUT/gpubuild.tgz"

@@ -7,7 +7,8 @@
 
 * ``build``: `generate_keywords` (all cores), then `build_gpu.build_index` (``--numpy``: the same code on the
   CPU, where every "device" array is a host array: its peak is then the GPU's memory, not the host's),
-  each sub-stage's seconds, the GPU memory pool's high-water mark at each stage, and the host memory:
+  each sub-stage's seconds, cupy's pool (reserved bytes) at each stage start (``--pool-peaks``: the cached
+  blocks freed at every stage start, so that each figure is about the previous stage's own peak), the host memory:
   the input's resident size, the build's peak above it (VmHWM after a reset), and the index arrays' bytes;
 * ``compare``: the CPU builder and the GPU builder on the same library, both id modes, array for array;
 * ``transfer``: host->GPU and GPU->host copies of a ``--gb`` array, cupy's own against `host_transfer.Stager`;
@@ -83,6 +84,8 @@ def cmd_build(a: argparse.Namespace) -> dict[str, Any]:
 
     def progress(stage: str) -> None:
         marks.append((stage, time.perf_counter(), pool.total_bytes() if pool is not None else 0))
+        if a.pool_peaks and pool is not None:  # the next mark's total is then about that stage's own peak
+            pool.free_all_blocks()
         print(f"[build] {stage} at {marks[-1][1] - t0:.2f} s", file=sys.stderr, flush=True)  # shows where a timeout hit
 
     t0 = time.perf_counter()
@@ -93,7 +96,7 @@ def cmd_build(a: argparse.Namespace) -> dict[str, Any]:
     out_bytes = sum(int(v.nbytes) for v in idx.arrays.values())
     ks_bytes = int(ks.tokens.nbytes + ks.offsets.nbytes)
     hwm = peak() if was_reset else int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-    return {"n": a.n, "ids": a.ids, "xp": xp.__name__, "generate_s": round(gen_s, 3),
+    return {"n": a.n, "ids": a.ids, "xp": xp.__name__, "pool_peaks": a.pool_peaks, "generate_s": round(gen_s, 3),
             "warmup_s": round(warm_s, 3), "build_s": round(t1 - t0, 3),
             "stages": stages, "gpu_pool_total_bytes_at_stage": gpu_pool, "num_nodes": idx.num_nodes,
             "num_unique": idx.num_unique, "input_bytes": ks_bytes, "rss_before_build": base,
@@ -192,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--ids", choices=("input", "index"), default="input")
     ap.add_argument("--numpy", action="store_true", help="run the GPU builder's code with numpy")
+    ap.add_argument("--pool-peaks", action="store_true",
+                    help="build: free cupy's cached blocks at every stage start (each stage's reserved peak; slower)")
     ap.add_argument("--json", default="", help="append the result (one JSON line) to this file")
     a = ap.parse_args(argv)
     res = {"cmd_build": cmd_build, "cmd_compare": cmd_compare, "cmd_transfer": cmd_transfer,
