@@ -1,4 +1,4 @@
-"""GPU builder: steps 1-4 of `flashtrie/index/builder.py` on the GPU, then the CPU builder's array assembly.
+"""GPU builder: the steps of `flashtrie/index/builder.py` on the GPU, the array assembly included.
 
 Each function below mirrors the CPU step of the same name (read them side by side); all of them take the
 array module ``xp`` (cupy on the GPU; numpy runs the very same code on the CPU, which is how the tests
@@ -10,11 +10,13 @@ without a GPU check it):
 2. `neighbour_lcp` (`_neighbour_lcp`) and `dedup` (`_dedup`): element-wise over all pairs, column by column;
 3. `preorder` (`_preorder`): the compressed trie in preorder, level by level (searchsorted, scatters);
 4. `level_order` (`_level_order`): a stable sort of preorder by compressed depth (packed radix sort) and
-   the gathers into level order.
+   the gathers into level order;
+5. `build_assemble.assemble` (`build_arrays`' assembly): every array's finished words on the device.
 
 The whole library is one part on the GPU (the CPU's split by first token gives the same arrays).  The
-results go back to the host as `builder.LevelOrder`, and `builder.build_arrays` assembles the index
-arrays on all cores, exactly as it does for the CPU's own steps, so the arrays are identical.
+keyword arrays go up and the finished words come down through pinned staging buffers
+(`host_transfer.Stager`); the host adds only the rank directories (`BitVector.from_words`), so the arrays
+are identical to the CPU builder's (tested array for array).
 
 cupy is an optional dependency (``pip install 'flashtrie[gpu-build]'``); it is imported when a build starts.
 """
@@ -23,16 +25,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import DeviceError, InputError
-from flashtrie.index.builder import BuiltArrays, LevelOrder, _Preorder, build_arrays
+from flashtrie.index.bits import BitVector
+from flashtrie.index.builder import BuiltArrays, _Preorder
+from flashtrie.index.packed import PackedInts
 from flashtrie.keywords import KeywordSet
 
-__all__ = ["build_arrays_gpu", "build_index", "gpu_sort_and_order", "cupy_module"]
+from .build_assemble import DeviceArrays, assemble
+from .host_transfer import Stager
+
+__all__ = ["build_arrays_gpu", "build_index", "cupy_module"]
 
 Progress = Callable[[str], None]
 
@@ -95,7 +104,7 @@ def neighbour_lcp(xp: ModuleType, tokens: Any, s_start: Any, s_len: Any) -> Any:
     cost less than compacting the pairs still equal, and hold one flag per pair instead of four arrays.
     """
     n = s_len.size
-    lcp = xp.zeros(n, dtype=xp.int64)
+    lcp = xp.zeros(n, dtype=xp.int32)  # at most the longest keyword
     if n < 2:
         return lcp
     still = xp.ones(n - 1, dtype=bool)  # pair (i - 1, i) equal on columns < j
@@ -127,7 +136,9 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     """The compressed trie of sorted unique keywords in preorder (`builder._preorder`, step for step)."""
     u = lcp.size
     max_lcp = int(lcp.max()) if u else 0
-    by_lcp = packed_order(xp, lcp, max(1, max_lcp.bit_length()))
+    # working arrays in 32 bits where every node index fits (a compressed trie has at most 2u + 1 nodes)
+    wt = xp.int32 if 2 * u + 2 < 2**31 - 1 else xp.int64
+    by_lcp = packed_order(xp, lcp, max(1, max_lcp.bit_length())).astype(wt)
     bounds = np.zeros(max_lcp + 2, dtype=np.int64)
     np.cumsum(_host(xp.bincount(lcp, minlength=max_lcp + 1)), out=bounds[1:])
 
@@ -144,10 +155,10 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
         new[1:] = pc[1:] != pc[:-1]
         levels.append((d, q, new, pc[new]))
     del by_lcp, creators
-    inner = xp.zeros(u, dtype=xp.int64)
+    inner = xp.zeros(u, dtype=wt)
     for d, _, _, node_c in levels:
         inner[node_c[lens[node_c] != d]] += 1  # unique within a level
-    pos_t = xp.cumsum(inner + 1)
+    pos_t = xp.cumsum(inner + 1, dtype=wt)
     first = pos_t - inner
     n = 1 + u + int(inner.sum())
 
@@ -158,9 +169,9 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     creator[pos_t] = xp.arange(u, dtype=idt)
     depth[pos_t] = lens.astype(idt)
     del pos_t
-    seen = xp.zeros(u, dtype=xp.int64)
-    hang = xp.zeros(u, dtype=xp.int64)
-    cd_first = xp.ones(u, dtype=xp.int64)
+    seen = xp.zeros(u, dtype=wt)
+    hang = xp.zeros(u, dtype=wt)
+    cd_first = xp.ones(u, dtype=wt)
     for d, q, new, node_c in levels:
         inner_node = lens[node_c] != d
         rank = xp.where(inner_node, seen[node_c], inner[node_c])
@@ -169,7 +180,7 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
         creator[pos[inner_node]] = c_in.astype(idt)
         depth[pos[inner_node]] = d
         seen[c_in] += 1
-        grp = xp.cumsum(new, dtype=xp.int64) - 1
+        grp = xp.cumsum(new, dtype=wt) - 1
         hang[q] = pos[grp]
         cd_first[q] = (cd_first[node_c] + rank + 1)[grp]
     del levels, seen, inner
@@ -181,16 +192,17 @@ def preorder(xp: ModuleType, lcp: Any, lens: Any) -> _Preorder:
     edge_start[first] = (lcp + 1).astype(idt)
     cdepth = xp.zeros(n, dtype=idt)
     c = creator[1:]
-    cdepth[1:] = (cd_first[c] + xp.arange(1, n, dtype=xp.int64) - first[c]).astype(idt)
+    cdepth[1:] = (cd_first[c] + xp.arange(1, n, dtype=wt) - first[c]).astype(idt)
     return _Preorder(creator, depth, parent, edge_start, cdepth)
 
 
 def level_order(xp: ModuleType, pre: _Preorder, max_len: int) -> tuple[Any, Any, Any, Any]:
     """Level order (`builder._level_order`): nodes by (compressed depth, preorder); the node arrays gathered."""
-    bfs = packed_order(xp, pre.cdepth, max(1, int(max_len).bit_length()))
+    idt = pre.creator.dtype  # 32 bits where the nodes fit
+    bfs = packed_order(xp, pre.cdepth, max(1, int(max_len).bit_length())).astype(idt)
     n = bfs.size
-    inv = xp.empty(n, dtype=xp.int64)
-    inv[bfs] = xp.arange(n, dtype=xp.int64)
+    inv = xp.empty(n, dtype=idt)
+    inv[bfs] = xp.arange(n, dtype=idt)
     parent_bfs = inv[pre.parent[bfs][1:]]
     del inv
     creator, depth, start = pre.creator[bfs], pre.depth[bfs], pre.edge_start[bfs]
@@ -199,74 +211,115 @@ def level_order(xp: ModuleType, pre: _Preorder, max_len: int) -> tuple[Any, Any,
     return parent_bfs, creator, depth, start
 
 
-def gpu_sort_and_order(xp: ModuleType | None = None) -> Callable[[KeywordSet, int, Progress], tuple[np.ndarray,
-                                                                                                      LevelOrder]]:
-    """Steps 1-4 on ``xp`` (default cupy), as the ``sort_and_order`` hook of `builder.build_arrays`."""
-    xp = cupy_module() if xp is None else xp
+def _sorted_unique(xp: ModuleType, tokens: Any, offsets: Any, say: Progress) -> tuple[Any, Any, Any, Any, int]:
+    """Steps 1-2: sorted unique keyword ids, their lcp, flat starts and lengths, and the longest length."""
+    starts = offsets[:-1]
+    lens = (offsets[1:] - starts).astype(xp.int32)
+    max_len = int(lens.max())
+    say("sort")
+    order = sort_keywords(xp, tokens, starts, lens, max_len)
+    say("lcp")
+    s_len = lens[order]
+    del lens
+    lcp = neighbour_lcp(xp, tokens, starts[order], s_len)
+    order, lcp, s_len = dedup(xp, order, lcp, s_len)
+    return order, lcp, starts[order], s_len, max_len
 
-    def run(ks: KeywordSet, max_len: int, say: Progress) -> tuple[np.ndarray, LevelOrder]:
-        say("upload")
-        tokens = xp.asarray(ks.tokens)
-        offsets = xp.asarray(ks.offsets)
-        starts = offsets[:-1]
-        lens = (offsets[1:] - starts).astype(xp.int32)
-        del offsets
-        say("sort")
-        order = sort_keywords(xp, tokens, starts, lens, max_len)
-        say("lcp")
-        s_len = lens[order]
-        lcp = neighbour_lcp(xp, tokens, starts[order], s_len)
-        del tokens, starts, lens
-        order, lcp, s_len = dedup(xp, order, lcp, s_len)
-        # 32-bit over PCIe where they fit (the assembly reads values, not dtypes): half the download
-        narrow = xp.int32 if ks.offsets.size < 2**31 else xp.int64
-        order_host = _host(order.astype(narrow))
-        del order
-        say("trie")
-        pre = preorder(xp, lcp, s_len)
-        del lcp, s_len
-        say("order")
-        parent, creator, depth, start = level_order(xp, pre, max_len)
-        del pre
-        say("download")
-        lv = LevelOrder(_host(parent.astype(creator.dtype)), _host(creator), _host(depth), _host(start),
-                        int(creator.size))
-        return order_host, lv
 
-    return run
+def _device_arrays(xp: ModuleType, ks: KeywordSet, ids: str, want_order: bool, say: Progress,
+                   stager: Stager | None) -> tuple[DeviceArrays, int, int, int]:
+    """Steps 1-5 on ``xp``: the finished arrays (on the device), the longest keyword, largest token, unique keywords."""
+    say("upload")
+    up = stager.upload if stager is not None else xp.asarray
+    tokens, offsets = up(ks.tokens), up(ks.offsets)
+    max_tok = int(tokens.max())
+    order, lcp, s_start, s_len, max_len = _sorted_unique(xp, tokens, offsets, say)
+    del offsets
+    order = order.astype(xp.int32 if ks.offsets.size < 2**31 else xp.int64)  # input ids: for the id map only
+    say("trie")
+    pre = preorder(xp, lcp, s_len)
+    del lcp
+    say("order")
+    parent, creator, depth, start = level_order(xp, pre, max_len)
+    del pre
+    say("assemble")
+    dev = assemble(xp, tokens, s_start, s_len, order, parent, creator, depth, start, max_tok=max_tok, ids=ids,
+                   want_order=want_order)
+    return dev, max_len, max_tok, int(order.size)
+
+
+def _to_host(dev: DeviceArrays, get: Callable[[Any], np.ndarray]) -> DeviceArrays:
+    """The same arrays, copied to the host with ``get``."""
+    return DeviceArrays(
+        bits={k: (get(w), nb) for k, (w, nb) in dev.bits.items()},
+        packed={k: (get(w), width, size) for k, (w, width, size) in dev.packed.items()},
+        labels_lo=get(dev.labels_lo), node_flags=get(dev.node_flags), max_degree=dev.max_degree,
+        max_degree_nonroot=dev.max_degree_nonroot, order=None if dev.order is None else get(dev.order))
+
+
+def _bit_vectors(host: DeviceArrays) -> dict[str, BitVector]:
+    """The bit vectors with their rank directories (and the LOUDS's select0 hints), built on threads."""
+    names, cores = list(host.bits), usable_cpus()
+    per = max(1, cores // len(names))  # the LOUDS is half the bits: its pieces on the threads of all four
+    done = in_parallel([partial(BitVector.from_words, *host.bits[k], with_select0=k == "louds",
+                                workers=cores if k == "louds" else per) for k in names], cores)
+    return dict(zip(names, done, strict=True))
 
 
 def build_arrays_gpu(keywords: KeywordSet, progress: Progress | None = None, *, ids: str = "input",
-                     xp: ModuleType | None = None) -> BuiltArrays:
-    """The CPU builder's arrays (`builder.build_arrays`), with steps 1-4 on the GPU.
+                     xp: ModuleType | None = None, return_order: bool = False) -> BuiltArrays:
+    """The CPU builder's arrays (`builder.build_arrays`), steps 1-5 on the GPU, the rank directories on the host.
 
-    ``progress(stage)`` is called as stages start (upload, sort, lcp, trie, order, download, arrays).
-    ``ids`` as in `NarrowLoudsIndex.build`; ``xp=numpy`` runs the GPU code path on the CPU (for tests).
+    ``progress(stage)`` is called as stages start: upload, sort, lcp, trie, order, assemble, download,
+    directories.  ``ids`` as in `NarrowLoudsIndex.build`; ``xp=numpy`` runs the GPU code path on the CPU
+    (for tests).  ``BuiltArrays.order`` is filled only with ``return_order`` (else it is empty: it costs
+    a download of 4 or 8 bytes per keyword).
     """
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+    if ids not in ("input", "index"):
+        raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
     if len(keywords) == 0:
         raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
-    hook = gpu_sort_and_order(xp)
     mod = cupy_module() if xp is None else xp
+    on_gpu = hasattr(mod, "cuda")
     say = progress or (lambda stage: None)
 
     def staged(stage: str) -> None:
-        if hasattr(mod, "cuda"):  # stage times on the GPU: wait for the work queued so far
+        if on_gpu:  # stage times on the GPU: wait for the work queued so far
             mod.cuda.get_current_stream().synchronize()
         say(stage)
 
-    return build_arrays(keywords, staged, ids, sort_and_order=hook)
+    stager = Stager(mod) if on_gpu else None
+    try:
+        dev, max_len, max_tok, u = _device_arrays(mod, keywords, ids, return_order, staged, stager)
+        staged("download")
+        host = _to_host(dev, stager.download if stager is not None else np.asarray)
+    finally:
+        if stager is not None:
+            stager.close()
+    del dev
+    if on_gpu:
+        mod.get_default_memory_pool().free_all_blocks()
+    staged("directories")
+    bv = _bit_vectors(host)
+    p = {k: PackedInts(*v) for k, v in host.packed.items()}
+    order = np.zeros(0, dtype=np.int64) if host.order is None else host.order.astype(np.int64)
+    return BuiltArrays(
+        louds=bv["louds"], labels_lo=host.labels_lo, hi_flag=bv["hi_flag"], labels_hi=p["labels_hi"],
+        linked=bv["linked"], link_starts=p["link_starts"], suffix=p["suffix"], terminal=bv["terminal"],
+        keyword_ids=p["keyword_ids"], node_flags=host.node_flags, max_degree=host.max_degree,
+        max_degree_nonroot=host.max_degree_nonroot, order=order, id_order=ids, num_nodes=int(host.labels_lo.size),
+        num_keywords=len(keywords), num_unique=u, max_keyword_length=max_len, max_token=max_tok)
 
 
 def build_index(keywords: KeywordSet, progress: Progress | None = None, *, ids: str = "input",
-                xp: ModuleType | None = None) -> Any:
-    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`)."""
+                xp: ModuleType | None = None, return_order: bool = False) -> Any:
+    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`);
+    with ``return_order``, also the order as `NarrowLoudsIndex.build` returns it."""
     from flashtrie.index.narrow_louds import NarrowLoudsIndex
 
     t0 = time.perf_counter()
-    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp)
+    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp, return_order=return_order)
     idx = NarrowLoudsIndex._from_built(built, time.perf_counter() - t0)
-    if xp is None:
-        cupy_module().get_default_memory_pool().free_all_blocks()
-    return idx
+    return (idx, built.order) if return_order else idx

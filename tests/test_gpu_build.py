@@ -7,8 +7,10 @@ checked on every machine.
 
 from __future__ import annotations
 
+import ctypes
 import sys
 from functools import lru_cache
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -46,9 +48,11 @@ def _xp(on_gpu: bool):
     return build_gpu.cupy_module()
 
 
-def assert_same_index(ks: KeywordSet, xp) -> None:
-    cpu = NarrowLoudsIndex.build(ks)
-    other = build_gpu.build_index(ks, xp=xp)
+def assert_same_index(ks: KeywordSet, xp, ids: str = "input") -> None:
+    cpu, cpu_order = NarrowLoudsIndex.build(ks, ids=ids, return_order=True)
+    other, order = build_gpu.build_index(ks, xp=xp, ids=ids, return_order=True)
+    assert order.dtype == np.int64
+    np.testing.assert_array_equal(order, cpu_order)
     a, b = cpu.arrays, other.arrays
     assert a.keys() == b.keys()
     for name in a:
@@ -64,9 +68,11 @@ GPU = [pytest.param(False, id="numpy"), pytest.param(True, id="cupy", marks=pyte
 
 @pytest.mark.parametrize("on_gpu", GPU)
 @settings(max_examples=120, deadline=None)
-@given(kws=keyword_lists)
-def test_same_arrays_hypothesis(on_gpu: bool, kws: list[list[int]]) -> None:
-    assert_same_index(KeywordSet.from_sequences(kws), _xp(on_gpu))
+@given(kws=keyword_lists, ids=st.sampled_from(["input", "index"]), shuffle=st.randoms(use_true_random=False))
+def test_same_arrays_hypothesis(on_gpu: bool, kws: list[list[int]], ids: str, shuffle) -> None:
+    if shuffle.random() < 0.3:  # also the sorted, duplicate-free order, where ids="input" stores no map
+        kws = sorted(set(map(tuple, kws)))
+    assert_same_index(KeywordSet.from_sequences(kws), _xp(on_gpu), ids)
 
 
 @pytest.mark.parametrize("on_gpu", GPU)
@@ -83,24 +89,134 @@ def test_same_arrays_adversarial(on_gpu: bool) -> None:
 
 
 @pytest.mark.parametrize("on_gpu", GPU)
-@pytest.mark.parametrize("dup", [0.0, 0.05])
-def test_same_arrays_generated_library(on_gpu: bool, dup: float) -> None:
+@pytest.mark.parametrize(("dup", "ids"), [(0.0, "input"), (0.05, "input"), (0.05, "index")])
+def test_same_arrays_generated_library(on_gpu: bool, dup: float, ids: str) -> None:
     # large enough that the CPU builder splits it across threads (parts of 500k keywords)
     ks = generate_keywords(1_200_000, seed=3, duplicate_fraction=dup)
-    assert_same_index(ks, _xp(on_gpu))
+    assert_same_index(ks, _xp(on_gpu), ids)
+
+
+def test_order_only_when_asked() -> None:
+    ks = KeywordSet.from_sequences([[5, 1], [2], [5, 1], [2, 7]])
+    built = build_gpu.build_arrays_gpu(ks, xp=np)
+    assert built.order.size == 0 and built.keyword_ids.size == 3  # no download of the order by default
+    assert build_gpu.build_arrays_gpu(ks, xp=np, return_order=True).order.tolist() == [1, 0, 3]
 
 
 def test_progress_by_stage() -> None:
     seen: list[str] = []
     build_gpu.build_arrays_gpu(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]), seen.append, xp=np)
-    assert seen == ["upload", "sort", "lcp", "trie", "order", "download", "arrays"]
+    assert seen == ["upload", "sort", "lcp", "trie", "order", "assemble", "download", "directories"]
 
 
 def test_bad_input_and_missing_cupy(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InputError, match="keywords: expected a flashtrie.KeywordSet"):
         build_gpu.build_index([[1, 2]], xp=np)
+    with pytest.raises(InputError, match="ids: expected 'input' or 'index', got 'rank'"):
+        build_gpu.build_index(KeywordSet.from_sequences([[1]]), ids="rank", xp=np)
     with pytest.raises(InputError, match="empty"):
         build_gpu.build_index(KeywordSet.from_arrays([], [0]), xp=np)
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy now raises ImportError
     with pytest.raises(DeviceError, match="gpu-build"):
         build_gpu.build_index(KeywordSet.from_sequences([[1]]))
+
+
+class _FakeCupy:
+    """Just enough of cupy for `host_transfer.Stager`: "device" arrays in host memory, copies by memmove."""
+
+    class _Pinned(bytearray):
+        @property
+        def ptr(self) -> int:
+            return ctypes.addressof((ctypes.c_char * len(self)).from_buffer(self))
+
+    class _Dev:
+        def __init__(self, a: np.ndarray) -> None:
+            self.a, self.shape, self.dtype, self.nbytes = a, a.shape, a.dtype, a.nbytes
+            self.data = SimpleNamespace(ptr=a.ctypes.data)
+
+        def get(self, out: np.ndarray | None = None) -> np.ndarray:
+            if out is None:
+                return self.a.copy()
+            out[...] = self.a
+            return out
+
+    def __init__(self) -> None:
+        self.copies: list[int] = []
+        stream = SimpleNamespace(ptr=0, synchronize=lambda: None)
+
+        def memcpy(dst: int, src: int, size: int, kind: int, s: int) -> None:
+            self.copies.append(size)
+            ctypes.memmove(dst, src, size)
+
+        event = lambda **_: SimpleNamespace(record=lambda s: None, synchronize=lambda: None)  # noqa: E731
+        self.cuda = SimpleNamespace(
+            alloc_pinned_memory=lambda n: self._Pinned(n), Stream=lambda **_: stream, Event=event,
+            get_current_stream=lambda: stream,
+            runtime=SimpleNamespace(memcpyAsync=memcpy, memcpyHostToDevice=1, memcpyDeviceToHost=2))
+
+    def empty(self, shape, dtype) -> _Dev:
+        return self._Dev(np.full(shape, 0xAB, dtype=np.uint8).view(dtype) if np.dtype(dtype).itemsize == 1
+                         else np.empty(shape, dtype=dtype))
+
+    def asarray(self, a: np.ndarray) -> _Dev:
+        return self._Dev(a.copy())
+
+    def ascontiguousarray(self, d: _Dev) -> _Dev:
+        return d
+
+
+@pytest.mark.parametrize("nbytes", [0, 7, 4096, 4096 * 3 + 5, 4096 * 11])
+def test_stager_round_trip_in_chunks(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
+    from flashtrie.gpu_impl import host_transfer
+
+    monkeypatch.setattr(host_transfer, "SMALL_BYTES", 64)
+    cp = _FakeCupy()
+    st = host_transfer.Stager(cp, chunk=4096, depth=3)  # more chunks than buffers: the ring wraps
+    host = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    dev = st.upload(host)
+    np.testing.assert_array_equal(dev.a, host)
+    back = st.download(dev)
+    np.testing.assert_array_equal(back, host)
+    wide = st.download(st.upload(host.view(np.uint8)[: nbytes // 8 * 8].view(np.uint64)))
+    assert wide.dtype == np.uint64 and wide.tobytes() == host[: nbytes // 8 * 8].tobytes()
+    st.close()
+    if nbytes > 64:
+        assert max(cp.copies) <= 4096 and sum(cp.copies) >= 2 * nbytes
+
+
+@settings(max_examples=40, deadline=None)
+@given(nbits=st.integers(0, 5000), p=st.floats(0.0, 1.0), seed=st.integers(0, 2**31), workers=st.integers(1, 4))
+def test_directory_on_threads_equals_one_pass(nbits: int, p: float, seed: int, workers: int) -> None:
+    from flashtrie.index import bits
+
+    b = np.random.default_rng(seed).random(nbits) < p
+    one = bits.BitVector.from_bools(b, with_select0=True)
+    old = bits.PIECE_WORDS
+    bits.PIECE_WORDS = 8  # many pieces (hypothesis and monkeypatch fixtures do not mix)
+    try:
+        many = bits.BitVector.from_words(one.words.copy(), nbits, with_select0=True, workers=workers)
+    finally:
+        bits.PIECE_WORDS = old
+    np.testing.assert_array_equal(many.rank, one.rank)
+    np.testing.assert_array_equal(many.select0_hints, one.select0_hints)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values=st.lists(st.integers(0, 2**32 - 1), max_size=300), extra=st.integers(0, 3))
+def test_device_packing_equals_host_packing(values: list[int], extra: int) -> None:
+    from flashtrie.gpu_impl.build_assemble import pack_bits, pack_ints
+
+    from flashtrie.index.bits import BitVector
+    from flashtrie.index.packed import PackedInts
+
+    v = np.array(values, dtype=np.uint64)
+    width = min(32, (int(v.max()) if v.size else 0).bit_length() + extra)
+    ref = PackedInts.from_values(v, width)
+    words, w, n = pack_ints(np, v, width)
+    assert (w, n) == (ref.width, ref.size)
+    np.testing.assert_array_equal(words, ref.words)
+    bools = (v & 1).astype(bool)
+    np.testing.assert_array_equal(pack_bits(np, bools), BitVector.from_bools(bools).words)
+    if v.size and int(v.max()):
+        with pytest.raises(ValueError, match="cannot hold"):
+            pack_ints(np, v, int(v.max()).bit_length() - 1)

@@ -9,13 +9,15 @@ same two dependent reads as a 256-bit directory, in a quarter of the bytes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from ..cpus import in_parallel
 from ..errors import InputError
 
-__all__ = ["BitVector", "popcount64", "rank_entries", "select0_hints", "select_in_words", "num_words", "ABS_BITS",
-           "BLOCK_WORDS", "HINT_STEP"]
+__all__ = ["BitVector", "popcount64", "rank_entries", "rank_directory", "select0_hints", "select_in_words",
+           "num_words", "ABS_BITS", "BLOCK_WORDS", "HINT_STEP"]
 
 ABS_BITS = 34  # the absolute count of an entry: at most 2**34 - 1 ones in a bit vector
 _ABS_MASK = np.uint64((1 << ABS_BITS) - 1)
@@ -25,6 +27,8 @@ SUB_WORDS = 4  # words per sub-block (one 32-byte sector)
 BLOCK_BITS = 64 * BLOCK_WORDS
 SUB_BITS = 64 * SUB_WORDS
 HINT_STEP = 256  # one select0 hint per 256 zeros
+#: Words per thread task when a rank directory is built on threads (a multiple of a block's words).
+PIECE_WORDS = 1 << 22
 
 
 def popcount64(words: np.ndarray) -> np.ndarray:
@@ -85,6 +89,21 @@ def rank_entries(words: np.ndarray, ones_before: int) -> tuple[np.ndarray, int]:
     return entries, int(abs_before[-1])
 
 
+def _ones(words: np.ndarray) -> int:
+    return int(np.bitwise_count(words).sum(dtype=np.int64))
+
+
+def rank_directory(words: np.ndarray, workers: int = 1) -> tuple[np.ndarray, int]:
+    """`rank_entries` of all of ``words`` (whole blocks) and the ones in them, in pieces of `PIECE_WORDS`
+    on up to ``workers`` threads: each piece's ones first, then each piece's entries from the ones before it."""
+    if workers <= 1 or words.size <= PIECE_WORDS:
+        return rank_entries(words, 0)
+    pieces = [words[a : a + PIECE_WORDS] for a in range(0, words.size, PIECE_WORDS)]
+    before = np.cumsum([0] + in_parallel([partial(_ones, p) for p in pieces], workers))
+    parts = in_parallel([partial(rank_entries, p, int(before[k])) for k, p in enumerate(pieces)], workers)
+    return np.concatenate([e for e, _ in parts]), int(before[-1])
+
+
 def select0_hints(rank: np.ndarray, nbits: int) -> np.ndarray:
     """The select0 hints of a bit vector with directory ``rank``: the block of every 256th zero, then the last."""
     nblocks = rank.size - 1
@@ -122,11 +141,18 @@ class BitVector:
         words = buf.view(np.uint64)
         return cls.from_words(words, nbits, with_select0=with_select0)
 
+    @staticmethod
+    def word_count(nbits: int) -> int:
+        """Words of a vector of ``nbits`` bits as `from_bools` lays them out (`num_words`), so that other
+        builders (the GPU's) can pack the same words themselves and hand them to `from_words`."""
+        return num_words(nbits)
+
     @classmethod
-    def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False) -> BitVector:
+    def from_words(cls, words: np.ndarray, nbits: int, *, with_select0: bool = False, workers: int = 1) -> BitVector:
+        """The vector of ``words`` (`num_words` of them) with its directory, built on up to ``workers`` threads."""
         if words.size % BLOCK_WORDS:
             raise InputError(f"words: {words.size} words is not a whole number of {BLOCK_WORDS}-word blocks")
-        entries, total = rank_entries(words, 0)
+        entries, total = rank_directory(words, workers)
         if total >= 1 << ABS_BITS:
             raise InputError(f"bit vector: {total:,} ones in {nbits:,} bits is over the rank directory's limit "
                              f"of 2**{ABS_BITS} - 1 ones (34-bit counts)")

@@ -322,10 +322,6 @@ class LevelOrder:
     num_nodes: int
 
 
-#: Steps 1-4 as one function: ``(keywords, max_len, progress) -> (sorted unique ids, level order)``.
-SortAndOrder = Callable[[KeywordSet, int, Progress], "tuple[np.ndarray, LevelOrder]"]
-
-
 def _level_order(pre: _Preorder, max_len: int) -> LevelOrder:
     """Step 4: level order = a stable sort of preorder by compressed depth; the node arrays in that order."""
     bfs = np.argsort(_small_uint(pre.cdepth, max_len), kind="stable")  # level order: (cdepth, preorder)
@@ -349,13 +345,11 @@ def _sort_and_order(ks: KeywordSet, max_len: int, say: Progress) -> tuple[np.nda
     return order, _level_order(pre, max_len)
 
 
-def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input", *,
-                 sort_and_order: SortAndOrder | None = None) -> BuiltArrays:
+def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input") -> BuiltArrays:
     """Build every index array from ``ks``; ``progress(stage)`` is called as stages start.
 
     ``ids="input"``: results carry input ids, through the map ``keyword_ids`` unless the input order already
     is the index order (then no map is stored).  ``ids="index"``: the r-th terminal node has id r, no map.
-    ``sort_and_order`` replaces steps 1-4 (the GPU builder's hook); its output must equal `_sort_and_order`'s.
     """
     if ids not in ("input", "index"):
         raise ValueError(f"ids must be 'input' or 'index', got {ids!r}")
@@ -368,7 +362,7 @@ def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "i
     starts_all = ks.offsets[:-1]
     max_len = int(lengths_all.max())
 
-    order, lv = (sort_and_order or _sort_and_order)(ks, max_len, say)
+    order, lv = _sort_and_order(ks, max_len, say)
     starts = starts_all[order]
     lens = lengths_all[order]
     u = order.size

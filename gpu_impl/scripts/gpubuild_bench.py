@@ -1,0 +1,215 @@
+"""Measurements of the GPU builder, one per process (so each peak RSS is its own).
+
+    python gpu_impl/scripts/gpubuild_bench.py build --n 100M [--numpy] [--ids input|index] [--json F]
+    python gpu_impl/scripts/gpubuild_bench.py compare --n 5M [--json F]
+    python gpu_impl/scripts/gpubuild_bench.py transfer --gb 4 [--json F]
+    python gpu_impl/scripts/gpubuild_bench.py directories --nodes 720M [--json F]
+
+* ``build``: `generate_keywords` (all cores), then `build_gpu.build_index` (``--numpy``: the same code on the
+  CPU, where every "device" array is a host array: its peak is then the GPU's memory, not the host's),
+  each sub-stage's seconds, cupy's pool (reserved bytes) at each stage start (``--pool-peaks``: the cached
+  blocks freed at every stage start, so that each figure is about the previous stage's own peak), the host memory:
+  the input's resident size, the build's peak above it (VmHWM after a reset), and the index arrays' bytes;
+* ``compare``: the CPU builder and the GPU builder on the same library, both id modes, array for array;
+* ``transfer``: host->GPU and GPU->host copies of a ``--gb`` array, cupy's own against `host_transfer.Stager`;
+* ``directories``: `BitVector.from_words` on random words of a trie of ``--nodes`` nodes (the host's part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flashtrie.cli.common import count
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def rss() -> int:
+    """Resident bytes now."""
+    return _status_kb("VmRSS") * 1024
+
+
+def reset_peak() -> bool:
+    """Reset this process's peak resident size (Linux: clear_refs 5); False where that is not possible."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak() -> int:
+    """Peak resident bytes since the last `reset_peak` (VmHWM)."""
+    return _status_kb("VmHWM") * 1024
+
+
+def _cupy() -> Any:
+    from flashtrie.gpu_impl.build_gpu import cupy_module
+
+    return cupy_module()
+
+
+def cmd_build(a: argparse.Namespace) -> dict[str, Any]:
+    from flashtrie.datasets import generate_keywords
+    from flashtrie.gpu_impl import build_gpu
+
+    t0 = time.perf_counter()
+    ks = generate_keywords(a.n, seed=a.seed)
+    gen_s = time.perf_counter() - t0
+    print(f"[build] generated {a.n:,} keywords in {gen_s:.1f} s", file=sys.stderr, flush=True)
+    xp = np if a.numpy else _cupy()
+    pool = None if a.numpy else xp.get_default_memory_pool()
+    t0 = time.perf_counter()
+    if pool is not None:  # the CUDA context and cupy's kernels (compiled at first use) outside the build's time
+        build_gpu.build_index(generate_keywords(200_000, seed=a.seed + 1), xp=xp)
+        pool.free_all_blocks()
+    warm_s = time.perf_counter() - t0
+    print(f"[build] warm-up {warm_s:.1f} s", file=sys.stderr, flush=True)
+    base = rss()
+    was_reset = reset_peak()
+    marks: list[tuple[str, float, int]] = []
+
+    def progress(stage: str) -> None:
+        marks.append((stage, time.perf_counter(), pool.total_bytes() if pool is not None else 0))
+        if a.pool_peaks and pool is not None:  # the next mark's total is then about that stage's own peak
+            pool.free_all_blocks()
+        print(f"[build] {stage} at {marks[-1][1] - t0:.2f} s", file=sys.stderr, flush=True)  # shows where a timeout hit
+
+    t0 = time.perf_counter()
+    idx = build_gpu.build_index(ks, progress, ids=a.ids, xp=xp)
+    t1 = time.perf_counter()
+    stages = [[s, round((marks[i + 1][1] if i + 1 < len(marks) else t1) - t, 3)] for i, (s, t, _) in enumerate(marks)]
+    gpu_pool = [[s, b] for s, _, b in marks]
+    out_bytes = sum(int(v.nbytes) for v in idx.arrays.values())
+    ks_bytes = int(ks.tokens.nbytes + ks.offsets.nbytes)
+    hwm = peak() if was_reset else int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    return {"n": a.n, "ids": a.ids, "xp": xp.__name__, "pool_peaks": a.pool_peaks, "generate_s": round(gen_s, 3),
+            "warmup_s": round(warm_s, 3), "build_s": round(t1 - t0, 3),
+            "stages": stages, "gpu_pool_total_bytes_at_stage": gpu_pool, "num_nodes": idx.num_nodes,
+            "num_unique": idx.num_unique, "input_bytes": ks_bytes, "rss_before_build": base,
+            "peak_rss_during_build": hwm, "peak_reset": was_reset, "build_peak_above_input": hwm - base,
+            "index_array_bytes": out_bytes,
+            "ru_maxrss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024}
+
+
+def cmd_compare(a: argparse.Namespace) -> dict[str, Any]:
+    from flashtrie.datasets import generate_keywords
+    from flashtrie.gpu_impl import build_gpu
+
+    from flashtrie import NarrowLoudsIndex
+
+    ks = generate_keywords(a.n, seed=a.seed, duplicate_fraction=0.02)
+    xp = np if a.numpy else _cupy()
+    res: dict[str, Any] = {"n": a.n, "xp": xp.__name__, "modes": {}}
+    for ids in ("input", "index"):
+        t0 = time.perf_counter()
+        cpu, cpu_order = NarrowLoudsIndex.build(ks, ids=ids, return_order=True)
+        t1 = time.perf_counter()
+        gpu, gpu_order = build_gpu.build_index(ks, ids=ids, xp=xp, return_order=True)
+        t2 = time.perf_counter()
+        ca, ga = cpu.arrays, gpu.arrays
+        diff = [k for k in ca if k not in ga or ca[k].dtype != ga[k].dtype or not np.array_equal(ca[k], ga[k])]
+        diff += [k for k in ga if k not in ca]
+        meta = {k for k in set(cpu.meta) | set(gpu.meta) if k != "build_seconds" and cpu.meta.get(k) != gpu.meta.get(k)}
+        if not np.array_equal(cpu_order, gpu_order):
+            diff.append("order")
+        res["modes"][ids] = {"cpu_s": round(t1 - t0, 3), "gpu_s": round(t2 - t1, 3), "arrays": len(ca),
+                             "different_arrays": diff, "different_meta": sorted(meta), "equal": not diff and not meta}
+    res["equal"] = all(m["equal"] for m in res["modes"].values())
+    return res
+
+
+def _gbps(nbytes: int, fn: Any) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    v = fn()
+    return round(nbytes / (time.perf_counter() - t0) / 1e9, 2), v
+
+
+def cmd_transfer(a: argparse.Namespace) -> dict[str, Any]:
+    from flashtrie.gpu_impl.host_transfer import Stager, download_plain, upload_plain
+
+    cp = _cupy()
+    nbytes = int(a.gb * 1e9) // 8 * 8
+    host = np.arange(nbytes // 8, dtype=np.uint64)  # touched: resident
+    cp.zeros(1).sum()
+    t0 = time.perf_counter()
+    stager = Stager(cp)
+    setup_s = time.perf_counter() - t0
+    out: dict[str, Any] = {"bytes": nbytes, "stager_setup_s": round(setup_s, 3)}
+    for rep in range(2):
+        out[f"upload_plain_gbps_{rep}"], dev = _gbps(nbytes, lambda: upload_plain(cp, host))
+        del dev
+        out[f"upload_staged_gbps_{rep}"], dev = _gbps(nbytes, lambda: stager.upload(host))
+        out[f"download_plain_fresh_gbps_{rep}"], back = _gbps(nbytes, lambda d=dev: download_plain(cp, d))
+        same = bool(np.array_equal(back, host))
+        del back
+        out[f"download_staged_fresh_gbps_{rep}"], back = _gbps(nbytes, lambda d=dev: stager.download(d))
+        out[f"round_trip_equal_{rep}"] = same and bool(np.array_equal(back, host))
+        del back, dev
+        cp.get_default_memory_pool().free_all_blocks()
+    stager.close()
+    return out
+
+
+def cmd_directories(a: argparse.Namespace) -> dict[str, Any]:
+    from flashtrie.cpus import in_parallel, usable_cpus
+    from flashtrie.index.bits import BitVector
+
+    rng = np.random.default_rng(0)
+    out: dict[str, Any] = {"nodes": a.nodes, "cores": usable_cpus()}
+    vecs = [("louds", 2 * a.nodes - 1, True)] + [(k, a.nodes, False) for k in ("hi_flag", "linked", "terminal")]
+    words = {}
+    for name, nbits, _ in vecs:
+        w = rng.integers(0, 2**63, BitVector.word_count(nbits), dtype=np.uint64)
+        w[-(-nbits // 64):] = 0
+        words[name] = w
+    for name, nbits, sel in vecs:
+        t0 = time.perf_counter()
+        BitVector.from_words(words[name], nbits, with_select0=sel)
+        out[f"{name}_s"] = round(time.perf_counter() - t0, 3)
+    t0 = time.perf_counter()
+    in_parallel([lambda v=v: BitVector.from_words(words[v[0]], v[1], with_select0=v[2]) for v in vecs], usable_cpus())
+    out["all_four_on_threads_s"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("build", "compare", "transfer", "directories"))
+    ap.add_argument("--n", type=count, default=10_000_000)
+    ap.add_argument("--nodes", type=count, default=30_000_000)
+    ap.add_argument("--gb", type=float, default=4.0)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ids", choices=("input", "index"), default="input")
+    ap.add_argument("--numpy", action="store_true", help="run the GPU builder's code with numpy")
+    ap.add_argument("--pool-peaks", action="store_true",
+                    help="build: free cupy's cached blocks at every stage start (each stage's reserved peak; slower)")
+    ap.add_argument("--json", default="", help="append the result (one JSON line) to this file")
+    a = ap.parse_args(argv)
+    res = {"cmd_build": cmd_build, "cmd_compare": cmd_compare, "cmd_transfer": cmd_transfer,
+           "cmd_directories": cmd_directories}[f"cmd_{a.what}"](a)
+    res = {"what": a.what, **res}
+    line = json.dumps(res)
+    print(line, flush=True)
+    if a.json:
+        with open(a.json, "a") as f:
+            f.write(line + "\n")
+    ok = res.get("equal", True) and all(v for k, v in res.items() if k.startswith("round_trip_equal"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
