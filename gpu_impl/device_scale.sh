@@ -59,13 +59,9 @@ say "N=$N SIZES='$SIZES' cores=$(nproc) mem=$(free -g | awk '/Mem:/{print $2}')G
 
 R="$OUT/scale.jsonl"
 export SCALE_RUN_ID=${SCALE_RUN_ID:-$(python3 -c "import uuid; print(uuid.uuid4().hex[:12])")}
-BUDGETS=()
-for step in gen queries build sizes load upload check bench marisa; do
-  var="BUDGET_${step^^}"
-  default=$(case $step in gen) echo 150;; queries) echo 120;; build) echo 240;; sizes) echo 90;; load) echo 90;;
-                          upload) echo 90;; check) echo 90;; bench) echo 150;; marisa) echo 75;; esac)
-  BUDGETS+=(--budget "$step=${!var:-$default}")
-done
+BUDGET="gen=${BUDGET_GEN:-150},queries=${BUDGET_QUERIES:-120},build=${BUDGET_BUILD:-240},sizes=${BUDGET_SIZES:-90}"
+BUDGET+=",load=${BUDGET_LOAD:-90},upload=${BUDGET_UPLOAD:-90},check=${BUDGET_CHECK:-90},bench=${BUDGET_BENCH:-150}"
+BUDGET+=",marisa=${BUDGET_MARISA:-75}"
 failed=0
 has() { [[ " $1 " == *" $2 "* ]]; }  # has LIST WORD
 
@@ -79,7 +75,7 @@ proc() {  # proc NAME SIZE SIZE_DIR DEADLINE [args]: one process of scale_stages
     return 1
   fi
   timeout -k 5 $((left + 5)) python3 -m flashtrie.gpu_impl.scale_stages "$name" --n "$size" --dir "$d" --out "$R" \
-    --deadline "$deadline" "${BUDGETS[@]}" "$@" 2>&1 | tee -a "$LOG"
+    --deadline "$deadline" --budget "$BUDGET" "$@" 2>&1 | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
   case $rc in
     0) return 0;;

@@ -423,7 +423,7 @@ def stage_table(out: str) -> None:
 
 def _budgets(items: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
-    for item in items:
+    for item in (part for text in items for part in text.split(",") if part):
         key, _, value = item.partition("=")
         if key not in STEPS or not value:
             raise SystemExit(f"--budget: expected STEP=SECONDS with STEP one of {', '.join(STEPS)}, got {item!r}")
@@ -451,7 +451,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--repeats", type=int, default=20, help="timed passes over the queries per case")
     ap.add_argument("--max-seconds", type=float, default=1.0, help="time per backend and case (after one pass)")
     ap.add_argument("--stats-queries", type=int, default=2, help="queries replayed for the workload statistics")
-    ap.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS")
+    ap.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS[,...]")
     ap.add_argument("--deadline", type=float, default=None, help="epoch seconds by which every step must end")
     ap.add_argument("--message", default="", help="fail: what stopped the process")
     ap.add_argument("--failed", default="", help="fail: the process that stopped")
