@@ -121,7 +121,8 @@ def _upload_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
     """The index upload's own seconds (``upload_seconds``: without the kernel's compile or cache load),
     else the whole `GpuSearcher` construction."""
     r = find_stage(records, "upload (GpuSearcher)")
-    metric = "upload_seconds" if r is not None and "upload_seconds" in r.metrics else "seconds"
+    either = r if r is not None else find_stage(records, "upload (GpuSearcher)", None)
+    metric = "upload_seconds" if either is not None and "upload_seconds" in either.metrics else "seconds"
     v, text, note = _stage_measure("upload (GpuSearcher)", metric, "s")(records)
     if v is not None and r is not None:
         bw = r.metrics.get("copy_gb_per_s", r.metrics.get("h2d_gb_per_s"))
