@@ -12,9 +12,11 @@
 #               present, else the CPU builder; BUILDER=gpu|cpu forces one), save the index; at MARISA_SIZE_N
 #               (default 10M) also our file with and without the keyword-id map against marisa-trie's;
 #               the keywords stay in memory (no 17.9 GB keyword file at 800M) unless marisa needs them later;
-#      serve:   load the index with verification, upload (GpuSearcher), GPU == numpy on a few queries, the beam
-#               sweep (beams 1,10,100,500,1000, K = beam) at batch 1 on the GPU and numpy (NUMPY_SIZES, default all), at
-#               BATCHES (default 1,8) for N; marisa's searcher and sweep at MARISA_SIZES (default "1M 10M");
+#      serve:   load the index with verification, upload (GpuSearcher), the beam sweep (beams 1,10,100,500,1000,
+#               K = beam) at batch 1 on the GPU and numpy (NUMPY_SIZES, default "1M 10M"; "all": every size), at
+#               BATCHES (default 1,8) for N; then GPU == numpy on a few queries (at NUMPY_SIZES and N: numpy's
+#               searcher decodes every node first, minutes at 800M, so it comes last); marisa's searcher and
+#               sweep at MARISA_SIZES (default "1M 10M");
 #    and then removes that size's files (KEEP=1 keeps them under DIR, default /tmp/ftscale);
 # 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py).
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 390)
@@ -30,7 +32,7 @@ SIZES=${SIZES-1M 10M 100M}
 DIR=${DIR:-/tmp/ftscale}
 TOTAL=${TOTAL:-570}
 RESERVE=${RESERVE:-390}
-NUMPY_SIZES=${NUMPY_SIZES-all}
+NUMPY_SIZES=${NUMPY_SIZES-1M 10M}
 MARISA_SIZES=${MARISA_SIZES-1M 10M}
 MARISA_SIZE_N=${MARISA_SIZE_N-10M}
 BATCHES=${BATCHES:-1,8}
@@ -95,7 +97,8 @@ run_size() {  # run_size SIZE DEADLINE BATCHES: prepare + serve of one library s
   local prep=(--builder "${BUILDER:-auto}") serve=(--batches "$batches") cpu=""
   has "$MARISA_SIZES" "$size" && { prep+=(--save-keywords); cpu="marisa"; }
   [[ $size == "$MARISA_SIZE_N" ]] && prep+=(--marisa-size)
-  { [[ $NUMPY_SIZES == all ]] || has "$NUMPY_SIZES" "$size"; } && cpu="numpy${cpu:+,$cpu}"
+  if [[ $NUMPY_SIZES == all ]] || has "$NUMPY_SIZES" "$size"; then cpu="numpy${cpu:+,$cpu}"
+  elif [[ $size != "$N" ]]; then serve+=(--no-check); fi  # GPU == numpy: where numpy runs anyway, and at N
   [[ -n $cpu ]] && serve+=(--cpu "$cpu")
   say "== $size: prepare ${prep[*]}; serve ${serve[*]} (deadline in $((deadline - $(date +%s))) s)"
   proc prepare "$size" "$d" "$deadline" "${prep[@]}"

@@ -5,17 +5,19 @@
 A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
 so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):
 
-* ``prepare``: gen, queries, build (+ sizes with ``--marisa-size``);  ``serve``: load, upload, check, bench
-  (+ marisa when ``--cpu`` names it);  ``gen`` / ``queries`` / ``build`` / ``sizes`` / ``check`` / ``bench``:
-  one step (or the few it needs), reading the files of earlier processes from ``--dir``.
+* ``prepare``: gen, queries, build (+ sizes with ``--marisa-size``);  ``serve``: load, upload, bench, check
+  (``--no-check``: none), marisa (when ``--cpu`` names it);  ``gen`` / ``queries`` / ``build`` / ``sizes`` /
+  ``check`` / ``bench``: one step (or the few it needs), reading the files of earlier processes from ``--dir``.
 * Steps: ``gen`` generates the keywords (`generate_keywords_from`, all cores); ``queries`` 16 dense queries,
   K = 1000 (`generate_queries`); ``build`` the index (the GPU builder where cupy and a GPU are present, else
   the CPU builder, or ``--builder``) and saves it; ``sizes`` our file with and without the keyword-id map
   against marisa-trie's BinaryTrie with and without one; ``load`` the index with verification; ``upload``
-  `GpuSearcher`; ``check`` GPU == numpy on a few queries; ``bench`` `sweep_beam_width` (beams 1 ... 1000,
-  K = beam, host arrays in and out) on the GPU and ``--cpu`` numpy at batch 1, the GPU alone at the other
-  ``--batches``; ``marisa`` the marisa searcher, its sweep at batch 1 and marisa == numpy on a few queries.
-  Without a GPU the GPU steps record ``skipped`` with the reason.
+  `GpuSearcher`; ``bench`` `sweep_beam_width` (beams 1 ... 1000, K = beam, host arrays in and out) on the GPU
+  and ``--cpu`` numpy at batch 1 (every case compared with numpy), the GPU alone at the other ``--batches``;
+  ``check`` GPU == numpy on a few queries; ``marisa`` the marisa searcher, its sweep at batch 1 and
+  marisa == numpy on a few queries.  The numpy reference is made once per process and timed as its own
+  stage: it decodes every node of the index, the slowest part of a check at 800M, so the check comes after
+  the bench.  Without a GPU the GPU steps record ``skipped`` with the reason.
 * ``--budget KEY=SECONDS`` (keys: the step names) and ``--deadline EPOCH`` bound the steps: one past its
   limit is recorded as timed out and the process exits with status 124 (`scale_recorder`).
 * Exit status: 0 all ok, 3 a mismatch, 4 a step failed (recorded), 5 a step found no time left (recorded
@@ -46,7 +48,7 @@ __all__ = ["PROCESSES", "State", "main"]
 
 #: The steps of each process, in order (``sizes`` and ``marisa`` run only when their option asks).
 PROCESSES: dict[str, tuple[str, ...]] = {
-    "prepare": ("gen", "queries", "build", "sizes"), "serve": ("load", "upload", "check", "bench", "marisa"),
+    "prepare": ("gen", "queries", "build", "sizes"), "serve": ("load", "upload", "bench", "check", "marisa"),
     "gen": ("gen",), "queries": ("queries",), "build": ("build",), "sizes": ("sizes",),
     "check": ("load", "upload", "check"), "bench": ("load", "upload", "bench", "marisa"),
 }
@@ -64,6 +66,7 @@ class State:
     wl: Any = None  # QueryWorkload
     idx: Any = None  # NarrowLoudsIndex
     gpu: Any = None  # GpuSearcher
+    ref: Any = None  # NumpySearcher (its construction decodes every node: made once, shared)
     no_gpu: str | None = None  # why the GPU steps are skipped
     builder: str | None = None
 
@@ -106,6 +109,16 @@ def index(rec: Recorder, st: State) -> Any:
     if st.idx is None:
         step_load(rec, st, None)
     return st.idx
+
+
+def reference(rec: Recorder, st: State) -> Any:
+    """The numpy reference searcher of the index, made (and timed: it decodes every node) on first use."""
+    if st.ref is None:
+        from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+        idx = index(rec, st)
+        st.ref = rec.timed("numpy searcher", lambda: NumpySearcher(idx), backend="numpy", nodes=int(idx.num_nodes))
+    return st.ref
 
 
 # ---------------------------------------------------------------------------------------------- prepare
@@ -294,12 +307,11 @@ def step_check(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     if st.gpu is None:
         rec.skip("GPU == numpy", st.no_gpu or "no GPU searcher", backend="gpu")
         return 0
-    from flashtrie.reference_cpu.numpy_search import NumpySearcher
-
     wl = workload(st)
     q = min(args.check_queries, wl.proposals.num_queries)
+    ref = reference(rec, st)
     with rec.span("GPU == numpy", backend="gpu") as m:
-        bad = same_as_numpy(st.gpu, NumpySearcher(st.idx), wl, q, CHECK_BEAMS)
+        bad = same_as_numpy(st.gpu, ref, wl, q, CHECK_BEAMS)
         m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
                  beams=list(CHECK_BEAMS))
     return EXIT_MISMATCH if bad else 0
@@ -335,14 +347,12 @@ def _sweep(rec: Recorder, st: State, args: argparse.Namespace, stage: str, searc
 
 def step_bench(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     """The GPU (and ``--cpu`` numpy) at batch 1, the GPU alone at the other batch sizes."""
-    from flashtrie.reference_cpu.numpy_search import NumpySearcher
-
     index(rec, st)
     rc = 0
     for batch in args.batches:
         searchers: dict[str, Any] = {}
         if batch == 1 and "numpy" in args.cpu:
-            searchers["numpy"] = NumpySearcher(st.idx)
+            searchers["numpy"] = reference(rec, st)
         if st.gpu is not None:
             searchers["gpu"] = st.gpu
         else:
@@ -356,14 +366,14 @@ def step_bench(rec: Recorder, st: State, args: argparse.Namespace) -> int:
 def step_marisa(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     """marisa-trie's searcher (its trie and children table built), its sweep at batch 1, marisa == numpy."""
     from flashtrie.reference_cpu import MarisaSearcher
-    from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
     ks = keywords(rec, st)
     ms = rec.timed("marisa searcher", lambda: MarisaSearcher(ks), backend="marisa")
     rc = _sweep(rec, st, args, "bench batch 1 (marisa)", {"marisa": ms}, 1, ks)
     q = min(args.check_queries, workload(st).proposals.num_queries)
+    ref = reference(rec, st)
     with rec.span("marisa == numpy", backend="marisa") as m:
-        bad = same_as_numpy(ms, NumpySearcher(index(rec, st)), workload(st), q, CHECK_BEAMS)
+        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS)
         m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
                  beams=list(CHECK_BEAMS))
     return max(rc, EXIT_MISMATCH if bad else 0)
@@ -380,6 +390,8 @@ def wanted(step: str, args: argparse.Namespace) -> bool:
         return args.marisa_size or args.process == "sizes"
     if step == "marisa":
         return "marisa" in args.cpu
+    if step == "check":
+        return args.check
     return True
 
 
@@ -445,12 +457,15 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--marisa-size", action="store_true", help="prepare: also the size comparison with marisa-trie")
     ap.add_argument("--cpu", type=lambda t: [s for s in t.split(",") if s], default=[],
                     help="bench: CPU backends beside the GPU (numpy at batch 1; marisa: its own step)")
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                    help="GPU == numpy on --check-queries queries (the numpy reference decodes every node first)")
     ap.add_argument("--beams", type=ints, default=[1, 10, 100, 500, 1000])
     ap.add_argument("--batches", type=ints, default=[1])
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=20, help="timed passes over the queries per case")
     ap.add_argument("--max-seconds", type=float, default=1.0, help="time per backend and case (after one pass)")
-    ap.add_argument("--stats-queries", type=int, default=2, help="queries replayed for the workload statistics")
+    ap.add_argument("--stats-queries", type=int, default=0,
+                    help="queries replayed for the workload statistics (a numpy searcher of its own: 0 = none)")
     ap.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS[,...]")
     ap.add_argument("--deadline", type=float, default=None, help="epoch seconds by which every step must end")
     ap.add_argument("--message", default="", help="fail: what stopped the process")

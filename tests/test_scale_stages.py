@@ -91,7 +91,7 @@ def test_a_failed_step_is_recorded_and_the_rest_skipped(tmp_path) -> None:
     assert scale_stages.main(["serve", "--n", "1k", "--dir", d, "--out", out, "--cpu", "numpy"]) == 4
     recs = read_records(out)
     assert [(r.config["stage"], r.status) for r in recs] == [
-        ("load", "error"), ("upload", "skipped"), ("check", "skipped"), ("bench", "skipped")]
+        ("load", "error"), ("upload", "skipped"), ("bench", "skipped"), ("check", "skipped")]
     assert "FileNotFoundError" in recs[0].message and recs[1].message == "step load failed"
     assert not Path(d, "stage.json").exists()
 
