@@ -1,7 +1,7 @@
 #!/bin/bash
 # On the GPU machine, from the repository root: the paper-scale pipeline in ONE command of <= 10 minutes (issue 13).
 #   FLASHTRIE_COMMIT=<commit> bash gpu_impl/device_scale.sh                  (800M, curve 1M 10M 100M first)
-#   FLASHTRIE_COMMIT=<commit> N=30M SIZES=1M TOTAL=110 RESERVE=70 bash gpu_impl/device_scale.sh   (a quick check)
+#   bash gpu_impl/scripts/check_scalerun.sh   (a quick check: 1M then 30M in < 120 s)
 # FLASHTRIE_COMMIT must be given when this runs on a copied tree: git would otherwise name the commit of whatever
 # checkout holds the copy, and the records would carry that commit.
 #
@@ -14,9 +14,9 @@
 #               the keywords stay in memory (no 17.9 GB keyword file at 800M) unless marisa needs them later;
 #      serve:   load the index with verification, upload (GpuSearcher), the beam sweep (beams 1,10,100,500,1000,
 #               K = beam) at batch 1 on the GPU and numpy (NUMPY_SIZES, default "1M 10M"; "all": every size), at
-#               BATCHES (default 1,8) for N; then GPU == numpy on a few queries (at NUMPY_SIZES and N: numpy's
-#               searcher decodes every node first, minutes at 800M, so it comes last); marisa's searcher and
-#               sweep at MARISA_SIZES (default "1M 10M");
+#               BATCHES (default 1,8) for N; then GPU == numpy on a few queries (at CHECK_SIZES, default
+#               NUMPY_SIZES and N: numpy's searcher decodes every node first, minutes at 800M, so it comes last);
+#               marisa's searcher and sweep at MARISA_SIZES (default "1M 10M");
 #    and then removes that size's files (KEEP=1 keeps them under DIR, default /tmp/ftscale);
 # 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py).
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 390)
@@ -97,8 +97,11 @@ run_size() {  # run_size SIZE DEADLINE BATCHES: prepare + serve of one library s
   local prep=(--builder "${BUILDER:-auto}") serve=(--batches "$batches") cpu=""
   has "$MARISA_SIZES" "$size" && { prep+=(--save-keywords); cpu="marisa"; }
   [[ $size == "$MARISA_SIZE_N" ]] && prep+=(--marisa-size)
-  if [[ $NUMPY_SIZES == all ]] || has "$NUMPY_SIZES" "$size"; then cpu="numpy${cpu:+,$cpu}"
-  elif [[ $size != "$N" ]]; then serve+=(--no-check); fi  # GPU == numpy: where numpy runs anyway, and at N
+  local check=0  # GPU == numpy: at CHECK_SIZES when given, else where numpy runs anyway and at N
+  if [[ $NUMPY_SIZES == all ]] || has "$NUMPY_SIZES" "$size"; then cpu="numpy${cpu:+,$cpu}"; check=1; fi
+  [[ $size == "$N" ]] && check=1
+  [[ -n ${CHECK_SIZES:-} ]] && { check=0; has "$CHECK_SIZES" "$size" && check=1; }
+  (( check )) || serve+=(--no-check)
   [[ -n $cpu ]] && serve+=(--cpu "$cpu")
   say "== $size: prepare ${prep[*]}; serve ${serve[*]} (deadline in $((deadline - $(date +%s))) s)"
   proc prepare "$size" "$d" "$deadline" "${prep[@]}"

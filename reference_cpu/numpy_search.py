@@ -109,6 +109,20 @@ class _Expansion:
 _NO_EXPANSION = _Expansion(*(np.zeros(0, dtype=np.int64) for _ in range(4)))
 
 
+def _all_child_ranges(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``index.child_range(nodes)`` for ``nodes`` = every node, in one pass over the LOUDS bits: select0(i) of
+    every i < n is the position of the i-th zero (a per-node select0 costs about a microsecond a node)."""
+    n = nodes.size
+    zeros = np.flatnonzero(~index.louds.to_bools())[:n]
+    if zeros.size != n:
+        raise ValueError(f"index: the LOUDS has {zeros.size} zeros for {n} nodes")
+    end = zeros - nodes + 1
+    first = np.empty(n, dtype=np.int64)
+    first[:1] = 1
+    first[1:] = zeros[:-1] + 2 - nodes[1:]
+    return first, end
+
+
 class NumpySearcher:
     """Exact trie-constrained beam search over a `NarrowLoudsIndex`, in vectorised numpy."""
 
@@ -146,7 +160,7 @@ class NumpySearcher:
         the sorted child keys ``parent << 32 | label``."""
         n = int(index.num_nodes)
         nodes = np.arange(n, dtype=np.int64)
-        first, end = index.child_range(nodes)
+        first, end = _all_child_ranges(index, nodes)
         self._first = np.asarray(first, dtype=np.int64)
         self._deg = np.asarray(end, dtype=np.int64) - self._first
         self._label = np.asarray(index.labels(nodes), dtype=np.uint32)
