@@ -195,5 +195,7 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
     sizes = {r.workload.get("N", r.workload.get("num_keywords")) for r in recs}
     assert sizes == {3000, 6000} and not any(r.status in ("error", "mismatch") for r in recs)
     assert any(r.config.get("stage") == "index size vs marisa-trie" for r in recs)
+    checks = [r.workload["N"] for r in recs if r.config.get("stage") == "GPU == numpy"]
+    assert checks == [6000]  # at N; not at a curve size where numpy does not run
     assert {r.env.get("scale_command", "")[:6] for r in recs if r.kind == "build"} == {"N=6k S"}
     assert (tmp_path / "out" / "report" / "report.md").is_file() and not (tmp_path / "d" / "n6k").exists()
