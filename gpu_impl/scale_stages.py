@@ -462,7 +462,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--beams", type=ints, default=[1, 10, 100, 500, 1000])
     ap.add_argument("--batches", type=ints, default=[1])
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=20, help="timed passes over the queries per case")
+    ap.add_argument("--repeats", type=int, default=50, help="timed passes over the queries per case (at most)")
     ap.add_argument("--max-seconds", type=float, default=1.0, help="time per backend and case (after one pass)")
     ap.add_argument("--stats-queries", type=int, default=0,
                     help="queries replayed for the workload statistics (a numpy searcher of its own: 0 = none)")
