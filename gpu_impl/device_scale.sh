@@ -18,7 +18,8 @@
 #               NUMPY_SIZES and N: numpy's searcher decodes every node first, minutes at 800M, so it comes last);
 #               marisa's searcher and sweep at MARISA_SIZES (default "1M 10M");
 #    and then removes that size's files (KEEP=1 keeps them under DIR, default /tmp/ftscale);
-# 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py).
+# 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py); then bundles
+#    $OUT into $OUT/scale.tgz and (BUNDLE_ONLY=1, default) leaves only it, scale.jsonl and scale.log in $OUT.
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 390)
 # before that, so N keeps its time. Each step also has a budget (BUDGET_<STEP>, seconds); a step past its
 # limit is recorded as timed out and its process ends (status 124); the shell's `timeout` is the backstop and
@@ -120,4 +121,8 @@ python3 -m flashtrie.gpu_impl.scale_stages table --out "$R" | tee -a "$LOG"
 python3 -m flashtrie.gpu_impl.scale_stages render "$R" --out "$OUT/report" 2>&1 | tail -3 | tee -a "$LOG" \
   || say "render FAILED"
 say "total $(( $(date +%s) - T0 )) s"
+# few files come back from the device machine: everything in one tarball, the records and the log beside it
+bundle=$(mktemp "${TMPDIR:-/tmp}/scale.XXXXXX.tgz")
+tar czf "$bundle" -C "$OUT" --exclude ./scale.tgz . && mv "$bundle" "$OUT/scale.tgz" && [[ ${BUNDLE_ONLY:-1} == 1 ]] && find "$OUT" -mindepth 1 -maxdepth 1 ! -name scale.tgz ! -name scale.jsonl ! -name scale.log \
+     -exec rm -rf {} +
 exit $failed

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import textwrap
 import threading
 import time
@@ -178,14 +179,15 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
 def test_device_script_at_a_tiny_size(tmp_path) -> None:
-    """The whole command at 3k then 6k keywords, the CPU builder; it records, tabulates and renders."""
+    """The whole command at 3k, 4k then 6k keywords, the CPU builder; it records, tabulates, renders, bundles."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "python3"  # the shell calls python3: this interpreter (a venv's, when the tests run in one)
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k", "MARISA_SIZES": "", "MARISA_SIZE_N": "3k",
+           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k 4k", "MARISA_SIZES": "", "MARISA_SIZE_N": "3k",
+           "NUMPY_SIZES": "3k",
            "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
     root = Path(__file__).resolve().parent.parent
     res = subprocess.run(["bash", str(root / "gpu_impl" / "device_scale.sh")], env=env, capture_output=True,
@@ -193,9 +195,14 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "scale.jsonl")
     sizes = {r.workload.get("N", r.workload.get("num_keywords")) for r in recs}
-    assert sizes == {3000, 6000} and not any(r.status in ("error", "mismatch") for r in recs)
+    assert sizes == {3000, 4000, 6000} and not any(r.status in ("error", "mismatch") for r in recs)
     assert any(r.config.get("stage") == "index size vs marisa-trie" for r in recs)
     checks = [r.workload["N"] for r in recs if r.config.get("stage") == "GPU == numpy"]
-    assert checks == [6000]  # at N; not at a curve size where numpy does not run
+    assert checks == [3000, 6000]  # where numpy runs and at N; not at a curve size without numpy
     assert {r.env.get("scale_command", "")[:6] for r in recs if r.kind == "build"} == {"N=6k S"}
-    assert (tmp_path / "out" / "report" / "report.md").is_file() and not (tmp_path / "d" / "n6k").exists()
+    assert sorted({r.workload["num_keywords"] for r in recs if r.kind == "latency" and r.status == "ok"}) == [3000]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz"]
+    with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
+        names = tar.getnames()
+    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
+    assert not (tmp_path / "d" / "n6k").exists()
