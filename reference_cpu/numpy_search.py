@@ -123,6 +123,17 @@ def _all_child_ranges(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.nd
     return first, end
 
 
+def _all_keyword_ids(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``index.is_terminal(nodes)`` and ``index.keyword_ids_of(nodes)`` for ``nodes`` = every node, in one pass:
+    the r-th terminal node in node order has terminal rank r."""
+    term = index.terminal.to_bools()[: nodes.size]
+    ends = np.flatnonzero(term)
+    ranks = np.arange(ends.size, dtype=np.int64)
+    kwid = np.full(nodes.size, -1, dtype=np.int64)
+    kwid[ends] = index.keyword_ids.get(ranks) if index.keyword_ids.size else ranks
+    return term, kwid
+
+
 class NumpySearcher:
     """Exact trie-constrained beam search over a `NarrowLoudsIndex`, in vectorised numpy."""
 
@@ -168,8 +179,7 @@ class NumpySearcher:
         if n:
             elen[0] = 0  # the root has no incoming edge; (0, 0) is "at the node"
         self._elen = elen
-        self._term = np.asarray(index.is_terminal(nodes), dtype=bool)
-        self._kwid = np.asarray(index.keyword_ids_of(nodes), dtype=np.int64)
+        self._term, self._kwid = _all_keyword_ids(index, nodes)
         # Edge tails e_1 .. e_{m-1} of every node, concatenated: e_o of node j is tail[tail_start[j] + o - 1].
         tail_len = np.maximum(elen - 1, 0)
         self._tail_start = excl_cumsum(tail_len)

@@ -346,8 +346,13 @@ def test_early_stop_on_and_off_agree(case) -> None:
 @settings(max_examples=40)
 @given(keywords=keyword_sets(max_keywords=30, max_length=6))
 def test_all_child_ranges_equal_the_per_node_select0(keywords: KeywordSet) -> None:
-    """The searcher's one-pass decode of every child range is `child_range` of every node."""
+    """The searcher's one-pass decodes of every node: `child_range`, `is_terminal`, `keyword_ids_of`."""
     ix = NarrowLoudsIndex.build(keywords)
     nodes = np.arange(ix.num_nodes, dtype=np.int64)
     got, want = numpy_search._all_child_ranges(ix, nodes), ix.child_range(nodes)
     assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    for order in ("input", "index"):  # with the keyword-id map and without it
+        ix = NarrowLoudsIndex.build(keywords, ids=order)
+        term, kwid = numpy_search._all_keyword_ids(ix, nodes)
+        assert term.dtype == bool and np.array_equal(term, ix.is_terminal(nodes))
+        assert kwid.dtype == np.int64 and np.array_equal(kwid, ix.keyword_ids_of(nodes))
