@@ -1,26 +1,44 @@
 #!/bin/bash
-# On the GPU machine, from the repository root: the paper-scale pipeline in one command (issue 13).
-#   FLASHTRIE_COMMIT=<commit> N=800M bash gpu_impl/device_scale.sh   (N: 10M, 100M, 300M, 800M ...; default 800M)
-# FLASHTRIE_COMMIT must be given when this runs on a copied tree (a staged copy, or a tree without its own
-# .git): git would otherwise name the commit of whatever checkout holds the copy, and the records would
-# carry that commit (the 2026-12-01 run's records name main's 59cae3b for a staged copy of a11aecc).
-# 1. installs the carried wheels (.whl/) and the project (as gpu_impl/scripts/device_check.sh does);
-# 2. generates N keywords, 16 dense queries (K = 1000), builds the index (the GPU builder where cupy and a
-#    GPU are present, else the CPU builder; BUILDER=gpu|cpu forces one), saves, loads with verification,
-#    uploads (GpuSearcher), checks GPU == numpy on a few queries (gpu_impl/scale_stages.py, one process
-#    per stage, each under its own timeout, each appending records to $OUT/scale.jsonl);
-# 3. `flashtrie bench beam` on the GPU for beams 1,10,100,500,1000 (K = beam) at batch 1 and 8
-#    ($OUT/beam.jsonl);  4. prints the stage table.
-# STAGES (default "gen queries build check bench") picks stages; DIR (default /tmp/ftscale) holds the files;
-# GEN_TIMEOUT, QUERIES_TIMEOUT, BUILD_TIMEOUT, CHECK_TIMEOUT, BENCH_TIMEOUT (seconds) bound each stage;
-# INSTALL=0 skips step 1 (the caller installed everything).
-# Render the records here: python -m flashtrie.gpu_impl.scale_stages render $OUT/scale.jsonl $OUT/beam.jsonl --out DIR
+# On the GPU machine, from the repository root: the paper-scale pipeline in ONE command of <= 10 minutes (issue 13).
+#   FLASHTRIE_COMMIT=<commit> bash gpu_impl/device_scale.sh                  (800M, curve 1M 10M 100M first)
+#   bash gpu_impl/scripts/check_scalerun.sh   (a quick check: 1M then 30M in < 120 s)
+# FLASHTRIE_COMMIT must be given when this runs on a copied tree: git would otherwise name the commit of whatever
+# checkout holds the copy, and the records would carry that commit.
+#
+# 1. installs the carried wheels (.whl/) and the project (INSTALL=0: the caller did);
+# 2. for each curve size of SIZES (default "1M 10M 100M"), then for N (default 800M), two processes of
+#    gpu_impl/scale_stages.py, each appending records to $OUT/scale.jsonl as every stage ends:
+#      prepare: generate the keywords, 16 dense queries (K = 1000), build (GPU builder where cupy and a GPU are
+#               present, else the CPU builder; BUILDER=gpu|cpu forces one), save the index; at MARISA_SIZE_N
+#               (default 10M) also our file with and without the keyword-id map against marisa-trie's;
+#               the keywords stay in memory (no 17.9 GB keyword file at 800M) unless marisa needs them later;
+#      serve:   load the index with verification, upload (GpuSearcher), the beam sweep (beams 1,10,100,500,1000,
+#               K = beam) at batch 1 on the GPU and numpy (NUMPY_SIZES, default "1M 10M"; "all": every size), at
+#               BATCHES (default 1,8) for N; then GPU == numpy on a few queries (at CHECK_SIZES, default
+#               NUMPY_SIZES and N: numpy's searcher decodes every node first, minutes at 800M, so it comes last);
+#               marisa's searcher and sweep at MARISA_SIZES (default "1M 10M");
+#    and then removes that size's files (KEEP=1 keeps them under DIR, default /tmp/ftscale);
+# 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py); then bundles
+#    $OUT into $OUT/scale.tgz and (BUNDLE_ONLY=1, default) leaves only it, scale.jsonl and scale.log in $OUT.
+# Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 390)
+# before that, so N keeps its time. Each step also has a budget (BUDGET_<STEP>, seconds); a step past its
+# limit is recorded as timed out and its process ends (status 124); the shell's `timeout` is the backstop and
+# `fail` records what it stopped. A killed command still leaves every record written so far.
+# Render elsewhere: python -m flashtrie.gpu_impl.scale_stages render $OUT/scale.jsonl --out reports/h200-800m
 set -uo pipefail
+T0=$(date +%s)
 OUT=${OUT:-$PWD/out}
 N=${N:-800M}
+SIZES=${SIZES-1M 10M 100M}
 DIR=${DIR:-/tmp/ftscale}
-STAGES=" ${STAGES:-gen queries build check bench} "
+TOTAL=${TOTAL:-570}
+RESERVE=${RESERVE:-390}
+NUMPY_SIZES=${NUMPY_SIZES-1M 10M}
+MARISA_SIZES=${MARISA_SIZES-1M 10M}
+MARISA_SIZE_N=${MARISA_SIZE_N-10M}
+BATCHES=${BATCHES:-1,8}
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
+export SCALE_COMMAND="N=$N SIZES='$SIZES' TOTAL=$TOTAL RESERVE=$RESERVE bash gpu_impl/device_scale.sh"
 mkdir -p "$OUT" "$DIR"
 LOG="$OUT/scale.log"
 : > "$LOG"
@@ -40,37 +58,71 @@ fi
 [[ ${INSTALL:-1} == 0 ]] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
   > "$OUT/install.log" 2>&1 || { say "project install FAILED"; tail -20 "$OUT/install.log"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$LOG"
-say "N=$N cores=$(nproc) mem=$(free -g | awk '/Mem:/{print $2}')G disk=$(df -h "$DIR" | awk 'NR==2{print $4}') free"
+say "N=$N SIZES='$SIZES' cores=$(nproc) mem=$(free -g | awk '/Mem:/{print $2}')G disk=$(df -h "$DIR" | awk 'NR==2{print $4}') free"
 
 R="$OUT/scale.jsonl"
-export SCALE_RUN_ID=$(python3 -c "import uuid; print(uuid.uuid4().hex[:12])")
-py() { python3 -m flashtrie.gpu_impl.scale_stages "$@" --n "$N" --dir "$DIR" --out "$R"; }
+export SCALE_RUN_ID=${SCALE_RUN_ID:-$(python3 -c "import uuid; print(uuid.uuid4().hex[:12])")}
+BUDGET="gen=${BUDGET_GEN:-150},queries=${BUDGET_QUERIES:-120},build=${BUDGET_BUILD:-240},sizes=${BUDGET_SIZES:-90}"
+BUDGET+=",load=${BUDGET_LOAD:-90},upload=${BUDGET_UPLOAD:-90},check=${BUDGET_CHECK:-90},bench=${BUDGET_BENCH:-150}"
+BUDGET+=",marisa=${BUDGET_MARISA:-75}"
 failed=0
-stage() {  # stage NAME TIMEOUT [args]: one process under timeout; a stopped stage leaves an error record
-  local name=$1 to=$2; shift 2
-  [[ $STAGES == *" $name "* ]] || return 0
-  timeout "$to" python3 -m flashtrie.gpu_impl.scale_stages "$name" --n "$N" --dir "$DIR" --out "$R" "$@" 2>&1 \
-    | tee -a "$LOG"
-  local rc=${PIPESTATUS[0]}
-  if [[ $rc != 0 ]]; then
-    failed=1
-    local why="exit status $rc"; [[ $rc == 124 ]] && why="timed out after $to s"
-    say "stage $name: $why"
-    py fail --failed "$name" --message "$why" > /dev/null
+has() { [[ " $1 " == *" $2 "* ]]; }  # has LIST WORD
+
+proc() {  # proc NAME SIZE SIZE_DIR DEADLINE [args]: one process of scale_stages.py under the deadline
+  local name=$1 size=$2 d=$3 deadline=$4; shift 4
+  local left=$((deadline - $(date +%s)))
+  if (( left < 5 )); then
+    say "[$size] $name: no time left"; failed=1
+    python3 -m flashtrie.gpu_impl.scale_stages fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
+      --message "not started: no time left before the deadline" | tee -a "$LOG"
+    return 1
   fi
+  timeout -k 5 $((left + 5)) python3 -m flashtrie.gpu_impl.scale_stages "$name" --n "$size" --dir "$d" --out "$R" \
+    --deadline "$deadline" --budget "$BUDGET" "$@" 2>&1 | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  case $rc in
+    0) return 0;;
+    3|4|5) failed=1; say "[$size] $name: exit status $rc (recorded: 3 mismatch, 4 a step failed, 5 no time left)";;
+    *) failed=1
+       local why="exit status $rc"
+       [[ $rc == 124 ]] && why="timed out (exit status 124)"; [[ $rc == 137 ]] && why="killed (exit status 137: out of memory, or the timeout)"
+       python3 -m flashtrie.gpu_impl.scale_stages fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
+         --message "$why" | tee -a "$LOG";;
+  esac
+  return "$rc"
 }
-stage gen "${GEN_TIMEOUT:-180}"
-stage queries "${QUERIES_TIMEOUT:-120}"
-stage build "${BUILD_TIMEOUT:-240}" --builder "${BUILDER:-auto}"
-stage check "${CHECK_TIMEOUT:-150}"
-if [[ $STAGES == *" bench "* ]]; then
-  for batch in 1 8; do
-    timeout "${BENCH_TIMEOUT:-120}" flashtrie bench beam --index "$DIR/kw.ftrie" --queries "$DIR/q.npz" \
-      --backends gpu --beams 1,10,100,500,1000 --batch-size "$batch" --repeats 10 --max-seconds 10 \
-      -o "$OUT/beam.jsonl" --quiet 2>&1 | tail -8 | tee -a "$LOG"
-    rc=${PIPESTATUS[0]}
-    [[ $rc == 0 ]] || { failed=1; say "bench beam batch $batch: exit status $rc"; py fail --failed "bench batch $batch" --message "exit status $rc" > /dev/null; }
-  done
-fi
-py table | tee -a "$LOG"
+
+run_size() {  # run_size SIZE DEADLINE BATCHES: prepare + serve of one library size, then its files go
+  local size=$1 deadline=$2 batches=$3 d="$DIR/n$1"
+  rm -rf "$d"; mkdir -p "$d"
+  local prep=(--builder "${BUILDER:-auto}") serve=(--batches "$batches") cpu=""
+  has "$MARISA_SIZES" "$size" && { prep+=(--save-keywords); cpu="marisa"; }
+  [[ $size == "$MARISA_SIZE_N" ]] && prep+=(--marisa-size)
+  local check=0  # GPU == numpy: at CHECK_SIZES when given, else where numpy runs anyway and at N
+  if [[ $NUMPY_SIZES == all ]] || has "$NUMPY_SIZES" "$size"; then cpu="numpy${cpu:+,$cpu}"; check=1; fi
+  [[ $size == "$N" ]] && check=1
+  [[ -n ${CHECK_SIZES:-} ]] && { check=0; has "$CHECK_SIZES" "$size" && check=1; }
+  (( check )) || serve+=(--no-check)
+  [[ -n $cpu ]] && serve+=(--cpu "$cpu")
+  say "== $size: prepare ${prep[*]}; serve ${serve[*]} (deadline in $((deadline - $(date +%s))) s)"
+  proc prepare "$size" "$d" "$deadline" "${prep[@]}"
+  if [[ -f $d/kw.ftrie && -f $d/q.npz ]]; then proc serve "$size" "$d" "$deadline" "${serve[@]}"
+  else say "[$size] serve not run: prepare left no index or no queries"; fi
+  [[ ${KEEP:-0} == 1 ]] || rm -rf "$d"
+  say "== $size done at $(( $(date +%s) - T0 )) s; disk $(df -h "$DIR" | awk 'NR==2{print $4}') free"
+}
+
+for s in $SIZES; do
+  [[ $s == "$N" ]] && continue
+  run_size "$s" $((T0 + TOTAL - RESERVE)) 1
+done
+run_size "$N" $((T0 + TOTAL - 8)) "$BATCHES"
+python3 -m flashtrie.gpu_impl.scale_stages table --out "$R" | tee -a "$LOG"
+python3 -m flashtrie.gpu_impl.scale_stages render "$R" --out "$OUT/report" 2>&1 | tail -3 | tee -a "$LOG" \
+  || say "render FAILED"
+say "total $(( $(date +%s) - T0 )) s"
+# few files come back from the device machine: everything in one tarball, the records and the log beside it
+bundle=$(mktemp "${TMPDIR:-/tmp}/scale.XXXXXX.tgz")
+tar czf "$bundle" -C "$OUT" --exclude ./scale.tgz . && mv "$bundle" "$OUT/scale.tgz" && [[ ${BUNDLE_ONLY:-1} == 1 ]] && find "$OUT" -mindepth 1 -maxdepth 1 ! -name scale.tgz ! -name scale.jsonl ! -name scale.log \
+     -exec rm -rf {} +
 exit $failed

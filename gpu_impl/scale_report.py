@@ -2,11 +2,14 @@
 
     python -m flashtrie.gpu_impl.scale_stages render RECORDS... --out reports/h200-800m [--commit a11aecc]
 
-Sections: provenance (records, runs, dates, commit), environment, one stage table per library size, the
-build's sub-stages, the index's bytes per array, the search latencies, and the issue's bars, each with the
-number measured in these records (or "not measured in this run") and met / missed.  ``--commit`` names the
-commit by hand where the records' ``env.git`` is wrong (a copied tree run without ``FLASHTRIE_COMMIT``); the
-report says it was given by hand and what the records say.  One figure: the stage times at the largest size.
+Sections: provenance (records, runs, dates, commit, commands), environment, the issue's bars (each with the
+number measured in these records, or "not measured in this run", and met / missed / not measured), the
+latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
+upload's host-to-device bandwidth, our index against marisa-trie's with and without the id maps, then one
+stage table per library size (the build's sub-stages, the index's bytes per array) and every latency record.
+``--commit`` names the commit by hand where the records' ``env.git`` is wrong (a copied tree run without
+``FLASHTRIE_COMMIT``); the report says it was given by hand and what the records say.  Figures
+(`scale_plots`): latency vs size, and the stage times at the largest size.
 """
 
 from __future__ import annotations
@@ -21,10 +24,13 @@ from flashtrie.harness.report import _fmt, _table, command_text
 
 from flashtrie.io_util import atomic_write_with
 
-__all__ = ["BARS", "Bar", "bar_rows", "render", "main"]
+from .scale_plots import curve_plot, curve_series, process_of, stage_plot
+
+__all__ = ["BARS", "Bar", "bar_rows", "render", "main", "stage_plot", "curve_plot"]
 
 PAPER_N = 800_000_000
 GB = 1e9
+NOT_MEASURED = "not measured in this run"
 
 
 def size_of(r: Record) -> int | None:
@@ -93,7 +99,9 @@ def _stage_measure(stage: str, metric: str, unit: str, n: int | None = PAPER_N
             other = find_stage(records, stage, None)
             note = (f"at {_n_text(size_of(other))}: {_fmt(other.metrics.get(metric))} {unit}"
                     if other is not None and other.status == "ok" else "")
-            return None, "not measured in this run", note
+            return None, NOT_MEASURED, note
+        if r.status == "skipped":
+            return None, NOT_MEASURED, f"{r.status}: {r.message}"
         if r.status != "ok":
             return None, f"{r.status}: {r.message}", ""
         v = r.metrics.get(metric)
@@ -109,6 +117,20 @@ def _build_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
     return v, text, note
 
 
+def _upload_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
+    """The index upload's own seconds (``upload_seconds``: without the kernel's compile or cache load),
+    else the whole `GpuSearcher` construction."""
+    r = find_stage(records, "upload (GpuSearcher)")
+    either = r if r is not None else find_stage(records, "upload (GpuSearcher)", None)
+    metric = "upload_seconds" if either is not None and "upload_seconds" in either.metrics else "seconds"
+    v, text, note = _stage_measure("upload (GpuSearcher)", metric, "s")(records)
+    if v is not None and r is not None:
+        bw = r.metrics.get("copy_gb_per_s", r.metrics.get("h2d_gb_per_s"))
+        text += (f" ({'the upload' if metric == 'upload_seconds' else 'GpuSearcher construction'}"
+                 + (f", {_fmt(bw)} GB/s host to device" if bw else "") + ")")
+    return v, text, note
+
+
 def _build_memory_ok(records: Sequence[Record]) -> bool:
     r = find_stage(records, "build")
     return r is not None and r.metrics.get("peak_rss_bytes", float("inf")) <= 64 * GB
@@ -117,7 +139,7 @@ def _build_memory_ok(records: Sequence[Record]) -> bool:
 def _size_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
     r = find_stage(records, "save index")
     if r is None or r.status != "ok":
-        return None, "not measured in this run", ""
+        return None, NOT_MEASURED, ""
     n, total, ids = size_of(r) or 0, int(r.metrics["bytes"]), map_bytes(r)
     v = (total - ids) / n
     b = find_stage(records, "build")
@@ -131,9 +153,16 @@ def _search_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
     r = find_latency(records, 1000, 1)
     if r is None:
         other = find_latency(records, 1000, 1, None)
-        note = (f"at {_n_text(size_of(other))}: p99 {other.metrics['p99_ms']:.3f} ms (device "
-                f"{other.metrics.get('device_p99_ms', float('nan')):.3f})" if other is not None else "")
-        return None, "not measured in this run", note
+        note = ""
+        if other is not None and other.status == "ok":
+            dev = other.metrics.get("device_p99_ms")
+            note = (f"at {_n_text(size_of(other))}: p99 {other.metrics['p99_ms']:.3f} ms ({other.backend}"
+                    + (f", device {dev:.3f}" if isinstance(dev, (int, float)) else "") + ")")
+        return None, NOT_MEASURED, note
+    if r.status == "skipped":
+        return None, NOT_MEASURED, f"{r.status}: {r.message}"
+    if r.status != "ok":
+        return None, f"{r.status}: {r.message}", ""
     v = float(r.metrics["p99_ms"])
     return v, f"p99 {v:.3f} ms at {_n_text(size_of(r))}", ""
 
@@ -143,7 +172,7 @@ BARS: tuple[Bar, ...] = (
     Bar("index ≤ 3.2 B/keyword at 800M without the map", 3.2, True, _size_measure),
     Bar("load with verification ≥ 2 GB/s", 2.0, False, _stage_measure("load index (verify)", "gb_per_s", "GB/s",
                                                                    None)),
-    Bar("upload (GpuSearcher) ≤ 3 s at 800M", 3.0, True, _stage_measure("upload (GpuSearcher)", "seconds", "s")),
+    Bar("upload (GpuSearcher) ≤ 3 s at 800M", 3.0, True, _upload_measure),
     Bar("16 dense queries ≤ 30 s at 800M", 30.0, True, _stage_measure("generate 16 queries", "seconds", "s")),
     Bar("keyword generator ≤ 120 s at 800M", 120.0, True, _stage_measure("generate keywords", "seconds", "s")),
     Bar("search p99 ≤ 1.0 ms at beam 1000, batch 1, 800M", 1.0, True, _search_measure),
@@ -154,7 +183,7 @@ def verdict(bar: Bar, records: Sequence[Record]) -> tuple[str, str, str]:
     """(measured, verdict, note) of one bar: verdict "met", "missed" or "not measured"."""
     v, text, note = bar.measure(records)
     if v is None:
-        return text, ("missed" if text != "not measured in this run" else "not measured"), note
+        return text, ("missed" if text != NOT_MEASURED else "not measured"), note
     ok = v <= bar.limit if bar.at_most else v >= bar.limit
     if bar.second is not None:
         ok = ok and bar.second(records)
@@ -177,6 +206,9 @@ def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str |
             ["runs (run ids)", ", ".join(runs)],
             ["recorded", f"{stamps[0]} – {stamps[-1]}" if stamps else None], ["commit", given]]
     lines += _table(["", "value"], rows)
+    shells = list(dict.fromkeys(str(r.env["scale_command"]) for r in records if r.env.get("scale_command")))
+    if shells:
+        lines += ["", "The device command (`device_scale.sh`, as it recorded itself):", "", "```"] + shells + ["```"]
     cmds = list(dict.fromkeys(command_text(r.command) for r in records if r.command))
     lines += ["", "Commands, as the records hold them (in order):", "", "```"] + cmds + ["```", ""]
     return lines
@@ -210,12 +242,17 @@ def _stage_tables(records: Sequence[Record]) -> list[str]:
         for r in (r for r in recs if size_of(r) == n):
             m = r.metrics
             nb = m.get("bytes")
-            rows.append([r.config.get("stage", "?"), _process(r), r.backend, m.get("seconds"),
-                         f"{m['peak_rss_bytes'] / GB:.1f}" if m.get("peak_rss_bytes") else None,
+            scope = "" if m.get("rss_scope") == "stage" else " *"
+            rows.append([r.config.get("stage", "?"), process_of(r), r.backend, m.get("seconds"),
+                         f"{m['peak_rss_bytes'] / GB:.1f}{scope}" if m.get("peak_rss_bytes") and r.status != "skipped"
+                         else None,
                          f"{nb / GB:.2f}" if nb else None, m.get("gb_per_s"),
                          r.status + (f": {r.message}" if r.message else "")])
         head = ["stage", "process", "backend", "seconds", "peak RSS GB", "bytes GB", "GB/s", "status"]
         lines += _table(head, rows) + [""]
+        if any(r.metrics.get("rss_scope") != "stage" for r in recs if size_of(r) == n):
+            lines += ["Peak RSS: the stage's own (the high-water mark reset as it starts); * the process's peak so "
+                      "far (no reset possible, or a record written outside a stage).", ""]
         lines += _substages(recs, n) + _array_bytes(recs, n)
     return lines
 
@@ -251,12 +288,100 @@ def _latency_tables(records: Sequence[Record]) -> list[str]:
         for r in sorted((r for r in recs if size_of(r) == n),
                         key=lambda r: (r.backend, r.config.get("batch_size", 1), r.config.get("beam_width", 0))):
             m = r.metrics
-            rows.append([r.backend, r.config.get("beam_width"), r.config.get("batch_size", 1), m.get("mean_ms"),
-                         m.get("per_query_ms"), m.get("p99_ms"), m.get("device_mean_ms"), m.get("device_p99_ms"),
-                         m.get("samples"), r.status])
-        lines += _table(["backend", "beam", "batch", "mean ms (call)", "per query ms", "p99 ms", "device mean ms",
-                         "device p99 ms", "samples", "status"], rows) + [""]
+            rows.append([r.backend, r.config.get("beam_width"), r.config.get("batch_size", 1), m.get("median_ms"),
+                         m.get("mean_ms"), m.get("per_query_ms"), m.get("p99_ms"), m.get("device_mean_ms"),
+                         m.get("device_p99_ms"), m.get("samples"), r.status + (f": {r.message}" if r.message else "")])
+        lines += _table(["backend", "beam", "batch", "p50 ms", "mean ms (call)", "per query ms", "p99 ms",
+                         "device mean ms", "device p99 ms", "samples", "status"], rows) + [""]
     return lines
+
+
+def _curve(records: Sequence[Record], fig: Path | None) -> list[str]:
+    """The latency-vs-size figure and its numbers: mean / p99 ms per call at batch 1, per backend and beam."""
+    means, p99s = curve_series(records, "mean_ms"), curve_series(records, "p99_ms")
+    lines = ["## Latency vs library size (batch 1, K = beam)", ""]
+    if not p99s:
+        return lines + ["No latency record is ok in these records.", ""]
+    if fig is not None:
+        lines += [f"![latency vs library size]({fig.name})", "",
+                  "The GPU at every beam width (solid), numpy (dashed) and marisa-trie (dotted) where measured.", ""]
+    sizes = sorted({n for pts in p99s.values() for n, _ in pts})
+    rows = []
+    for key, pts in p99s.items():
+        mean, p99 = dict(means.get(key, [])), dict(pts)
+        rows.append([key[0], key[1], *[f"{_fmt(mean.get(n))} / {_fmt(p99[n])}" if n in p99 else None
+                                       for n in sizes]])
+    head = ["backend", "beam", *[f"{_n_text(n)}: mean / p99 ms" for n in sizes]]
+    return lines + _table(head, rows) + [""]
+
+
+def _largest(records: Sequence[Record]) -> list[str]:
+    """p50 / mean / p99 per backend, beam and batch at the largest size with latency records."""
+    recs = latency_records(records)
+    top = max((size_of(r) or 0 for r in recs), default=0)
+    at = sorted((r for r in recs if size_of(r) == top), key=lambda r: (
+        r.backend != "gpu", r.backend, r.config.get("batch_size", 1), r.config.get("beam_width", 0)))
+    if not at:
+        return []
+    rows = [[r.backend, r.config.get("beam_width"), r.config.get("batch_size", 1), r.metrics.get("median_ms"),
+             r.metrics.get("mean_ms"), r.metrics.get("p99_ms"), r.metrics.get("device_median_ms"),
+             r.metrics.get("device_p99_ms"), r.metrics.get("samples"), r.status] for r in at]
+    head = ["backend", "beam", "batch", "p50 ms", "mean ms", "p99 ms", "device p50 ms", "device p99 ms", "samples",
+            "status"]
+    return ([f"## Search at {_n_text(top)} keywords: p50 / p99 per beam and batch (per call, host arrays in and "
+             "out)", ""] + _table(head, rows) + [""])
+
+
+def _upload(records: Sequence[Record]) -> list[str]:
+    """The index uploads: bytes, seconds and the host-to-device bandwidth, per size."""
+    ups = [r for r in stage_records(records) if r.config.get("stage") == "upload (GpuSearcher)"]
+    lines = ["## Upload (GpuSearcher): host-to-device bandwidth", ""]
+    if not ups:
+        return lines + ["No upload in these records.", ""]
+    rows = []
+    for r in sorted(ups, key=lambda r: size_of(r) or 0):
+        m = r.metrics
+        if r.status != "ok":
+            rows.append([_n_text(size_of(r)), *[None] * 7, f"{r.status}: {r.message}"])
+            continue
+        bw = m.get("copy_gb_per_s", m.get("h2d_gb_per_s"))
+        rows.append([_n_text(size_of(r)), m.get("index_bytes"), m.get("copy_bytes"), m.get("copy_seconds"),
+                     f"{_fmt(bw)}" + ("" if "copy_gb_per_s" in m else " (whole upload)") if bw else None,
+                     m.get("derive_flags_seconds"), m.get("upload_seconds"), m.get("seconds"), "ok"])
+    head = ["N", "device bytes", "bytes copied", "copy s", "H2D GB/s", "flags on device s", "upload s",
+            "GpuSearcher() s", "status"]
+    return lines + _table(head, rows) + ["", "`GpuSearcher() s` includes loading the kernel (compiled or cached); "
+                                         "`upload s` is the index's upload alone.", ""]
+
+
+def _marisa_sizes(records: Sequence[Record]) -> list[str]:
+    """Our index file against marisa-trie's BinaryTrie of the same keywords, each with and without an id map."""
+    recs = [r for r in stage_records(records) if r.config.get("stage") == "index size vs marisa-trie"]
+    lines = ["## Index size vs marisa-trie (the same keywords)", ""]
+    if not recs:
+        return lines + ["Not measured in these records.", ""]
+    rows = []
+    for r in sorted(recs, key=lambda r: size_of(r) or 0):
+        m = r.metrics
+        if r.status != "ok":
+            rows.append([_n_text(size_of(r)), *[None] * 7, f"{r.status}: {r.message}"])
+            continue
+        u = max(int(m["unique_keywords"]), 1)
+
+        def per(b: float, u: int = u) -> str:
+            return f"{int(b):,} ({int(b) / u:.2f} B)"
+
+        theirs_map = int(m["marisa_bytes"]) + int(m["marisa_map_bytes"])
+        rows.append([_n_text(size_of(r)), u, per(m["ours_no_map_bytes"]), per(m["marisa_bytes"]),
+                     f"{m['ours_no_map_bytes'] / m['marisa_bytes']:.3f}", per(m["ours_bytes"]), per(theirs_map),
+                     f"{m['ours_bytes'] / theirs_map:.3f}", "ok"])
+    head = ["N", "distinct keywords", "ours, no map", "marisa-trie, no map", "ratio, no map", "ours, with map",
+            "marisa-trie + map", "ratio, with map", "status"]
+    return lines + _table(head, rows) + [
+        "", "Bytes of the files (per distinct keyword). Ours without a map: built with `ids=\"index\"` (ids are the "
+        "index order); with one: the saved index (`ids=\"input\"`, its map in as few bits as the ids need). "
+        "marisa-trie: a default `BinaryTrie` of the keywords as 4-byte big-endian token keys; its map: key id "
+        "-> input id at ceil(log2 N) bits, packed (not stored by marisa, counted). Ratio: ours / marisa-trie's.", ""]
 
 
 def _bars(records: Sequence[Record]) -> list[str]:
@@ -265,64 +390,21 @@ def _bars(records: Sequence[Record]) -> list[str]:
     return lines + [""]
 
 
-def _process(r: Record) -> str | None:
-    """The `scale_stages` stage (process) a record came from: ``gen``, ``queries``, ``build``, ``check``."""
-    cmd = r.command
-    return cmd[3] if len(cmd) > 3 and cmd[:3] == ["python", "-m", "flashtrie.gpu_impl.scale_stages"] else None
-
-
-def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    """Stage seconds at the largest size with two or more stages, the build split into its sub-stages."""
-    recs = stage_records(records)
-    top = max((size_of(r) or 0 for r in recs), default=0)
-    at = [r for r in recs if size_of(r) == top and r.status == "ok"]
-    if len(at) < 2:
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    bars: list[tuple[str, float, str]] = []
-    for r in at:
-        stage = r.config.get("stage", "?")
-        if stage == "build" and r.metrics.get("stages"):
-            bars += [(f"build: {name}", float(sec), "tab:green") for name, sec in r.metrics["stages"]]
-        else:
-            step = _process(r)
-            bars.append((f"{stage} ({step})" if step else stage, float(r.metrics["seconds"]), "tab:blue"))
-    fig = Figure(figsize=(7, 0.35 * len(bars) + 1.2))
-    ax = fig.add_subplot()
-    ys = list(range(len(bars)))[::-1]
-    ax.barh(ys, [b[1] for b in bars], color=[b[2] for b in bars])
-    ax.set_yticks(ys, [b[0] for b in bars])
-    ax.set_xlabel("seconds")
-    ax.set_title(f"Stage times at {_n_text(top)} keywords (build split into its sub-stages)")
-    ax.grid(axis="x", alpha=0.3)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):  # the same records, the same bytes
-        for ext in ("png", "svg"):
-            p = out_dir / f"stages_{_n_text(top)}.{ext}"
-            meta = {"Date": None} if ext == "svg" else {}
-            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
-                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
-            paths.append(p)
-    return paths
-
-
 def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = None, plot: bool = True) -> Path:
-    """Write ``out_dir``/report.md (and the stage figure) from the records in ``sources``; returns its path."""
+    """Write ``out_dir``/report.md (and the figures) from the records in ``sources``; returns its path."""
     records = read_records(*sources)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figs = stage_plot(records, out) if plot else []
+    curve = curve_plot(records, out) if plot else []
     lines = ["# Paper scale on one GPU (issue 13): stages, search and bars", "",
              "Rendered by `python -m flashtrie.gpu_impl.scale_stages render` from the records below only.", ""]
     lines += _provenance(records, sources, commit) + _environment(records) + _bars(records)
-    lines += _stage_tables(records) + _latency_tables(records)
+    lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records)
+    lines += _marisa_sizes(records) + _stage_tables(records)
     if figs:
         lines += [f"![stage times]({figs[0].name})", ""]
+    lines += _latency_tables(records)
     path = out / "report.md"
     text = "\n".join(lines).rstrip() + "\n"
     atomic_write_with(path, lambda f: f.write(text.encode()))

@@ -1,192 +1,476 @@
-"""The stages of `gpu_impl/device_scale.sh`, one process each, every stage appending a record to ``--out``.
+"""The steps of `gpu_impl/device_scale.sh` (issue 13); each step appends its records to ``--out`` as it ends.
 
-    python -m flashtrie.gpu_impl.scale_stages STAGE --n 800M --dir /tmp/ftscale --out scale.jsonl
+    python -m flashtrie.gpu_impl.scale_stages PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
 
-* ``gen``: `generate_keywords(n)` (version 2, all cores), then the ``.npz`` written;
-* ``queries``: the keywords read back, 16 dense queries with K = 1000 (`generate_queries`), written;
-* ``build``: the keywords read back, the index built (the GPU builder where cupy and a GPU are present,
-  else the CPU builder, or the one ``--builder`` names), saved;
-* ``check``: the index loaded with verification, uploaded (`GpuSearcher`), GPU == numpy on a few queries;
-* ``fail``: an error record for a stage the shell stopped (``--message`` says why: a timeout, a crash);
-* ``table``: the stage table of the records in ``--out``;
-* ``render RECORDS... --out DIR [--commit C]``: ``DIR/report.md`` from the records (`gpu_impl/scale_report.py`).
+A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
+so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):
 
-Each record (kind ``build``, sweep ``scale``) holds the stage's seconds, the process's peak RSS so far
-(``resource.getrusage``), the bytes it moved and GB/s, with the environment snapshot of `harness.env`.
+* ``prepare``: gen, queries, build (+ sizes with ``--marisa-size``);  ``serve``: load, upload, bench, check
+  (``--no-check``: none), marisa (when ``--cpu`` names it);  ``gen`` / ``queries`` / ``build`` / ``sizes`` /
+  ``check`` / ``bench``: one step (or the few it needs), reading the files of earlier processes from ``--dir``.
+* Steps: ``gen`` generates the keywords (`generate_keywords_from`, all cores); ``queries`` 16 dense queries,
+  K = 1000 (`generate_queries`); ``build`` the index (the GPU builder where cupy and a GPU are present, else
+  the CPU builder, or ``--builder``) and saves it; ``sizes`` our file with and without the keyword-id map
+  against marisa-trie's BinaryTrie with and without one; ``load`` the index with verification; ``upload``
+  `GpuSearcher`; ``bench`` `sweep_beam_width` (beams 1 ... 1000, K = beam, host arrays in and out) on the GPU
+  and ``--cpu`` numpy at batch 1 (every case compared with numpy), the GPU alone at the other ``--batches``;
+  ``check`` GPU == numpy on a few queries; ``marisa`` the marisa searcher, its sweep at batch 1 and
+  marisa == numpy on a few queries.  The numpy reference is made once per process and timed as its own
+  stage: it decodes every node of the index, the slowest part of a check at 800M, so the check comes after
+  the bench.  Without a GPU the GPU steps record ``skipped`` with the reason.
+* ``--budget KEY=SECONDS`` (keys: the step names) and ``--deadline EPOCH`` bound the steps: one past its
+  limit is recorded as timed out and the process exits with status 124 (`scale_recorder`).
+* Exit status: 0 all ok, 3 a mismatch, 4 a step failed (recorded), 5 a step found no time left (recorded
+  as skipped), 124 a step ran past its limit (recorded); anything else is a crash the shell records with
+  ``fail --failed PROCESS --message WHY`` (it names the stage in progress from the marker file).
+* ``table``: the stage table of ``--out``; ``render RECORDS... --out DIR``: ``DIR/report.md``
+  (`gpu_impl/scale_report.py`).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
-import resource
 import sys
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flashtrie.harness.env import snapshot
-from flashtrie.harness.records import Record, append_record, new_run_id, read_records
+from flashtrie.harness.records import read_records
 
-from flashtrie.cli.common import count
+from flashtrie.cli.common import count, ints
 
-STAGES = ("gen", "queries", "build", "check", "fail", "table", "render")
+from .scale_recorder import LIBRARY, OutOfTime, Recorder
 
+__all__ = ["PROCESSES", "State", "main"]
 
+#: The steps of each process, in order (``sizes`` and ``marisa`` run only when their option asks).
+PROCESSES: dict[str, tuple[str, ...]] = {
+    "prepare": ("gen", "queries", "build", "sizes"), "serve": ("load", "upload", "bench", "check", "marisa"),
+    "gen": ("gen",), "queries": ("queries",), "build": ("build",), "sizes": ("sizes",),
+    "check": ("load", "upload", "check"), "bench": ("load", "upload", "bench", "marisa"),
+}
 _count = count  # 800M, 10k, 1G (the CLI's parser)
+CHECK_BEAMS = (10, 1000)
+EXIT_MISMATCH, EXIT_FAILED, EXIT_NO_TIME = 3, 4, 5
 
 
-def peak_rss() -> int:
-    """Peak resident memory of this process, bytes (Linux reports kilobytes)."""
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+@dataclass
+class State:
+    """What the steps of one process share."""
 
+    d: Path
+    ks: Any = None  # KeywordSet
+    wl: Any = None  # QueryWorkload
+    idx: Any = None  # NarrowLoudsIndex
+    gpu: Any = None  # GpuSearcher
+    ref: Any = None  # NumpySearcher (its construction decodes every node: made once, shared)
+    no_gpu: str | None = None  # why the GPU steps are skipped
+    builder: str | None = None
 
-class Recorder:
-    """Appends one record per finished (sub-)stage; prints a line for each."""
+    @property
+    def kw_path(self) -> Path:
+        return self.d / "kw.npz"
 
-    def __init__(self, out: str, n: int, argv: list[str]) -> None:
-        self.out, self.n = out, n
-        self.env = snapshot(argv)
-        self.run_id = os.environ.get("SCALE_RUN_ID") or new_run_id()
+    @property
+    def index_path(self) -> Path:
+        return self.d / "kw.ftrie"
 
-    def timed(self, stage: str, fn: Callable[[], Any], *, backend: str = "host", nbytes: Callable[[Any], int]
-              | None = None, **extra: Any) -> Any:
-        t0 = time.perf_counter()
-        value = fn()
-        seconds = time.perf_counter() - t0
-        size = int(nbytes(value)) if nbytes else None
-        self.emit(stage, seconds, backend=backend, nbytes=size, **extra)
-        return value
-
-    def emit(self, stage: str, seconds: float, *, backend: str = "host", nbytes: int | None = None,
-             status: str = "ok", message: str | None = None, **extra: Any) -> None:
-        metrics: dict[str, Any] = {"seconds": round(seconds, 3), "peak_rss_bytes": peak_rss(), **extra}
-        if nbytes is not None:
-            metrics["bytes"] = nbytes
-            metrics["gb_per_s"] = round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
-        rec = Record(kind="build", backend=backend, status=status, message=message, sweep="scale",
-                     workload={"N": self.n, "name": "gen-keywords default library"}, config={"stage": stage},
-                     metrics=metrics, env=self.env, command=list(self.env["command"]), run_id=self.run_id,
-                     timestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        append_record(self.out, rec)
-        gb = f"  {metrics['gb_per_s']:.2f} GB/s" if metrics.get("gb_per_s") else ""
-        print(f"[scale] {stage:<22} {seconds:8.2f} s  peak RSS {metrics['peak_rss_bytes'] / 1e9:6.1f} GB{gb}"
-              + (f"  {status}: {message}" if status != "ok" else ""), flush=True)
+    @property
+    def queries_path(self) -> Path:
+        return self.d / "q.npz"
 
 
 def _ks_bytes(ks: Any) -> int:
     return int(ks.tokens.nbytes + ks.offsets.nbytes)
 
 
-def stage_gen(rec: Recorder, d: Path, args: argparse.Namespace) -> None:
+# ---------------------------------------------------------------------------------------------- inputs
+def keywords(rec: Recorder, st: State) -> Any:
+    """The keywords of this process, read from ``kw.npz`` the first time a step needs them."""
+    if st.ks is None:
+        from flashtrie.datasets import load_keywords
+
+        st.ks = rec.timed("load keywords", lambda: load_keywords(st.kw_path).keywords, nbytes=_ks_bytes)
+    return st.ks
+
+
+def workload(st: State) -> Any:
+    if st.wl is None:
+        from flashtrie.datasets import load_workload
+
+        st.wl = load_workload(st.queries_path)
+    return st.wl
+
+
+def index(rec: Recorder, st: State) -> Any:
+    if st.idx is None:
+        step_load(rec, st, None)
+    return st.idx
+
+
+def reference(rec: Recorder, st: State) -> Any:
+    """The numpy reference searcher of the index, made (and timed: it decodes every node) on first use."""
+    if st.ref is None:
+        from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+        idx = index(rec, st)
+        st.ref = rec.timed("numpy searcher", lambda: NumpySearcher(idx), backend="numpy", nodes=int(idx.num_nodes))
+    return st.ref
+
+
+# ---------------------------------------------------------------------------------------------- prepare
+def step_gen(rec: Recorder, st: State, args: argparse.Namespace) -> None:
     from flashtrie.datasets import KeywordParams, generate_keywords_from, save_keywords
 
     params = KeywordParams(n=rec.n, seed=args.seed)
-    ks = rec.timed("generate keywords", lambda: generate_keywords_from(params), backend="datasets",
-                   nbytes=_ks_bytes, threads=os.cpu_count())
-    rec.timed("save keywords", lambda: save_keywords(d / "kw.npz", ks, params), nbytes=lambda _: _ks_bytes(ks))
+    st.ks = rec.timed("generate keywords", lambda: generate_keywords_from(params), backend="datasets",
+                      nbytes=_ks_bytes, threads=os.cpu_count())
+    if args.save_keywords or args.process == "gen":
+        rec.timed("save keywords", lambda: save_keywords(st.kw_path, st.ks, params),
+                  nbytes=lambda _: _ks_bytes(st.ks))
 
 
-def _load_kw(rec: Recorder, d: Path) -> Any:
-    from flashtrie.datasets import load_keywords
-
-    return rec.timed("load keywords", lambda: load_keywords(d / "kw.npz").keywords, nbytes=_ks_bytes)
-
-
-def stage_queries(rec: Recorder, d: Path, args: argparse.Namespace) -> None:
+def step_queries(rec: Recorder, st: State, args: argparse.Namespace) -> None:
     from flashtrie.datasets import generate_queries, save_workload
 
-    ks = _load_kw(rec, d)
-    wl = rec.timed(f"generate {args.queries} queries", lambda: generate_queries(
+    ks = keywords(rec, st)
+    st.wl = rec.timed(f"generate {args.queries} queries", lambda: generate_queries(
         ks, args.queries, proposals_per_step=1000, preset="dense", seed=args.seed), backend="datasets",
         queries=args.queries, K=1000)
-    save_workload(d / "q.npz", wl)
+    save_workload(st.queries_path, st.wl)
 
 
-def stage_build(rec: Recorder, d: Path, args: argparse.Namespace) -> None:
+def choose_builder(wanted: str) -> tuple[str, str | None]:
+    """("gpu" | "cpu", why the GPU builder is not used): ``auto`` takes the GPU builder where it can run."""
+    if wanted != "auto":
+        return wanted, None
+    try:
+        from flashtrie.gpu_impl.build_gpu import cupy_module
+
+        cupy_module()
+        return "gpu", None
+    except Exception as e:  # noqa: BLE001 - no cupy or no device: the CPU builder
+        return "cpu", f"{type(e).__name__}: {e}"
+
+
+def build_with(builder: str, ks: Any, progress: Any = None, ids: str = "input") -> Any:
+    """A `NarrowLoudsIndex` of ``ks`` from the GPU or the CPU builder (the same arrays)."""
+    if builder == "gpu":
+        from flashtrie.gpu_impl.build_gpu import build_index
+
+        return build_index(ks, progress, ids=ids)
     from flashtrie import NarrowLoudsIndex
 
-    ks = _load_kw(rec, d)
-    builder = args.builder
-    if builder == "auto":
-        try:
-            from flashtrie.gpu_impl.build_gpu import cupy_module
+    return NarrowLoudsIndex.build(ks, progress, ids=ids)
 
-            cupy_module()
-            builder = "gpu"
-        except Exception as e:  # no cupy or no device: the CPU builder
-            print(f"[scale] GPU builder unavailable ({e}); building on the CPU", flush=True)
-            builder = "cpu"
+
+def step_build(rec: Recorder, st: State, args: argparse.Namespace) -> None:
+    ks = keywords(rec, st)
+    st.builder, why = choose_builder(args.builder)
+    if why:
+        print(f"[scale] GPU builder unavailable ({why}); building on the CPU", flush=True)
     marks: list[tuple[str, float]] = []
-
-    def progress(stage: str) -> None:
-        marks.append((stage, time.perf_counter()))
-
-    def build() -> Any:
-        if builder == "gpu":
-            from flashtrie.gpu_impl.build_gpu import build_index
-
-            return build_index(ks, progress)
-        return NarrowLoudsIndex.build(ks, progress)
-
-    t0 = time.perf_counter()
-    idx = build()
-    t1 = time.perf_counter()
-    stages = [[s, round((marks[i + 1][1] if i + 1 < len(marks) else t1) - t, 3)] for i, (s, t) in enumerate(marks)]
-    rec.emit("build", t1 - t0, backend=builder, nbytes=_ks_bytes(ks), stages=stages,
-             num_nodes=idx.num_nodes, num_unique=idx.num_unique)
-    path = d / "kw.ftrie"
-    t0 = time.perf_counter()
-    idx.save(path)
-    size = path.stat().st_size
-    rec.emit("save index", time.perf_counter() - t0, nbytes=size, bytes_per_keyword=round(size / rec.n, 3),
-             array_bytes={k: int(v.nbytes) for k, v in idx.arrays.items()})
+    with rec.span("build", backend=st.builder) as m:
+        t0 = time.perf_counter()
+        idx = build_with(st.builder, ks, lambda stage: marks.append((stage, time.perf_counter())))
+        t1 = time.perf_counter()
+        m.update(nbytes=_ks_bytes(ks), num_nodes=int(idx.num_nodes), num_unique=int(idx.num_unique),
+                 stages=[[s, round((marks[i + 1][1] if i + 1 < len(marks) else t1) - t, 3)]
+                         for i, (s, t) in enumerate(marks)], build_seconds=round(t1 - t0, 3))
+        if why:
+            m["gpu_builder_unavailable"] = why[:300]
+    with rec.span("save index") as m:
+        idx.save(st.index_path)
+        size = st.index_path.stat().st_size
+        m.update(nbytes=size, bytes_per_keyword=round(size / rec.n, 3),
+                 array_bytes={k: int(v.nbytes) for k, v in idx.arrays.items()}, id_map_bytes=_map_bytes(idx))
     print(f"[scale] index file {size / 2**30:.2f} GiB, {size / rec.n:.2f} B/keyword", flush=True)
+    st.idx = idx
 
 
-def stage_check(rec: Recorder, d: Path, args: argparse.Namespace) -> int:
-    from flashtrie.datasets import load_workload
+def _map_bytes(idx: Any) -> int:
+    """Bytes of the keyword-id map among the index's arrays (0: no map)."""
+    kid = getattr(idx, "keyword_ids", None)
+    if kid is not None and getattr(kid, "size", 1) == 0:
+        return 0
+    return sum(int(v.nbytes) for k, v in idx.arrays.items() if k.startswith("keyword_ids"))
+
+
+def step_sizes(rec: Recorder, st: State, args: argparse.Namespace) -> None:
+    """Our file with and without the keyword-id map against marisa-trie's BinaryTrie of the same keywords
+    (4-byte big-endian token keys, default options) without and with a packed key id -> input id map."""
+    from flashtrie.harness.sweep import marisa_binary_trie
+
+    ks = keywords(rec, st)
+    builder = st.builder or choose_builder(args.builder)[0]
+    with rec.span("index size vs marisa-trie", backend="marisa-trie") as m:
+        if not st.index_path.is_file():
+            build_with(builder, ks).save(st.index_path)
+        ours = st.index_path.stat().st_size
+        if st.idx is None:
+            from flashtrie import NarrowLoudsIndex
+
+            st.idx = NarrowLoudsIndex.load(st.index_path, verify=False)
+        ours_map = _map_bytes(st.idx)
+        t0 = time.perf_counter()
+        plain = st.d / "kw_index_ids.ftrie"
+        build_with(builder, ks, ids="index").save(plain)
+        ours_plain_s = time.perf_counter() - t0
+        ours_plain = plain.stat().st_size
+        plain.unlink()
+        trie, key_s, build_s = marisa_binary_trie(ks)
+        path = st.d / "marisa.trie"
+        trie.save(str(path))
+        theirs, unique = path.stat().st_size, len(trie)
+        del trie
+        path.unlink()
+        their_map = math.ceil(unique * max(1, (len(ks) - 1).bit_length()) / 8)  # key id -> input id, packed
+        m.update(ours_bytes=ours, ours_map_bytes=ours_map, ours_no_map_bytes=ours_plain,
+                 ours_no_map_build_seconds=round(ours_plain_s, 3), builder=builder, marisa_bytes=theirs,
+                 marisa_map_bytes=their_map, marisa_build_seconds=round(build_s, 3),
+                 marisa_key_seconds=round(key_s, 3), unique_keywords=unique,
+                 ratio_without_map=round(ours_plain / theirs, 4),
+                 ratio_with_map=round(ours / (theirs + their_map), 4))
+
+
+# ---------------------------------------------------------------------------------------------- serve
+def step_load(rec: Recorder, st: State, args: argparse.Namespace | None) -> None:
+    from flashtrie import NarrowLoudsIndex
+
+    size = st.index_path.stat().st_size
+    st.idx = rec.timed("load index (verify)", lambda: NarrowLoudsIndex.load(st.index_path, verify=True),
+                       nbytes=lambda _: size)
+
+
+def gpu_missing() -> str | None:
+    """Why the GPU backend cannot run here (None: it can)."""
+    from flashtrie.harness.backends import availability
+
+    why = availability("gpu")
+    return f"no GPU ({why})" if why else None
+
+
+def upload_metrics(gpu: Any) -> dict[str, Any]:
+    """What a `GpuSearcher` says about its upload: the index's device bytes, the upload's seconds and, where
+    the searcher has them (``upload_stats``), the bytes copied, the copy time and the H2D bandwidth."""
+    out: dict[str, Any] = {}
+    for name in ("upload_seconds", "index_bytes", "compile_seconds", "compile_from_cache", "load_seconds"):
+        v = getattr(gpu, name, None)
+        if isinstance(v, (bool, int, float)):
+            out[name] = round(v, 4) if isinstance(v, float) else v
+    stats = getattr(gpu, "upload_stats", None)
+    if stats is not None:
+        for key, name in (("bytes", "copy_bytes"), ("copy_seconds", "copy_seconds"),
+                          ("derive_seconds", "derive_flags_seconds"), ("gb_per_s", "copy_gb_per_s")):
+            v = stats.get(key) if isinstance(stats, dict) else getattr(stats, key, None)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                out[name] = round(v, 4) if isinstance(v, float) else v
+    if "copy_gb_per_s" not in out and out.get("upload_seconds") and out.get("index_bytes"):
+        out["h2d_gb_per_s"] = round(out["index_bytes"] / out["upload_seconds"] / 1e9, 3)  # the whole upload
+    return out
+
+
+def step_upload(rec: Recorder, st: State, args: argparse.Namespace) -> None:
+    idx = index(rec, st)
+    st.no_gpu = gpu_missing()
+    if st.no_gpu:
+        rec.skip("upload (GpuSearcher)", st.no_gpu, backend="gpu")
+        return
     from flashtrie.gpu_impl import GpuSearcher
-    from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
-    from flashtrie import NarrowLoudsIndex, Proposals, SearchConfig
+    with rec.span("upload (GpuSearcher)", backend="gpu") as m:
+        st.gpu = GpuSearcher(idx)
+        m.update(upload_metrics(st.gpu))
+        m["nbytes"] = m.get("copy_bytes", m.get("index_bytes", st.index_path.stat().st_size))
 
-    path = d / "kw.ftrie"
-    size = path.stat().st_size
-    idx = rec.timed("load index (verify)", lambda: NarrowLoudsIndex.load(path, verify=True), nbytes=lambda _: size)
-    t0 = time.perf_counter()
-    gpu = GpuSearcher(idx)
-    up = gpu.upload_stats
-    rec.emit("upload (GpuSearcher)", time.perf_counter() - t0, backend="gpu", nbytes=up.bytes,
-             copy_seconds=round(up.copy_seconds, 3), copy_gb_per_s=round(up.gb_per_s, 3),
-             derive_flags_seconds=round(up.derive_seconds, 4), upload_seconds=round(up.seconds, 3))
-    wl = load_workload(d / "q.npz")
-    ref = NumpySearcher(idx)
-    q = min(args.check_queries, wl.proposals.num_queries)
-    bad: list[str] = []
-    t0 = time.perf_counter()
-    for beam in (10, 1000):
-        p = Proposals(wl.proposals.tokens[:q, :, :beam].copy(), wl.proposals.logprobs[:q, :, :beam].copy())
+
+def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[int, ...]) -> list[str]:
+    """The first difference from the numpy reference at each beam (K = beam) on the first ``queries``."""
+    from flashtrie.harness.workloads import truncate_proposals
+
+    from flashtrie import SearchConfig
+
+    bad = []
+    for beam in beams:
+        p = truncate_proposals(wl.proposals[:queries], beam)
         cfg = SearchConfig(beam_width=beam)
-        diff = gpu.search(p, cfg).first_difference(ref.search(p, cfg))
+        diff = searcher.search(p, cfg).first_difference(ref.search(p, cfg))
         if diff is not None:
             bad.append(f"beam {beam}: {diff}")
-    rec.emit("GPU == numpy", time.perf_counter() - t0, backend="gpu", status="mismatch" if bad else "ok",
-             message="; ".join(bad) or None, queries=q, beams=[10, 1000])
-    return 1 if bad else 0
+    return bad
 
 
+def step_check(rec: Recorder, st: State, args: argparse.Namespace) -> int:
+    if st.gpu is None:
+        rec.skip("GPU == numpy", st.no_gpu or "no GPU searcher", backend="gpu")
+        return 0
+    wl = workload(st)
+    q = min(args.check_queries, wl.proposals.num_queries)
+    ref = reference(rec, st)
+    with rec.span("GPU == numpy", backend="gpu") as m:
+        bad = same_as_numpy(st.gpu, ref, wl, q, CHECK_BEAMS)
+        m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
+                 beams=list(CHECK_BEAMS))
+    return EXIT_MISMATCH if bad else 0
+
+
+def run_context(rec: Recorder, args: argparse.Namespace) -> Any:
+    """The sweeps' `RunContext`: this process's env, command and run id, records to ``--out``."""
+    from flashtrie.harness.sweep import RunContext
+
+    ctx = RunContext(out=Path(rec.out), env=rec.env, command=rec.command, run_id=rec.run_id, warmup=args.warmup,
+                     repeats=args.repeats, max_seconds=args.max_seconds, stats_queries=args.stats_queries,
+                     progress=False)
+    ctx.library = {"N": rec.n, "name": LIBRARY}
+    return ctx
+
+
+def _sweep(rec: Recorder, st: State, args: argparse.Namespace, stage: str, searchers: dict[str, Any],
+           batch: int, ks: Any = None) -> int:
+    """One `sweep_beam_width` as one stage record; `EXIT_MISMATCH` when a case is not ok (a mismatch, an error)."""
+    from flashtrie.harness.sweep import sweep_beam_width
+
+    backend = "+".join(searchers)
+    with rec.span(stage, backend=backend) as m:
+        recs = sweep_beam_width(run_context(rec, args), ks, st.idx, workload(st), [], beams=args.beams,
+                                batch_size=batch, searchers=searchers)
+        bad = [f"{r.backend} beam {r.config.get('beam_width')}: {r.status}: {r.message}" for r in recs
+               if r.status in ("mismatch", "error")]
+        skipped = [r for r in recs if r.status == "skipped"]
+        m.update(cases=len(recs), skipped=len(skipped), batch_size=batch, beams=list(args.beams),
+                 status="mismatch" if bad else "ok", message="; ".join(bad)[:2000] or None)
+    return EXIT_MISMATCH if bad else 0
+
+
+def step_bench(rec: Recorder, st: State, args: argparse.Namespace) -> int:
+    """The GPU (and ``--cpu`` numpy) at batch 1, the GPU alone at the other batch sizes."""
+    index(rec, st)
+    rc = 0
+    for batch in args.batches:
+        searchers: dict[str, Any] = {}
+        if batch == 1 and "numpy" in args.cpu:
+            searchers["numpy"] = reference(rec, st)
+        if st.gpu is not None:
+            searchers["gpu"] = st.gpu
+        else:
+            rec.skip(f"bench batch {batch} (gpu)", st.no_gpu or gpu_missing() or "no GPU searcher",
+                     backend="gpu")
+        if searchers:
+            rc = max(rc, _sweep(rec, st, args, f"bench batch {batch}", searchers, batch))
+    return rc
+
+
+def step_marisa(rec: Recorder, st: State, args: argparse.Namespace) -> int:
+    """marisa-trie's searcher (its trie and children table built), its sweep at batch 1, marisa == numpy."""
+    from flashtrie.reference_cpu import MarisaSearcher
+
+    ks = keywords(rec, st)
+    ms = rec.timed("marisa searcher", lambda: MarisaSearcher(ks), backend="marisa")
+    rc = _sweep(rec, st, args, "bench batch 1 (marisa)", {"marisa": ms}, 1, ks)
+    q = min(args.check_queries, workload(st).proposals.num_queries)
+    ref = reference(rec, st)
+    with rec.span("marisa == numpy", backend="marisa") as m:
+        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS)
+        m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
+                 beams=list(CHECK_BEAMS))
+    return max(rc, EXIT_MISMATCH if bad else 0)
+
+
+STEPS = {"gen": step_gen, "queries": step_queries, "build": step_build, "sizes": step_sizes, "load": step_load,
+         "upload": step_upload, "check": step_check, "bench": step_bench, "marisa": step_marisa}
+
+
+def wanted(step: str, args: argparse.Namespace) -> bool:
+    """Whether ``step`` of this process runs: ``sizes`` with ``--marisa-size`` (or alone), ``marisa`` when
+    ``--cpu`` names it."""
+    if step == "sizes":
+        return args.marisa_size or args.process == "sizes"
+    if step == "marisa":
+        return "marisa" in args.cpu
+    if step == "check":
+        return args.check
+    return True
+
+
+def run_process(rec: Recorder, args: argparse.Namespace) -> int:
+    """The steps of ``args.process`` in order, each under its budget.  A step that finds no time left is
+    recorded as skipped; a step that fails is recorded as an error and the steps after it as skipped."""
+    st = State(Path(args.dir))
+    st.d.mkdir(parents=True, exist_ok=True)
+    rec.clear_marker()
+    rc = 0
+    steps = [s for s in PROCESSES[args.process] if wanted(s, args)]
+    for i, step in enumerate(steps):
+        try:
+            with rec.budget(step):
+                rc = max(rc, int(STEPS[step](rec, st, args) or 0))
+        except OutOfTime as e:
+            rec.skip(step, str(e))
+            rc = max(rc, EXIT_NO_TIME)
+        except Exception as e:  # noqa: BLE001 - recorded (by the span it left, or here), then the rest skipped
+            if not rec.recorded(e):
+                rec.emit(step, 0.0, status="error", message=f"{type(e).__name__}: {e}"[:2000])
+            rec.clear_marker()
+            for later in steps[i + 1:]:
+                rec.skip(later, f"step {step} failed")
+            return EXIT_FAILED
+    return rc
+
+
+# ---------------------------------------------------------------------------------------------- CLI
 def stage_table(out: str) -> None:
     recs = [r for r in read_records(out) if r.sweep == "scale"]
-    print(f"{'stage':<24} {'N':>12} {'backend':<9} {'seconds':>9} {'peak RSS GB':>12} {'GB/s':>7}  status")
+    print(f"{'stage':<28} {'N':>12} {'backend':<12} {'seconds':>9} {'peak RSS GB':>12} {'GB/s':>7}  status")
     for r in recs:
         m = r.metrics
         gbs = f"{m['gb_per_s']:.2f}" if m.get("gb_per_s") else ""
-        print(f"{r.config.get('stage', '?'):<24} {r.workload.get('N', 0):>12,} {r.backend:<9} {m['seconds']:>9.2f} "
-              f"{m['peak_rss_bytes'] / 1e9:>12.1f} {gbs:>7}  {r.status}")
+        print(f"{r.config.get('stage', '?'):<28} {r.workload.get('N', 0):>12,} {r.backend:<12} {m['seconds']:>9.2f} "
+              f"{m['peak_rss_bytes'] / 1e9:>12.1f} {gbs:>7}  {r.status}" + (f": {r.message}" if r.message else ""))
         if m.get("stages"):
             print("    " + ", ".join(f"{name} {sec:.2f} s" for name, sec in m["stages"]))
+
+
+def _budgets(items: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for item in (part for text in items for part in text.split(",") if part):
+        key, _, value = item.partition("=")
+        if key not in STEPS or not value:
+            raise SystemExit(f"--budget: expected STEP=SECONDS with STEP one of {', '.join(STEPS)}, got {item!r}")
+        out[key] = float(value)
+    return out
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="scale_stages", description=__doc__.splitlines()[0])
+    ap.add_argument("process", choices=(*PROCESSES, "fail", "table"))
+    ap.add_argument("--n", type=_count, default=800_000_000, help="keywords (800M, 10M, ...)")
+    ap.add_argument("--dir", default="/tmp/ftscale", help="where the keyword, query and index files go")
+    ap.add_argument("--out", default="scale.jsonl", help="records file (JSON Lines, appended)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--queries", type=int, default=16)
+    ap.add_argument("--check-queries", type=int, default=4)
+    ap.add_argument("--builder", choices=("auto", "gpu", "cpu"), default="auto")
+    ap.add_argument("--save-keywords", action="store_true", help="gen: also write kw.npz (for a later process)")
+    ap.add_argument("--marisa-size", action="store_true", help="prepare: also the size comparison with marisa-trie")
+    ap.add_argument("--cpu", type=lambda t: [s for s in t.split(",") if s], default=[],
+                    help="bench: CPU backends beside the GPU (numpy at batch 1; marisa: its own step)")
+    ap.add_argument("--check", action=argparse.BooleanOptionalAction, default=True,
+                    help="GPU == numpy on --check-queries queries (the numpy reference decodes every node first)")
+    ap.add_argument("--beams", type=ints, default=[1, 10, 100, 500, 1000])
+    ap.add_argument("--batches", type=ints, default=[1])
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=50, help="timed passes over the queries per case (at most)")
+    ap.add_argument("--max-seconds", type=float, default=1.0, help="time per backend and case (after one pass)")
+    ap.add_argument("--stats-queries", type=int, default=0,
+                    help="queries replayed for the workload statistics (a numpy searcher of its own: 0 = none)")
+    ap.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS[,...]")
+    ap.add_argument("--deadline", type=float, default=None, help="epoch seconds by which every step must end")
+    ap.add_argument("--message", default="", help="fail: what stopped the process")
+    ap.add_argument("--failed", default="", help="fail: the process that stopped")
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -195,29 +479,18 @@ def main(argv: list[str] | None = None) -> int:
         from flashtrie.gpu_impl.scale_report import main as render_main
 
         return render_main(argv[1:])
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=STAGES)
-    ap.add_argument("--n", type=_count, default=800_000_000, help="keywords (800M, 10M, ...)")
-    ap.add_argument("--dir", default="/tmp/ftscale", help="where the keyword, query and index files go")
-    ap.add_argument("--out", default="scale.jsonl", help="records file (JSON Lines, appended)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--queries", type=int, default=16)
-    ap.add_argument("--check-queries", type=int, default=4)
-    ap.add_argument("--builder", choices=("auto", "gpu", "cpu"), default="auto")
-    ap.add_argument("--message", default="", help="fail: what stopped the stage")
-    ap.add_argument("--failed", default="", help="fail: the stage's name")
-    args = ap.parse_args(argv)
-    if args.stage == "table":
+    args = parser().parse_args(argv)
+    if args.process == "table":
         stage_table(args.out)
         return 0
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.gpu_impl.scale_stages", *argv])
-    if args.stage == "fail":
-        rec.emit(args.failed or "?", 0.0, status="error", message=args.message or "stopped")
+    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.gpu_impl.scale_stages", *argv],
+                   marker=d / "stage.json", budgets=_budgets(args.budget), deadline=args.deadline)
+    if args.process == "fail":
+        print(f"[scale] {rec.record_failure(args.failed or '?', args.message or 'stopped')}", flush=True)
         return 0
-    run = {"gen": stage_gen, "queries": stage_queries, "build": stage_build, "check": stage_check}[args.stage]
-    return int(run(rec, d, args) or 0)
+    return run_process(rec, args)
 
 
 if __name__ == "__main__":

@@ -283,7 +283,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     if searchers is None:
         searchers, failed = ctx.make_searchers(backends, keywords, index)
         ctx.emit(_construction_errors(ctx, failed, "beam_width", wl))
-    stats_search = stats_searcher(index)
+    stats_search = stats_searcher(index) if ctx.stats_queries > 0 else None  # no decode of the index for nothing
     out: list[Record] = []
     try:
         for b in tqdm(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):

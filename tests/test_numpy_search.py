@@ -10,7 +10,7 @@ from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import OracleTrie, oracle_search
-from strategies import rows_from_keywords, search_cases
+from strategies import keyword_sets, rows_from_keywords, search_cases
 
 from flashtrie import InputError, KeywordSet, NarrowLoudsIndex, Proposals, SearchConfig, SearchResult
 
@@ -341,3 +341,18 @@ def test_early_stop_on_and_off_agree(case) -> None:
     assert_same(on, NumpySearcher(index, early_stop=False).search(proposals, config, prefixes))
 
 
+
+
+@settings(max_examples=40)
+@given(keywords=keyword_sets(max_keywords=30, max_length=6))
+def test_all_child_ranges_equal_the_per_node_select0(keywords: KeywordSet) -> None:
+    """The searcher's one-pass decodes of every node: `child_range`, `is_terminal`, `keyword_ids_of`."""
+    ix = NarrowLoudsIndex.build(keywords)
+    nodes = np.arange(ix.num_nodes, dtype=np.int64)
+    got, want = numpy_search._all_child_ranges(ix, nodes), ix.child_range(nodes)
+    assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+    for order in ("input", "index"):  # with the keyword-id map and without it
+        ix = NarrowLoudsIndex.build(keywords, ids=order)
+        term, kwid = numpy_search._all_keyword_ids(ix, nodes)
+        assert term.dtype == bool and np.array_equal(term, ix.is_terminal(nodes))
+        assert kwid.dtype == np.int64 and np.array_equal(kwid, ix.keyword_ids_of(nodes))

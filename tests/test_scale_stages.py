@@ -1,110 +1,208 @@
-"""`gpu_impl/scale_stages.py` (the stages of device_scale.sh) on a small library, on the CPU."""
+"""`gpu_impl/scale_stages.py` (the steps of device_scale.sh) on small libraries, on the CPU: the records they
+write, the skipped GPU steps without a GPU, the time limits and the failure records."""
 
 from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import textwrap
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 from flashtrie.datasets import load_keywords, load_workload
-from flashtrie.gpu_impl import scale_report, scale_stages
-from flashtrie.harness.records import Record, append_records, read_records
+from flashtrie.gpu_impl import scale_stages
+from flashtrie.gpu_impl.scale_recorder import OutOfTime, Recorder
+from flashtrie.harness.records import read_records
 
 from flashtrie import NarrowLoudsIndex
 
+FAST = ["--repeats", "1", "--max-seconds", "0.05", "--warmup", "1", "--stats-queries", "1"]
+NO_GPU = scale_stages.gpu_missing()
 
-def test_stages_write_records_and_files(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
-    out, d = str(tmp_path / "scale.jsonl"), str(tmp_path / "data")
+
+def _stages(out: str) -> list[str]:
+    return [r.config["stage"] for r in read_records(out) if r.kind == "build"]
+
+
+def test_prepare_and_serve_in_two_processes(tmp_path) -> None:
+    out, d = str(tmp_path / "scale.jsonl"), str(tmp_path / "n20k")
     common = ["--n", "20k", "--dir", d, "--out", out]
-    for stage in ("gen", "queries"):
-        assert scale_stages.main([stage, *common]) == 0
-    assert scale_stages.main(["build", *common, "--builder", "cpu"]) == 0
-    assert scale_stages.main(["fail", *common, "--failed", "check", "--message", "timed out after 5 s"]) == 0
+    assert scale_stages.main(["prepare", *common, "--builder", "cpu", "--save-keywords", "--marisa-size"]) == 0
+    assert _stages(out) == ["generate keywords", "save keywords", "generate 16 queries", "build", "save index",
+                            "index size vs marisa-trie"]
     recs = read_records(out)
-    stages = [r.config["stage"] for r in recs]
-    assert stages == ["generate keywords", "save keywords", "load keywords", "generate 16 queries",
-                      "load keywords", "build", "save index", "check"]
     assert all(r.kind == "build" and r.sweep == "scale" and r.workload["N"] == 20_000 for r in recs)
-    assert all(r.metrics["peak_rss_bytes"] > 0 and r.env.get("python") for r in recs)
-    build = recs[stages.index("build")]
+    assert all(r.metrics["peak_rss_bytes"] > 0 and r.env.get("python") and r.command[3] == "prepare" for r in recs)
+    build = recs[3]
     assert build.backend == "cpu" and [s for s, _ in build.metrics["stages"]] == ["sort+trie", "order", "arrays"]
-    assert recs[-1].status == "error" and recs[-1].message == "timed out after 5 s"
+    assert build.metrics["rss_scope"] in ("stage", "process") and build.metrics["num_unique"] <= 20_000
+    size = recs[5].metrics
+    assert size["ours_bytes"] == Path(d, "kw.ftrie").stat().st_size and size["ours_map_bytes"] > 0
+    assert 0 < size["ours_no_map_bytes"] < size["ours_bytes"] and size["marisa_bytes"] > 0
+    assert size["marisa_map_bytes"] == -(-size["unique_keywords"] * 15 // 8)  # 20k ids: 15 bits each
+    assert size["ratio_without_map"] == pytest.approx(size["ours_no_map_bytes"] / size["marisa_bytes"], abs=1e-4)
+    assert not Path(d, "marisa.trie").exists() and not Path(d, "kw_index_ids.ftrie").exists()
     ks = load_keywords(f"{d}/kw.npz").keywords
     assert len(ks) == 20_000 and load_workload(f"{d}/q.npz").proposals.shape == (16, 8, 1000)
-    built = NarrowLoudsIndex.load(f"{d}/kw.ftrie")
-    ref = NarrowLoudsIndex.build(ks)
+    built, ref = NarrowLoudsIndex.load(f"{d}/kw.ftrie"), NarrowLoudsIndex.build(ks)
     assert all(np.array_equal(built.arrays[k], ref.arrays[k]) for k in ref.arrays)
-    capsys.readouterr()
-    assert scale_stages.main(["table", "--out", out]) == 0
-    table = capsys.readouterr().out
-    assert "generate keywords" in table and "error" in table and "sort+trie " in table
+
+    first = len(recs)
+    rc = scale_stages.main(["serve", *common, "--cpu", "numpy,marisa", "--batches", "1,8", *FAST])
+    assert rc == 0
+    served = read_records(out)[first:]
+    stages = [r.config["stage"] for r in served if r.kind == "build"]
+    assert stages[0] == "load index (verify)" and stages[-3:] == ["marisa searcher", "bench batch 1 (marisa)",
+                                                                   "marisa == numpy"]
+    lat = [r for r in served if r.kind == "latency"]
+    beams = [1, 10, 100, 500, 1000]
+    for backend in ("numpy", "marisa"):
+        got = sorted(r.config["beam_width"] for r in lat if r.backend == backend)
+        assert got == beams and all(r.status == "ok" for r in lat if r.backend == backend)
+    assert all(r.workload["num_keywords"] == 20_000 and r.config["K"] <= r.config["beam_width"] for r in lat)
+    if NO_GPU:  # the GPU steps say why they did not run, and nothing crashed
+        skipped = {r.config["stage"]: r for r in served if r.status == "skipped"}
+        assert set(skipped) == {"upload (GpuSearcher)", "GPU == numpy", "bench batch 1 (gpu)", "bench batch 8 (gpu)"}
+        assert all(r.message.startswith("no GPU") for r in skipped.values())
+    else:
+        batch8 = [r for r in lat if r.backend == "gpu" and r.config["batch_size"] == 8]
+        assert sorted(r.config["beam_width"] for r in batch8) == beams
 
 
-def test_counts() -> None:
+def test_single_step_processes_read_the_files_of_earlier_ones(tmp_path) -> None:
+    out, d = str(tmp_path / "scale.jsonl"), str(tmp_path / "data")
+    common = ["--n", "5k", "--dir", d, "--out", out]
+    for process in ("gen", "queries", "build"):
+        assert scale_stages.main([process, *common, "--builder", "cpu"]) == 0
+    assert _stages(out) == ["generate keywords", "save keywords", "load keywords", "generate 16 queries",
+                            "load keywords", "build", "save index"]
+    assert scale_stages.main(["check", *common, "--check-queries", "2"]) == 0
+    assert _stages(out)[7] == "load index (verify)"
+
+
+def test_a_failed_step_is_recorded_and_the_rest_skipped(tmp_path) -> None:
+    out, d = str(tmp_path / "scale.jsonl"), str(tmp_path / "empty")
+    assert scale_stages.main(["serve", "--n", "1k", "--dir", d, "--out", out, "--cpu", "numpy"]) == 4
+    recs = read_records(out)
+    assert [(r.config["stage"], r.status) for r in recs] == [
+        ("load", "error"), ("upload", "skipped"), ("bench", "skipped"), ("check", "skipped")]
+    assert "FileNotFoundError" in recs[0].message and recs[1].message == "step load failed"
+    assert not Path(d, "stage.json").exists()
+
+
+def test_no_time_left_skips_every_step(tmp_path) -> None:
+    out = str(tmp_path / "scale.jsonl")
+    args = ["prepare", "--n", "1k", "--dir", str(tmp_path / "d"), "--out", out, "--deadline", str(time.time() - 1)]
+    assert scale_stages.main(args) == scale_stages.EXIT_NO_TIME
+    recs = read_records(out)
+    assert [r.config["stage"] for r in recs] == ["gen", "queries", "build"]
+    assert all(r.status == "skipped" and "no time left" in r.message for r in recs)
+
+
+def test_budget_arguments() -> None:
+    assert scale_stages._budgets(["gen=10,build=20.5", "load=3"]) == {"gen": 10.0, "build": 20.5, "load": 3.0}
+    with pytest.raises(SystemExit, match="--budget"):
+        scale_stages._budgets(["generate=10"])
     assert scale_stages._count("800M") == 800_000_000 and scale_stages._count("10k") == 10_000
-    assert scale_stages._count("1234") == 1234
 
 
-def _stage(stage: str, n: int, seconds: float, *, rss: float = 1e9, status: str = "ok", message: str | None = None,
-           **metrics: object) -> Record:
-    env = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"commit": "59cae3b", "dirty": False},
-           "gpus": [{"name": "Test GPU", "driver_release": "580.1", "driver": "13.0", "memory_bytes": 2**37}],
-           "packages": {"numpy": "2.5.2"}, "hostname": "vm"}
-    cmd = ["python", "-m", "flashtrie.gpu_impl.scale_stages", "build", "--n", str(n)]
-    return Record(kind="build", backend="host", status=status, message=message, sweep="scale", workload={"N": n},
-                  config={"stage": stage}, metrics={"seconds": seconds, "peak_rss_bytes": int(rss), **metrics},
-                  env=env, command=cmd, run_id="r1", timestamp="2026-12-01T13:00:00Z")
+def test_span_records_an_error_and_raises(tmp_path) -> None:
+    out, marker = str(tmp_path / "r.jsonl"), tmp_path / "stage.json"
+    rec = Recorder(out, 1000, ["x"], marker=marker)
+    with pytest.raises(ValueError, match="boom"):
+        with rec.span("build", backend="cpu"):
+            raise ValueError("boom")
+    (r,) = read_records(out)
+    assert (r.config["stage"], r.status, r.message, r.backend) == ("build", "error", "ValueError: boom", "cpu")
+    assert json.loads(marker.read_text()) == {"stage": "build", "recorded": True}
+    # the shell's fail step then adds nothing: the stage recorded its own failure
+    assert "recorded its own failure" in rec.record_failure("prepare", "exit status 4")
+    assert len(read_records(out)) == 1 and not marker.exists()
 
 
-def _latency(n: int, beam: int, p99: float) -> Record:
-    return Record(kind="latency", backend="gpu", sweep="beam_width", workload={"library_size": n},
-                  config={"beam_width": beam, "batch_size": 1}, command=["flashtrie", "bench", "beam"],
-                  metrics={"mean_ms": p99 / 2, "per_query_ms": p99 / 2, "p99_ms": p99, "device_mean_ms": 0.1,
-                           "device_p99_ms": 0.2, "samples": 160}, run_id="r2", timestamp="2026-12-01T13:01:00Z")
+def test_fail_names_the_stage_in_progress(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, d = str(tmp_path / "r.jsonl"), tmp_path / "d"
+    d.mkdir()
+    (d / "stage.json").write_text(json.dumps({"stage": "build", "started": time.time() - 7, "recorded": False}))
+    common = ["--n", "800M", "--dir", str(d), "--out", out]
+    assert scale_stages.main(["fail", *common, "--failed", "prepare", "--message", "killed (exit status 137)"]) == 0
+    assert scale_stages.main(["fail", *common, "--failed", "serve", "--message", "exit status 1"]) == 0
+    first, second = read_records(out)
+    assert (first.config["stage"], first.status) == ("build", "error") and first.metrics["seconds"] >= 7
+    assert first.message == "process prepare: killed (exit status 137) in this stage"
+    assert (second.config["stage"], second.message) == ("serve", "process serve: exit status 1 (between stages)")
+    assert "in stage 'build' after" in capsys.readouterr().out
 
 
-def _synthetic(tmp_path) -> str:
-    m = 800_000_000
-    recs = [
-        _stage("generate keywords", m, 100.0, bytes=10**9, gb_per_s=0.01),
-        _stage("build", m, 50.0, rss=70e9, stages=[["sort", 20.0], ["arrays", 30.0]],
-               num_nodes=9, num_unique=4 * m // 5),
-        _stage("save index", m, 5.0, bytes=3 * m, array_bytes={"keyword_ids.words": m, "labels_lo": 2 * m}),
-        _stage("generate 16 queries", m, 20.0, K=1000, queries=16),
-        _stage("load index (verify)", 10**7, 0.1, bytes=3 * 10**8, gb_per_s=3.0),
-        _stage("upload (GpuSearcher)", 10**7, 2.5, bytes=10**7, gb_per_s=0.004),
-        _latency(m, 1000, 0.9), _latency(m, 10, 5.0),
-    ]
-    path = tmp_path / "scale.jsonl"
-    append_records(path, recs)
-    return str(path)
+def test_budget_watchdog_records_the_open_stage(tmp_path) -> None:
+    out = str(tmp_path / "r.jsonl")
+    fired = threading.Event()
+    codes: list[int] = []
+    rec = Recorder(out, 1000, ["x"], budgets={"build": 1.2}, exit=lambda c: (codes.append(c), fired.set()))
+    with rec.budget("build") as limit:
+        assert limit == pytest.approx(1.2)
+        with rec.span("build"):
+            assert fired.wait(10)
+    (r, done) = read_records(out)
+    assert (r.status, codes) == ("error", [124]) and r.message == "timed out: ran past its budget (build), 1 s"
+    assert done.status == "ok"  # (a real exit would have ended the process here)
+    with pytest.raises(OutOfTime):
+        with Recorder(out, 1000, ["x"], deadline=time.time() + 0.5).budget("gen"):
+            pass
 
 
-def test_render_tables_and_bars(tmp_path) -> None:
-    out = tmp_path / "report"
-    assert scale_stages.main(["render", _synthetic(tmp_path), "--out", str(out), "--commit", "a11aecc"]) == 0
-    text = (out / "report.md").read_text()
-    rows = {r[0]: r for r in scale_report.bar_rows(read_records(tmp_path / "scale.jsonl"))}
-    verdicts = {name: row[2] for name, row in rows.items()}
-    assert list(verdicts.values()) == ["missed", "met", "met", "not measured", "met", "met", "met"]
-    assert "peak host RSS 70.0 GB" in rows[scale_report.BARS[0].name][1]  # in time, not in memory: missed
-    assert rows[scale_report.BARS[1].name][1].startswith("2.00 B per input keyword")  # the map left out
-    assert "2.50 per distinct keyword" in rows[scale_report.BARS[1].name][1]
-    assert rows[scale_report.BARS[3].name][3] == "at 10M: 2.5 s"
-    assert "`a11aecc` (given by hand" in text and "`59cae3b`" in text
-    assert "## Stages at 800M keywords (800,000,000)" in text and "## Stages at 10M keywords" in text
-    assert "| build | build | host | 50 | 70.0 |" in text
-    assert "| sort | 20 | 40 % |" in text and "| arrays | 30 | 60 % |" in text
-    assert "| keyword_ids.words | 800,000,000 | 1.000 |" in text
-    assert "| gpu | 1,000 | 1 | 0.45 | 0.45 | 0.9 | 0.1 | 0.2 | 160 | ok |" in text
-    assert "| Test GPU (128 GiB" in text and "580.1" in text and "16 cores" in text and "numpy 2.5.2" in text
-    assert (out / "stages_800M.png").stat().st_size > 0
+def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
+    out, marker = tmp_path / "r.jsonl", tmp_path / "stage.json"
+    code = textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from flashtrie.gpu_impl.scale_recorder import Recorder
+        rec = Recorder({str(out)!r}, 1000, ["x"], marker=Path({str(marker)!r}), budgets={{"gen": 1.0}})
+        with rec.budget("gen"):
+            with rec.span("generate keywords", backend="datasets"):
+                time.sleep(30)
+        """)
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 124 and time.perf_counter() - t0 < 25, res.stderr
+    (r,) = read_records(out)
+    assert (r.config["stage"], r.backend, r.status) == ("generate keywords", "datasets", "error")
+    assert "timed out" in r.message and json.loads(marker.read_text())["recorded"] is True
 
 
-def test_render_bars_missed_and_unmeasured(tmp_path) -> None:
-    m = 800_000_000
-    recs = [_stage("generate keywords", m, 130.0), _stage("build", m, 61.0, rss=10e9),
-            _stage("generate 16 queries", m, 0.0, status="error", message="timed out after 100 s"),
-            _latency(m, 1000, 1.5)]
-    verdicts = [row[2] for row in scale_report.bar_rows(recs)]
-    assert verdicts == ["missed", "not measured", "not measured", "not measured", "missed", "missed", "missed"]
-    assert scale_report.bar_rows(recs)[4][1] == "error: timed out after 100 s"
-    assert scale_report.bar_rows([])[0][1:3] == ["not measured in this run", "not measured"]
+@pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
+def test_device_script_at_a_tiny_size(tmp_path) -> None:
+    """The whole command at 3k, 4k then 6k keywords, the CPU builder; it records, tabulates, renders, bundles."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "python3"  # the shell calls python3: this interpreter (a venv's, when the tests run in one)
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
+           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k 4k", "MARISA_SIZES": "", "MARISA_SIZE_N": "3k",
+           "NUMPY_SIZES": "3k",
+           "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
+    root = Path(__file__).resolve().parent.parent
+    res = subprocess.run(["bash", str(root / "gpu_impl" / "device_scale.sh")], env=env, capture_output=True,
+                         text=True, timeout=280)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    recs = read_records(tmp_path / "out" / "scale.jsonl")
+    sizes = {r.workload.get("N", r.workload.get("num_keywords")) for r in recs}
+    assert sizes == {3000, 4000, 6000} and not any(r.status in ("error", "mismatch") for r in recs)
+    assert any(r.config.get("stage") == "index size vs marisa-trie" for r in recs)
+    checks = [r.workload["N"] for r in recs if r.config.get("stage") == "GPU == numpy"]
+    assert checks == [3000, 6000]  # where numpy runs and at N; not at a curve size without numpy
+    assert {r.env.get("scale_command", "")[:6] for r in recs if r.kind == "build"} == {"N=6k S"}
+    assert sorted({r.workload["num_keywords"] for r in recs if r.kind == "latency" and r.status == "ok"}) == [3000]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz"]
+    with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
+        names = tar.getnames()
+    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
+    assert not (tmp_path / "d" / "n6k").exists()
