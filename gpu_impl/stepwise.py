@@ -32,7 +32,7 @@ from .intake import memory_view
 __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
-CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
+CHUNK = 4096  # default vocabulary entries per mask chunk (kernels/step.cu's FT_STEP_CHUNK)
 
 
 class _Torch:
@@ -113,8 +113,9 @@ class GpuTrieStepper:
                  searcher: Any = None, chunk: int = CHUNK) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
-        torch when it is installed).  ``chunk``: vocabulary entries per mask block (a power of two in
-        [1024, 65536]; results do not depend on it)."""
+        torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
+        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute, None: enough blocks for
+        about two waves of the GPU) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         self.chunk = chunk
@@ -134,8 +135,11 @@ class GpuTrieStepper:
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
                    ("advance", "walk", "mask", "advance_mask", "count", "fill")}
-        #: ask L2 for the logits while a mask block decodes its state (bit 0 of the kernels' flags)
+        #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
         self.prefetch = True
+        #: blocks per row of a mask (None: about two waves of ``_target_blocks``); results do not depend on it
+        self.blocks_per_row: int | None = None
+        self._target_blocks = 16 * _sm_count(self.device)
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)
@@ -146,6 +150,8 @@ class GpuTrieStepper:
         self._vocab_ok: set[int] = set()
         self._streams: dict[int, Any] = {}
         self._configs: dict[tuple[int, int], Any] = {}
+        self._view_arg = np.uint64(self._view_ptr)
+        self._mask_cache: dict[tuple, tuple[int, list]] = {}
 
     @classmethod
     def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
@@ -176,7 +182,7 @@ class GpuTrieStepper:
         cfg = self._configs.get((blocks, THREADS))
         if cfg is None:
             cfg = self._configs[(blocks, THREADS)] = LaunchConfig(grid=blocks, block=THREADS)
-        launch(s, cfg, self._k[name], np.uint64(self._view_ptr), *args)
+        launch(s, cfg, self._k[name], self._view_arg, *args)
 
     def _view(self, obj: Any, name: str, ndim: int, dtypes: Sequence[Any]) -> _View:
         """A device array's pointer and layout (torch fast path; else DLPack / CUDA Array Interface)."""
@@ -316,7 +322,8 @@ class GpuTrieStepper:
         return offsets, tokens
 
     def _mask_args(self, n: int, vocab_size: int, eos_token_id: Any, out: Any, additive: bool) -> tuple[Any, int, list]:
-        """Checks, the output array, the number of vocabulary chunks and the kernel arguments after the states."""
+        """Checks, the output array, the number of blocks and the kernel arguments after the states (kept
+        per output array, EOS and settings: a decode loop reuses them)."""
         eos, eos_dev = self._eos(eos_token_id)
         if not eos:
             raise InputError("eos_token_id: a mask needs an EOS token id")
@@ -329,18 +336,28 @@ class GpuTrieStepper:
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
         o = self._view(out, "out", 2, [np.float32] if additive else [np.bool_, np.uint8])
+        key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, self.prefetch, self.blocks_per_row)
+        hit = self._mask_cache.get(key)
+        if hit is not None:
+            return out, hit[0], hit[1]
         if o.shape != (n, v):
             raise InputError(f"out: expected shape {[n, v]}, got {list(o.shape)}")
         if v > 1 and o.strides[1] != 1:
             raise InputError("out: expected contiguous rows (column stride 1)")
         chunks = -(-v // self.chunk)
-        if n * chunks >= 2**31:
-            raise InputError(f"states: {n} rows x {chunks} vocabulary chunks is over the launch limit 2**31")
+        bpr = self.blocks_per_row or max(1, -(-self._target_blocks // max(n, 1)))
+        per_block = -(-chunks // min(chunks, int(bpr)))
+        bpr = -(-chunks // per_block)
+        if n * bpr >= 2**31:
+            raise InputError(f"states: {n} rows x {bpr} blocks per row is over the launch limit 2**31")
         fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
-        args = [np.uint64(v), np.uint32(chunks), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(fp),
-                np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
+        args = [np.uint64(v), np.uint32(per_block), np.uint32(bpr), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+                np.uint64(fp), np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
                 np.uint32(1 if self.prefetch else 0)]
-        return out, chunks, args
+        if len(self._mask_cache) > 64:
+            self._mask_cache.clear()
+        self._mask_cache[key] = (n * bpr, args)
+        return out, n * bpr, args
 
     def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
              additive: bool = True) -> Any:
@@ -348,9 +365,9 @@ class GpuTrieStepper:
         a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
         `dead_count` on the device."""
         a, b, n = self._states(states)
-        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         if n:
-            self._launch("mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
+            self._launch("mask", blocks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
         return out
 
     def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
@@ -360,10 +377,10 @@ class GpuTrieStepper:
         t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
         if t.shape != (n,):
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
-        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         new = self._new_states(n)
         if n:
-            self._launch("advance_mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+            self._launch("advance_mask", blocks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
                          np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n), *args,
                          np.uint64(_ptr(new.node)), np.uint64(_ptr(new.off)))
         return new, out
@@ -390,6 +407,13 @@ def _array_module(name: str | None, device: int) -> _Torch | _Cupy:
         return _Cupy(device)
     except ImportError:
         raise DeviceError("the GPU stepper needs PyTorch or CuPy for its arrays") from None
+
+
+def _sm_count(device: Any) -> int:
+    try:
+        return int(device.properties.multiprocessor_count)
+    except Exception:  # noqa: BLE001 - an older cuda.core: the H200's count
+        return 132
 
 
 def _stream(handle: int) -> Any:

@@ -48,7 +48,7 @@ def _lib(tmp: str, chunk: int) -> ctypes.CDLL | None:
     return lib
 
 
-@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk32768", "chunk1024"])
+@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk-default", "chunk1024"])
 def lib(request, tmp_path_factory):
     lib = _lib(str(tmp_path_factory.mktemp("emu")), request.param)
     if lib is None:
@@ -118,18 +118,22 @@ class Emu:
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
-             tok: np.ndarray | None = None) -> tuple[np.ndarray, int, StepStates | None]:
-        """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool."""
+             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1
+             ) -> tuple[np.ndarray, int, StepStates | None]:
+        """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool;
+        each block over ``per_block`` chunks (flags bit 0: the logits are loaded before the decode)."""
         n, chunks = len(s), -(-v // self.lib.chunk)
+        bpr = -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        common = [U64(v), U32(chunks), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc)]
+        common = [U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
+                  U32(flags)]
         if tok is None:
-            self.lib.emu_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
+            self.lib.emu_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            self.lib.emu_advance_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
+            self.lib.emu_advance_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
                                       U64(1), U32(n), *common, _p(no), _p(oo))
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new
@@ -139,7 +143,7 @@ def _same(a: StepStates, b: StepStates) -> None:
     assert np.array_equal(a.node, b.node) and np.array_equal(a.off, b.off), (a, b)
 
 
-def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...]) -> None:
+def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...], per_block: int = 1) -> None:
     o1, t1 = cpu.allowed(s)
     o2, t2 = emu.csr(s)
     assert np.array_equal(o1, o2) and np.array_equal(t1.astype(np.int64), t2)
@@ -150,13 +154,15 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     if v is None:
         return
     d0 = cpu.dead_count
-    m, dead, _ = emu.mask(s, v, e)
+    m, dead, _ = emu.mask(s, v, e, per_block=per_block)
     assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
     logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
     logits[:, ::7] = -0.0
+    logits[:, 3::11] = np.inf
+    logits[:, 5::13] = np.nan
     want, got = logits.copy(), logits.copy()
     cpu.mask(s, v, e, out=want)
-    emu.mask(s, v, e, out=got)
+    emu.mask(s, v, e, out=got, per_block=per_block, flags=per_block & 1)
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
@@ -177,15 +183,21 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
     alphabet = sorted({x for kw in kws for x in kw})
     s, hist, cols = cpu.start(n), [()] * n, []
     for _ in range(max(len(k) for k in kws) + 2):
-        _compare(cpu, emu, s, v, e)
+        per_block = rnd.choice([1, 2, 5])
+        _compare(cpu, emu, s, v, e, per_block)
         x = np.array([pick_token(rnd, trie, h, alphabet, e) for h in hist], dtype=np.int64)
         if v:
             x %= v
             d0 = cpu.dead_count
             ns, want = cpu.advance_mask(s, x, v, e, additive=False)
-            got, dead, gs = emu.mask(s, v, e, tok=x)
+            got, dead, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
             _same(ns, gs)
             assert np.array_equal(want, got) and dead == cpu.dead_count - d0
+            logits = np.random.default_rng(seed % 97).normal(size=(n, v)).astype(np.float32)
+            lw, lg = logits.copy(), logits.copy()
+            cpu.advance_mask(s, x, v, e, out=lw)
+            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1))
+            assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
         cols.append(x)
         nxt = cpu.advance(s, x, e)
         _same(nxt, emu.advance(s, x, e))

@@ -6,9 +6,10 @@
 // not valid for the index (node or off out of range) reads as DEAD here, where numpy refuses it.
 //   ft_step_advance  one thread per state: the state after one token (EOS handling included)
 //   ft_step_walk     one thread per row: the state after a row's tokens ids[r, begin:end] from the root
-//   ft_step_mask     one block per (state, chunk of CHUNK vocabulary entries): a bitmap of the allowed
-//                    tokens in shared memory, then 0 / -inf added to float32 logits, or a bool mask
-//   ft_step_advance_mask  both in one launch: the new states and their mask (one decode chain, one launch)
+//   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries:
+//                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
+//                    then 0 / -inf added to float32 logits (16-byte accesses), or a bool mask
+//   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step)
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
 
@@ -18,7 +19,7 @@
 #define FT_STEP_THREADS 256
 #endif
 #ifndef FT_STEP_CHUNK
-#define FT_STEP_CHUNK 32768  // vocabulary entries per mask block (a power of two; the bitmap is CHUNK / 8 bytes)
+#define FT_STEP_CHUNK 4096  // vocabulary entries per mask chunk (a power of two; the bitmap is CHUNK / 8 bytes)
 #endif
 #define CHUNK ((u32)FT_STEP_CHUNK)
 #define ST_DEAD (-1ll)
@@ -140,114 +141,292 @@ ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u6
     off_out[r] = off;
 }
 
-// First child in [first, end) whose label is >= x (labels ascending).
-__device__ __forceinline__ u32 child_lower_bound(const IndexView& I, u32 first, u32 mid, u32 end, u32 r0, u64 x) {
-    u32 lo = first, len = end - first;
-    while (len > 0) {
-        const u32 half = len >> 1;
-        if ((u64)child_label(I, lo + half, mid, r0) < x) { lo += half + 1; len -= half + 1; } else { len = half; }
+// ---------------------------------------------------------------------------------- block-wide pieces
+// Every thread of the block calls these with the same arguments (they hold __syncthreads).
+
+// Where the first child of [first, end) with label >= x can be, for distinct ascending labels below V:
+// child first + k has a label >= k, and only the last V - x children can have labels >= x.
+__device__ __forceinline__ void label_window(u32 first, u32 end, u64 V, u64 x, u32& lo, u32& hi) {
+    lo = first;
+    hi = end;
+    if (x < (u64)(end - first)) hi = first + (u32)x;
+    const u64 above = V > x ? V - x : 0ull;
+    if (above < (u64)(end - first)) lo = max(lo, end - (u32)above);
+}
+
+// First index in [lo, hi) whose child label is >= x (hi if none): a blockDim-ary search, one
+// __syncthreads_count per round (2 rounds for 65,536 children at 256 threads).
+__device__ u32 block_lower_bound(const IndexView& I, u32 lo, u32 hi, u32 mid, u32 r0, u64 x) {
+    const u32 T = blockDim.x;
+    while (lo < hi) {
+        const u32 step = (hi - lo + T - 1) / T;
+        const u64 q = (u64)lo + (u64)(threadIdx.x + 1) * step - 1;
+        const bool lt = q < hi && (u64)child_label(I, (u32)q, mid, r0) < x;
+        lo += (u32)__syncthreads_count(lt) * step;
+        hi = (u32)min((u64)hi, (u64)lo + step - 1);
     }
     return lo;
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-#ifdef __CUDA_ARCH__
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
-}
-
-// One block's part of a mask: state (node, off) of `row`, vocabulary entries [v0, v1).  The block's threads
-// first ask L2 for their logits (FT_PREFETCH) so the loads overlap the thread-0 decode.
-__device__ void mask_block(const IndexView& I, i64 node, i64 off, u32 row, u64 v0, u64 V, const i64* eos,
-                           u32 n_eos, float* outf, unsigned char* outb, u64 row_stride,
-                           unsigned long long* dead_count, u32 flags) {
-    __shared__ u32 bits[CHUNK / 32];
-    __shared__ Pos P;
-    __shared__ u32 lo_c, hi_c;
-    const u64 v1 = min(V, v0 + CHUNK);
-    const u64 base = (u64)row * row_stride;
-    if (outf && (flags & 1u))
-        for (u64 v = v0 + 32ull * threadIdx.x; v < v1; v += 32ull * blockDim.x)
-            prefetch_l2(outf + base + v);
-    for (u32 i = threadIdx.x; i < CHUNK / 32; i += blockDim.x) bits[i] = 0u;
-    if (threadIdx.x == 0) {
-        P = decode(I, node, off, true);
-        if (v0 == 0 && P.kind == K_DEAD) atomicAdd(dead_count, 1ull);
+// Decode (node, off) with its child range, the same Pos in every thread: thread 0 reads the node's flags
+// and edge into *P while thread 32 finds the child range (two dependent chains side by side; the range is
+// dropped unless the state is at a node).  The caller syncs before P or range is written again.
+__device__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P, u32* range) {
+    if (threadIdx.x == 0) *P = decode(I, node, off, false);
+    if (threadIdx.x == 32 % blockDim.x && node >= 0 && node < (i64)I.num_nodes) {
+        Pos q;
+        child_range(I, (u32)node, q);
+        range[0] = q.first; range[1] = q.mid; range[2] = q.end; range[3] = q.r0;
     }
     __syncthreads();
-    const Pos p = P;
-    if (p.kind == K_AT) {
-        // every label is below V (checked on the host): the first and last chunks need no search
-        if (threadIdx.x == 0) lo_c = v0 == 0 ? p.first : child_lower_bound(I, p.first, p.mid, p.end, p.r0, v0);
-        if (threadIdx.x == 32) hi_c = v1 >= V ? p.end : child_lower_bound(I, p.first, p.mid, p.end, p.r0, v1);
-        __syncthreads();
-        for (u32 c = lo_c + threadIdx.x; c < hi_c; c += blockDim.x) {
-            const u32 k = (u32)(child_label(I, c, p.mid, p.r0) - v0);
-            atomicOr(&bits[k >> 5], 1u << (k & 31));
-        }
-    }
+    Pos p = *P;
+    if (p.kind == K_AT) { p.first = range[0]; p.mid = range[1]; p.end = range[2]; p.r0 = range[3]; }
+    return p;
+}
+
+// The state after token x, block-wide (as advance_one; labels are below V): the child search is a
+// block_lower_bound over label_window.  The result is in s_state[0..1] of every thread's view.
+__device__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos, u32 n_eos,
+                              Pos* P, u32* range, i64* s_state) {
+    const Pos p = block_decode(I, node, off, P, range);
+    bool search = false;
     if (threadIdx.x == 0) {
-        if (p.kind == K_MID && p.tok >= v0 && p.tok < v1) {
-            const u32 k = (u32)(p.tok - v0);
-            atomicOr(&bits[k >> 5], 1u << (k & 31));
-        }
-        if (p.kind != K_MID && (p.kind != K_AT || p.term)) {
-            for (u32 e = 0; e < n_eos; ++e) {
-                const i64 x = __ldg(&eos[e]);
-                if (x >= (i64)v0 && x < (i64)v1) {
-                    const u32 k = (u32)(x - (i64)v0);
-                    atomicOr(&bits[k >> 5], 1u << (k & 31));
+        i64 nn = ST_DEAD, no = 0;
+        if (node == ST_FINISHED && off == 0) {
+            nn = ST_FINISHED;
+        } else if (p.kind == K_FIN) {
+            nn = ST_FINISHED;
+        } else if (p.kind != K_DEAD) {
+            if (is_eos(eos, n_eos, x)) {
+                if (p.kind == K_AT && p.term) nn = ST_FINISHED;
+            } else if (x >= 0 && (u64)x < V && x <= 0xFFFFFFFEll) {
+                if (p.kind == K_MID) {
+                    if ((i64)p.tok == x) { nn = p.node; no = (i64)p.off + 1; }
+                } else {
+                    search = true;
                 }
             }
         }
+        s_state[0] = nn; s_state[1] = no; s_state[2] = search ? 1 : 0;
     }
     __syncthreads();
-    for (u64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
-        const u32 k = (u32)(v - v0);
-        const bool ok = (bits[k >> 5] >> (k & 31)) & 1u;
-        if (outf) {
-            const float x = outf[base + v];
-            outf[base + v] = __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000));
-        } else {
-            outb[base + v] = ok ? 1 : 0;
+    if (s_state[2]) {  // uniform
+        u32 lo, hi;
+        label_window(p.first, p.end, V, (u64)x, lo, hi);
+        const u32 c = block_lower_bound(I, lo, hi, p.mid, p.r0, (u64)x);
+        if (threadIdx.x == 0 && c < p.end && (i64)child_label(I, c, p.mid, p.r0) == x) {
+            s_state[0] = c; s_state[1] = 1;
         }
     }
+    __syncthreads();
+}
+
+__device__ __forceinline__ void set_bit(u32* bits, u32 k) { atomicOr(&bits[k >> 5], 1u << (k & 31)); }
+__device__ __forceinline__ bool get_bit(const u32* bits, u64 k) { return (bits[k >> 5] >> (k & 31)) & 1u; }
+
+#define VPT 4  // 16-byte vectors per thread per pass
+
+// Logits [ca, cb) of a row: the 16-byte aligned vectors [a, a + 4 nvec) and scalar ends.
+struct Span { u64 a, nvec; };
+
+__device__ __forceinline__ Span float_span(const float* rowp, u64 ca, u64 cb) {
+    const u32 mis = (u32)(((unsigned long long)(rowp + ca) >> 2) & 3u);
+    u64 a = ca + ((4u - mis) & 3u);
+    if (a > cb) a = cb;
+    return Span{a, (cb - a) >> 2};
+}
+
+__device__ __forceinline__ float masked(float x, bool ok) { return __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000)); }
+
+// 0 / -inf added to the logits of [ca, cb) from the chunk's bitmap; r holds pass 0's vectors where
+// `preloaded` (the block's first chunk).
+__device__ void add_chunk(const u32* bits, float* rowp, u64 ca, u64 cb, float4 (&r)[VPT], bool preloaded) {
+    const u32 T = blockDim.x;
+    const Span s = float_span(rowp, ca, cb);
+    float4* vp = reinterpret_cast<float4*>(rowp + s.a);
+    const u64 k0 = s.a - ca;
+    for (u64 i0 = 0; i0 < s.nvec; i0 += (u64)VPT * T) {
+        if (i0 || !preloaded) {
+#pragma unroll
+            for (int j = 0; j < VPT; ++j) {
+                const u64 i = i0 + threadIdx.x + (u64)j * T;
+                if (i < s.nvec) r[j] = vp[i];
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) {
+            const u64 i = i0 + threadIdx.x + (u64)j * T;
+            if (i < s.nvec) {
+                const u64 k = k0 + 4 * i;
+                float4 y = r[j];
+                y.x = masked(y.x, get_bit(bits, k));
+                y.y = masked(y.y, get_bit(bits, k + 1));
+                y.z = masked(y.z, get_bit(bits, k + 2));
+                y.w = masked(y.w, get_bit(bits, k + 3));
+                vp[i] = y;
+            }
+        }
+    }
+    for (u64 v = ca + threadIdx.x; v < s.a; v += T) rowp[v] = masked(rowp[v], get_bit(bits, v - ca));
+    for (u64 v = s.a + 4 * s.nvec + threadIdx.x; v < cb; v += T) rowp[v] = masked(rowp[v], get_bit(bits, v - ca));
+}
+
+__device__ __forceinline__ void preload(const float* rowp, u64 ca, u64 cb, float4 (&r)[VPT]) {
+    const Span s = float_span(rowp, ca, cb);
+    const float4* vp = reinterpret_cast<const float4*>(rowp + s.a);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const u64 i = threadIdx.x + (u64)j * blockDim.x;
+        if (i < s.nvec) r[j] = vp[i];
+    }
+}
+
+// The bool mask of [ca, cb): 16-byte stores of 16 entries where aligned.
+__device__ void bool_chunk(const u32* bits, unsigned char* rowb, u64 ca, u64 cb) {
+    const u32 T = blockDim.x;
+    const u32 mis = (u32)((unsigned long long)(rowb + ca) & 15u);
+    u64 a = ca + ((16u - mis) & 15u);
+    if (a > cb) a = cb;
+    const u64 nvec = (cb - a) >> 4;
+    uint4* vp = reinterpret_cast<uint4*>(rowb + a);
+    for (u64 i = threadIdx.x; i < nvec; i += T) {
+        const u64 k = a - ca + 16 * i;
+        u32 w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            w[j] = 0;
+#pragma unroll
+            for (int t = 0; t < 4; ++t) w[j] |= (u32)get_bit(bits, k + 4 * j + t) << (8 * t);
+        }
+        vp[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    for (u64 v = ca + threadIdx.x; v < a; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
+    for (u64 v = a + 16 * nvec + threadIdx.x; v < cb; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
+}
+
+// A block's part of a row's mask: vocabulary entries [v_begin, v_end), CHUNK at a time, for the decoded
+// state p (*P, shared; with its child range).  Bitmap of the chunk's allowed tokens in shared memory, then
+// 0 / -inf added to float32 logits (16-byte loads and stores), or a bool mask (16-byte stores).
+__device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_end, u64 V, const i64* eos,
+                          u32 n_eos, float* rowf, unsigned char* rowb, u32* bits, float4 (&r)[VPT]) {
+    const u32 T = blockDim.x;
+    const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
+    u32 lo_c = 0;
+    if (p.kind == K_AT) {
+        u32 lo, hi;
+        label_window(p.first, p.end, V, v_begin, lo, hi);
+        lo_c = v_begin == 0 ? p.first : block_lower_bound(I, lo, hi, p.mid, p.r0, v_begin);
+    }
+    for (u64 ca = v_begin; ca < v_end; ca += CHUNK) {
+        const u64 cb = min(v_end, ca + CHUNK);
+        const u32 width = (u32)(cb - ca);
+        u32 hi_c = lo_c;
+        if (p.kind == K_AT) {
+            u32 lo, hi;
+            label_window(p.first, p.end, V, cb, lo, hi);
+            hi_c = cb >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, cb);
+        }
+        if (hi_c - lo_c == width) {  // every entry of the chunk is a child label
+            for (u32 i = threadIdx.x; i < CHUNK / 32; i += T) {
+                const u32 k = 32 * i;
+                bits[i] = k >= width ? 0u : (width - k >= 32 ? ~0u : ((1u << (width - k)) - 1u));
+            }
+        } else {
+            for (u32 i = threadIdx.x; i < CHUNK / 32; i += T) bits[i] = 0u;
+        }
+        __syncthreads();
+        if (hi_c - lo_c != width) {
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T) set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
+        }
+        if (threadIdx.x == 0) {
+            if (p.kind == K_MID && p.tok >= ca && p.tok < cb) set_bit(bits, (u32)(p.tok - ca));
+            if (eos_ok)
+                for (u32 e = 0; e < n_eos; ++e) {
+                    const i64 x = __ldg(&eos[e]);
+                    if (x >= (i64)ca && x < (i64)cb) set_bit(bits, (u32)(x - (i64)ca));
+                }
+        }
+        __syncthreads();
+        if (rowf) add_chunk(bits, rowf, ca, cb, r, ca == v_begin); else bool_chunk(bits, rowb, ca, cb);
+        __syncthreads();  // before the next chunk's bitmap
+        lo_c = hi_c;
+    }
+}
+
+// Block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row (flags bit 0: load the
+// first chunk's logits before the state is decoded, so that the loads overlap the decode).
+struct MaskArgs {
+    u64 V;
+    u32 per_block, blocks_per_row;
+};
+
+__device__ __forceinline__ void row_span(u64 V, u32 per_block, u32 b, u64& v0, u64& v1) {
+    v0 = min(V, (u64)b * per_block * CHUNK);
+    v1 = min(V, v0 + (u64)per_block * CHUNK);
+}
+
+__device__ __forceinline__ void early_loads(const float* rowf, u64 v0, u64 v1, u32 flags, float4 (&r)[VPT]) {
+    if (rowf && (flags & 1u)) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+}
+
+__device__ __forceinline__ void count_dead(const Pos& p, u32 b, unsigned long long* dead_count) {
+    if (threadIdx.x == 0 && b == 0 && p.kind == K_DEAD) atomicAdd(dead_count, 1ull);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in, const i64* __restrict__ off_in,
-             u32 n, u64 V, u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+             u32 n, u64 V, u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
              unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
     __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ u32 range[4];
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const u32 row = blockIdx.x / chunks_per_row;
-    mask_block(I, node_in[row], off_in[row], row, (u64)(blockIdx.x % chunks_per_row) * CHUNK, V, eos, n_eos, outf,
-               outb, row_stride, dead_count, flags);
+    const Pos p = block_decode(I, node_in[row], off_in[row], &P, range);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
 }
 
 // advance, then the mask of the new states, in one launch: every block of a row advances the row's state
-// (the first block of the row stores it), then masks its chunk.  `node_out` must not alias `node_in`.
+// (block 0 of the row stores it), then masks its part.  `node_out` must not alias `node_in`.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in,
                      const i64* __restrict__ off_in, const void* tok, u32 tok_is64, u64 tok_stride, u32 n, u64 V,
-                     u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf, unsigned char* outb,
-                     u64 row_stride, unsigned long long* dead_count, u32 flags, i64* node_out, i64* off_out) {
+                     u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+                     unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags, i64* node_out,
+                     i64* off_out) {
     __shared__ IndexView I;
-    __shared__ i64 s_node, s_off;
-    const u32 row = blockIdx.x / chunks_per_row;
-    const u32 chunk = blockIdx.x % chunks_per_row;
-    if (threadIdx.x == 0) {
-        I = *view;
-        i64 node = node_in[row], off = off_in[row];
-        const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride]
-                               : (i64)((const int*)tok)[(u64)row * tok_stride];
-        advance_one(I, node, off, x, eos, n_eos);
-        if (chunk == 0) { node_out[row] = node; off_out[row] = off; }
-        s_node = node; s_off = off;
-    }
+    __shared__ Pos P;
+    __shared__ u32 range[4];
+    __shared__ i64 s_state[3];
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
+    if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    mask_block(I, s_node, s_off, row, (u64)chunk * CHUNK, V, eos, n_eos, outf, outb, row_stride, dead_count, flags);
+    const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride] : (i64)((const int*)tok)[(u64)row * tok_stride];
+    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, range, s_state);
+    const i64 nn = s_state[0], no = s_state[1];
+    if (threadIdx.x == 0 && b == 0) { node_out[row] = nn; off_out[row] = no; }
+    __syncthreads();  // every thread has read s_state and P before P is decoded again
+    const Pos p = block_decode(I, nn, no, &P, range);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
