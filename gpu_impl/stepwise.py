@@ -134,7 +134,7 @@ class GpuTrieStepper:
         ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
-                   ("advance", "walk", "mask", "advance_mask", "count", "fill")}
+                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill")}
         #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
         self.prefetch = True
         #: blocks per row of a mask (None: about two waves of ``_target_blocks``); results do not depend on it
@@ -238,9 +238,8 @@ class GpuTrieStepper:
         st = self._cpu.start_from_prefixes(prefixes)
         return StepStates(self.xp.asarray(st.node), self.xp.asarray(st.off))
 
-    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
-        """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
-        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
+    def _walk_args(self, ids: Any, begin: Any, end: Any) -> tuple[_View, int, list]:
+        """The ids view, the row count and the kernel arguments of the ids and their column bounds."""
         v = self._view(ids, "ids", 2, [np.int64])
         n, width = v.shape
         if width > 1 and v.strides[1] != 1:
@@ -257,12 +256,26 @@ class GpuTrieStepper:
                 if bv.shape != (n,) or (n > 1 and bv.strides[0] != 1):
                     raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
                 bounds += [np.uint64(bv.ptr), np.int64(0)]
+        return v, n, [np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width), np.uint32(n), *bounds]
+
+    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
+        """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
+        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
+        _, n, args = self._walk_args(ids, begin, end)
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("walk", -(-n // THREADS), np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width),
-                         np.uint32(n), *bounds, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+            self._launch("walk", -(-n // THREADS), *args, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
                          np.uint64(_ptr(out.node)), np.uint64(_ptr(out.off)))
+        return out
+
+    def walk_mask(self, ids: Any, vocab_size: int, eos_token_id: Any, begin: Any = None, end: Any = None,
+                  out: Any = None, additive: bool = True) -> Any:
+        """`mask` of the states `walk` gives, in one launch (each row walked block-wide; no states kept)."""
+        _, n, wargs = self._walk_args(ids, begin, end)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        if n:
+            self._launch("walk_mask", blocks, *wargs, *args)
         return out
 
     def advance(self, states: StepStates, tokens: Any, eos_token_id: Any = None) -> StepStates:

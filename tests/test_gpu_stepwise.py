@@ -138,7 +138,7 @@ def test_masks_match_numpy(kws, seed):
     trie = DictTrie(small)
     cpu, gpu = make(small)
     alphabet = sorted({x for kw in small for x in kw})
-    s, hist = cpu.start(5), [()] * 5
+    s, hist, cols = cpu.start(5), [()] * 5, []
     for _ in range(max(len(k) for k in small) + 1):
         compare_queries(cpu, gpu, s, vocab, eos)
         x = np.array([pick_token(rnd, trie, h, alphabet, eos) % vocab for h in hist], dtype=np.int64)
@@ -155,6 +155,17 @@ def test_masks_match_numpy(kws, seed):
         assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
         hist = [trie.advance(h, int(t), eos) for h, t in zip(hist, x, strict=True)]
         s = nxt
+        cols.append(x)
+    ids = np.stack(cols, 1)
+    begin = np.array([rnd.randrange(0, 3) for _ in range(5)], dtype=np.int64)
+    t_ids, t_begin = torch.as_tensor(ids, device="cuda"), torch.as_tensor(begin, device="cuda")
+    want = cpu.walk_mask(ids, vocab, eos, begin=begin, additive=False)
+    assert np.array_equal(gpu.walk_mask(t_ids, vocab, eos, begin=t_begin, additive=False).cpu().numpy(), want)
+    logits = np.random.default_rng(seed % 999).normal(size=(5, vocab)).astype(np.float32)
+    got = torch.as_tensor(logits, device="cuda")
+    gpu.walk_mask(t_ids, vocab, eos, begin=1, end=ids.shape[1] - 1, out=got)
+    cpu.walk_mask(ids, vocab, eos, begin=1, end=ids.shape[1] - 1, out=logits)
+    assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
 
 
 def test_huge_fanout_forced_prefixes_and_streams():

@@ -93,6 +93,17 @@ class Emu:
                           _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
+    def walk_mask(self, ids: np.ndarray, begin: np.ndarray, end: int, v: int, e: tuple[int, ...], per_block: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
+        """The fused walk + mask kernel: additive into ``out``, else a bool mask."""
+        n, chunks = ids.shape[0], -(-v // self.lib.chunk)
+        bpr = -(-chunks // per_block)
+        ob = None if out is not None else np.empty((n, v), np.uint8)
+        self.lib.emu_walk_mask(U32(n * bpr), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+                               _p(None), I64(end), U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)),
+                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
+        return out if out is not None else ob.astype(bool)
+
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
         n = len(s)
         c, en = np.empty(n, np.int64), np.empty(n, np.uint8)
@@ -207,7 +218,17 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
         s = nxt
     ids = np.ascontiguousarray(np.stack(cols, 1))
     begin = np.array([rnd.randrange(0, 3) for _ in range(n)], dtype=np.int64)
-    _same(cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=e), emu.walk(ids, begin, ids.shape[1] - 1, e))
+    walked = cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=e)
+    _same(walked, emu.walk(ids, begin, ids.shape[1] - 1, e))
+    if v:
+        per_block = rnd.choice([1, 3])
+        got = emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block)
+        assert np.array_equal(got, cpu.mask(walked, v, e, additive=False))
+        logits = np.random.default_rng(seed % 89).normal(size=(n, v)).astype(np.float32)
+        want, got = logits.copy(), logits.copy()
+        cpu.mask(walked, v, e, out=want)
+        emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block, out=got)
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
 def test_huge_fanout_over_several_chunks(lib):

@@ -10,6 +10,7 @@
 //                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
 //                    then 0 / -inf added to float32 logits (16-byte accesses), or a bool mask
 //   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step)
+//   ft_step_walk_mask     walk (block-wide per row), then the mask of the walked states, in one launch
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
 
@@ -424,6 +425,41 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__
     if (threadIdx.x == 0 && b == 0) { node_out[row] = nn; off_out[row] = no; }
     __syncthreads();  // every thread has read s_state and P before P is decoded again
     const Pos p = block_decode(I, nn, no, &P, range);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
+}
+
+// walk, then the mask of the walked states, in one launch (the processor of flashtrie/hf.py): every block of
+// a row walks ids[row, begin:end) from the root block-wide (block_advance per token), then masks its part.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
+ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ ids, u64 ids_stride, u32 n,
+                  const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end, i64 end_all, u64 V,
+                  u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+                  unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
+    __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ u32 range[4];
+    __shared__ i64 s_state[3];
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
+    if (threadIdx.x == 0) I = *view;
+    __syncthreads();
+    const i64 c0 = begin ? begin[row] : begin_all;
+    const i64 c1 = end ? end[row] : end_all;
+    i64 node = 0, off = 0;
+    for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
+        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, range, s_state);
+        node = s_state[0];
+        off = s_state[1];
+    }
+    const Pos p = block_decode(I, node, off, &P, range);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);

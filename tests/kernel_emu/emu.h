@@ -15,7 +15,7 @@ inline std::barrier<>* g_bar = nullptr;
 #define __device__
 #define __global__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
