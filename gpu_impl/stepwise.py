@@ -90,6 +90,10 @@ class _Cupy:
         return self.cp.cumsum(a)
 
 
+_I64, _I64_I32 = (np.dtype(np.int64),), (np.dtype(np.int64), np.dtype(np.int32))
+_F32, _BOOL = (np.dtype(np.float32),), (np.dtype(np.bool_), np.dtype(np.uint8))
+
+
 class _View:
     """Pointer, shape, strides (in items) and dtype of a device array."""
 
@@ -97,6 +101,16 @@ class _View:
 
     def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, obj: Any):
         self.ptr, self.shape, self.strides, self.dtype, self.obj = ptr, shape, strides, dtype, obj
+
+
+_TORCH_DTYPE_CACHE: dict[Any, np.dtype | None] = {}
+
+
+def _torch_dtype(dtype: Any) -> np.dtype | None:
+    """The numpy dtype of a torch dtype (kept by dtype object: a decode loop asks every call)."""
+    if dtype not in _TORCH_DTYPE_CACHE:
+        _TORCH_DTYPE_CACHE[dtype] = _TORCH_DTYPES.get(str(dtype))
+    return _TORCH_DTYPE_CACHE[dtype]
 
 
 _TORCH_DTYPES: dict[str, np.dtype] = {"torch.int64": np.dtype(np.int64), "torch.int32": np.dtype(np.int32),
@@ -147,10 +161,14 @@ class GpuTrieStepper:
             self._upload_index()
         self._dead = self.xp.full((1,), 0, self.xp.int64)
         self._eos_dev: dict[tuple[int, ...], Any] = {}
+        self._eos_by_arg: dict[Any, tuple[tuple[int, ...], Any]] = {}
         self._vocab_ok: set[int] = set()
         self._streams: dict[int, Any] = {}
         self._configs: dict[tuple[int, int], Any] = {}
         self._view_arg = np.uint64(self._view_ptr)
+        from cuda.core import launch
+
+        self._launch_fn = launch
         self._mask_cache: dict[tuple, tuple[int, list]] = {}
 
     @classmethod
@@ -173,26 +191,24 @@ class GpuTrieStepper:
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, *args: Any) -> None:
-        from cuda.core import LaunchConfig, launch
-
         h = self.xp.stream()
         s = self._streams.get(h)
         if s is None:
             s = self._streams[h] = _stream(h)
-        cfg = self._configs.get((blocks, THREADS))
+        cfg = self._configs.get(blocks)
         if cfg is None:
-            cfg = self._configs[(blocks, THREADS)] = LaunchConfig(grid=blocks, block=THREADS)
-        launch(s, cfg, self._k[name], self._view_arg, *args)
+            from cuda.core import LaunchConfig
+
+            cfg = self._configs[blocks] = LaunchConfig(grid=blocks, block=THREADS)
+        self._launch_fn(s, cfg, self._k[name], self._view_arg, *args)
 
     def _view(self, obj: Any, name: str, ndim: int, dtypes: Sequence[Any]) -> _View:
         """A device array's pointer and layout (torch fast path; else DLPack / CUDA Array Interface)."""
-        want = [np.dtype(d) for d in dtypes]
-        tname = type(obj).__module__
-        if tname.startswith("torch"):
-            dt = _TORCH_DTYPES.get(str(obj.dtype))
+        if type(obj).__module__.startswith("torch"):
+            dt = _torch_dtype(obj.dtype)
             if not obj.is_cuda:
                 raise InputError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
-            v = _View(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dt, obj)
+            v = _View(obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj)
         else:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
             m = memory_view(name, obj, -1)
             shape = tuple(int(s) for s in m.shape)
@@ -200,15 +216,16 @@ class GpuTrieStepper:
             v = _View(int(m.ptr), shape, strides, np.dtype(m.dtype), (obj, m))
         if len(v.shape) != ndim:
             raise InputError(f"{name}: expected {ndim} dimension(s), got shape {list(v.shape)}")
-        if v.dtype not in want:
+        if v.dtype not in dtypes:
+            want = [np.dtype(d) for d in dtypes]
             raise InputError(f"{name}: expected dtype {' or '.join(d.name for d in want)}, got {v.dtype}")
         return v
 
     def _states(self, states: StepStates) -> tuple[_View, _View, int]:
         if not isinstance(states, StepStates):
             raise InputError(f"states: expected StepStates, got {type(states).__name__}")
-        a = self._view(states.node, "states.node", 1, [np.int64])
-        b = self._view(states.off, "states.off", 1, [np.int64])
+        a = self._view(states.node, "states.node", 1, _I64)
+        b = self._view(states.off, "states.off", 1, _I64)
         if a.shape != b.shape:
             raise InputError(f"states: node and off differ in length ({a.shape[0]}, {b.shape[0]})")
         for v, nm in ((a, "node"), (b, "off")):
@@ -217,11 +234,17 @@ class GpuTrieStepper:
         return a, b, int(a.shape[0])
 
     def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
+        key = eos_token_id if isinstance(eos_token_id, (int, tuple)) and not isinstance(eos_token_id, bool) else None
+        hit = self._eos_by_arg.get(key) if key is not None else None
+        if hit is not None:
+            return hit
         eos = self._cpu._eos(eos_token_id)
         dev = self._eos_dev.get(eos)
         if dev is None:
             dev = self._eos_dev[eos] = self.xp.asarray(np.array(list(eos) + [0] * (_MAX_EOS - len(eos)),
                                                                 dtype=np.int64))
+        if key is not None:
+            self._eos_by_arg[key] = (eos, dev)
         return eos, dev
 
     def _new_states(self, n: int) -> StepStates:
@@ -240,7 +263,7 @@ class GpuTrieStepper:
 
     def _walk_args(self, ids: Any, begin: Any, end: Any) -> tuple[_View, int, list]:
         """The ids view, the row count and the kernel arguments of the ids and their column bounds."""
-        v = self._view(ids, "ids", 2, [np.int64])
+        v = self._view(ids, "ids", 2, _I64)
         n, width = v.shape
         if width > 1 and v.strides[1] != 1:
             raise InputError("ids: expected contiguous rows (column stride 1)")
@@ -252,7 +275,7 @@ class GpuTrieStepper:
                     raise InputError(f"{nm}: {x} is outside [0, {width}]")
                 bounds += [np.uint64(0), np.int64(x)]
             else:
-                bv = self._view(val, nm, 1, [np.int64])
+                bv = self._view(val, nm, 1, _I64)
                 if bv.shape != (n,) or (n > 1 and bv.strides[0] != 1):
                     raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
                 bounds += [np.uint64(bv.ptr), np.int64(0)]
@@ -281,7 +304,7 @@ class GpuTrieStepper:
     def advance(self, states: StepStates, tokens: Any, eos_token_id: Any = None) -> StepStates:
         """Each state after its token (int64 or int32 ``[n]``, any stride), as `TrieStepper.advance`."""
         a, b, n = self._states(states)
-        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        t = self._view(tokens, "tokens", 1, _I64_I32)
         if t.shape != (n,):
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
         eos, eos_dev = self._eos(eos_token_id)
@@ -348,7 +371,7 @@ class GpuTrieStepper:
         v = int(vocab_size)
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
-        o = self._view(out, "out", 2, [np.float32] if additive else [np.bool_, np.uint8])
+        o = self._view(out, "out", 2, _F32 if additive else _BOOL)
         key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, self.prefetch, self.blocks_per_row)
         hit = self._mask_cache.get(key)
         if hit is not None:
@@ -387,7 +410,7 @@ class GpuTrieStepper:
                      additive: bool = True) -> tuple[StepStates, Any]:
         """`advance`, then `mask` of the new states, in one launch: ``(new_states, out)``."""
         a, b, n = self._states(states)
-        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        t = self._view(tokens, "tokens", 1, _I64_I32)
         if t.shape != (n,):
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
         out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)

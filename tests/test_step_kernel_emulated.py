@@ -246,3 +246,27 @@ def test_huge_fanout_over_several_chunks(lib):
     st1 = cpu.start_from_prefixes([[5, 6, 7]] * len(under))
     x = np.array(under, dtype=np.int64)
     _same(cpu.advance(st1, x), emu.advance(st1, x, ()))
+
+
+def test_block_searches_on_huge_fanout(lib):
+    """Thousands of siblings (several rounds of the block-wide searches), across chunks and 16-bit labels."""
+    rng = np.random.default_rng(3)
+    v, e = 150_001, (150_000,)
+    roots = np.unique(rng.integers(0, 150_000, size=4000)).tolist()
+    under = np.unique(rng.integers(60_000, 140_000, size=2500)).tolist()
+    kws = [[r] for r in roots] + [[5, 6, 7, u] for u in under] + [[5, 6, 7], [9, 8, 7, 6, 5, 4]]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    s = cpu.start_from_prefixes([[], [5, 6, 7], [5, 6], [9, 8, 7]])
+    x = np.array([roots[-1], under[len(under) // 2], 7, 6], dtype=np.int64)
+    for per_block in (7, 40):
+        m, _, _ = emu.mask(s, v, e, per_block=per_block)
+        assert np.array_equal(m, cpu.mask(s, v, e, additive=False))
+        ns, want = cpu.advance_mask(s, x, v, e, additive=False)
+        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
+        _same(ns, gs)
+        assert np.array_equal(want, got)
+    ids = np.array([[5, 6, 7, under[3]], [5, 6, 7, 1], [0, 0, 5, 6], [0, 9, 8, 7]], dtype=np.int64)
+    begin = np.array([0, 0, 2, 1], dtype=np.int64)
+    walked = cpu.walk(ids, begin=begin, eos_token_id=e)
+    assert np.array_equal(emu.walk_mask(ids, begin, 4, v, e, 9), cpu.mask(walked, v, e, additive=False))

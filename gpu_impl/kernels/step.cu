@@ -169,6 +169,25 @@ __device__ u32 block_lower_bound(const IndexView& I, u32 lo, u32 hi, u32 mid, u3
     return lo;
 }
 
+// Both bounds of a chunk at once (the probes of a round are loaded together): a = lower bound of xa in
+// [la, ha), b = lower bound of xb in [lb, hb).
+__device__ void block_lower_bound2(const IndexView& I, u32 mid, u32 r0, u32 la, u32 ha, u64 xa, u32 lb, u32 hb,
+                                   u64 xb, u32& a, u32& b) {
+    const u32 T = blockDim.x;
+    while (la < ha || lb < hb) {
+        const u32 sa = (ha - la + T - 1) / T, sb = (hb - lb + T - 1) / T;
+        const u64 qa = (u64)la + (u64)(threadIdx.x + 1) * sa - 1, qb = (u64)lb + (u64)(threadIdx.x + 1) * sb - 1;
+        const bool lta = la < ha && qa < ha && (u64)child_label(I, (u32)qa, mid, r0) < xa;
+        const bool ltb = lb < hb && qb < hb && (u64)child_label(I, (u32)qb, mid, r0) < xb;
+        la += (u32)__syncthreads_count(lta) * sa;
+        lb += (u32)__syncthreads_count(ltb) * sb;
+        if (sa) ha = (u32)min((u64)ha, (u64)la + sa - 1);
+        if (sb) hb = (u32)min((u64)hb, (u64)lb + sb - 1);
+    }
+    a = la;
+    b = lb;
+}
+
 // Decode (node, off) with its child range, the same Pos in every thread: thread 0 reads the node's flags
 // and edge into *P while thread 32 finds the child range (two dependent chains side by side; the range is
 // dropped unless the state is at a node).  The caller syncs before P or range is written again.
@@ -312,17 +331,20 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
                           u32 n_eos, float* rowf, unsigned char* rowb, u32* bits, float4 (&r)[VPT]) {
     const u32 T = blockDim.x;
     const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
-    u32 lo_c = 0;
-    if (p.kind == K_AT) {
-        u32 lo, hi;
-        label_window(p.first, p.end, V, v_begin, lo, hi);
-        lo_c = v_begin == 0 ? p.first : block_lower_bound(I, lo, hi, p.mid, p.r0, v_begin);
+    u32 lo_c = 0, hi_c = 0;
+    if (p.kind == K_AT) {  // the first chunk's bounds, searched together
+        const u64 cb = min(v_end, v_begin + CHUNK);
+        u32 la, ha, lb, hb;
+        label_window(p.first, p.end, V, v_begin, la, ha);
+        label_window(p.first, p.end, V, cb, lb, hb);
+        if (v_begin == 0) la = ha = p.first;
+        if (cb >= V) lb = hb = p.end;
+        block_lower_bound2(I, p.mid, p.r0, la, ha, v_begin, lb, hb, cb, lo_c, hi_c);
     }
     for (u64 ca = v_begin; ca < v_end; ca += CHUNK) {
         const u64 cb = min(v_end, ca + CHUNK);
         const u32 width = (u32)(cb - ca);
-        u32 hi_c = lo_c;
-        if (p.kind == K_AT) {
+        if (p.kind == K_AT && ca != v_begin) {
             u32 lo, hi;
             label_window(p.first, p.end, V, cb, lo, hi);
             hi_c = cb >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, cb);
