@@ -128,8 +128,8 @@ class GpuTrieStepper:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
         torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
-        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute, None: enough blocks for
-        about two waves of the GPU) sets how many blocks share a row's chunks."""
+        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute; None: about 32 blocks per
+        SM in all, at most one per chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         self.chunk = chunk
@@ -151,9 +151,9 @@ class GpuTrieStepper:
                    ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill")}
         #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
         self.prefetch = True
-        #: blocks per row of a mask (None: about two waves of ``_target_blocks``); results do not depend on it
+        #: blocks per row of a mask (None: ``_target_blocks`` (32 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
-        self._target_blocks = 16 * _sm_count(self.device)
+        self._target_blocks = 32 * _sm_count(self.device)
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)

@@ -512,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-cases", default="", help="libraries of the chunk / blocks-per-row sweep")
     p.add_argument("--sweep-shapes", default="2x70")
     p.add_argument("--sweep-chunks", default="1024,2048,4096,8192,32768")
-    p.add_argument("--sweep-bpr", default="auto,1,2,4", help="blocks per row (auto: two waves of the GPU)")
+    p.add_argument("--sweep-bpr", default="auto,1,4,16,64", help="blocks per row (auto: 32 blocks per SM in all)")
     p.add_argument("--hf-shapes", default="2x70,8x64", help="batch x beams of the transformers comparison")
     p.add_argument("--hf-depths", default="0,1,2,3", help="depths of the rows of the transformers comparison")
     p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
