@@ -3,16 +3,27 @@
     python -m flashtrie.harness.stepwise_bench --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
     python -m flashtrie.harness.stepwise_bench render FILE.jsonl [...] --out-dir reports/h200-stepwise
 
+Every case of issue #12's performance section in one command (about 5 minutes on the H200, most of it
+generating and building the 100M library):
+
+    python -m flashtrie.harness.stepwise_bench --out FILE.jsonl --hf --generate \
+        --sweep-cases fixed:20M:32768,var:10M
+
+``--max-logits-gb`` skips the shapes whose logits (and bool mask) would take more device memory.
+
 Libraries: ``fixed:N:V`` (STATIC's setting: N identifiers of 8 uniform tokens below V, a numpy generator)
 and ``var:N`` (`flashtrie.datasets.generate_keywords`: lengths 1-8, 2.2M vocabulary).  For each library
 and batch x beams, two state sets: every row at the root (the first step: the most children) and rows at
 random depths of random keywords; each row's token is its keyword's next token.  Measured per step:
 
-* ``graph_us``: device time of one step (additive mask into float32 logits + advance), from CUDA events
-  around replays of a CUDA graph of the step (no host launch gaps); also mask alone, advance alone and
-  the boolean mask;
-* ``host_us``: host wall time of the eager calls (they need no synchronisation), and ``sync_us`` the
-  same with a synchronisation after each step.
+* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the additive mask of the new
+  states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the step
+  (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
+  alone, advance alone, the boolean mask, and the mask without its early logits loads;
+* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation), and
+  ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
+* ``--sweep-cases``: the fused step at other chunk sizes (``--sweep-chunks``) and blocks per row
+  (``--sweep-bpr``), sweep ``stepwise-chunk``.
 
 Next to it (``--hf``): transformers' `PrefixConstrainedLogitsProcessor` over a nested-dict trie against
 `flashtrie.hf.TrieLogitsProcessor` on the same ``input_ids`` / scores, and (``--generate``) the
@@ -332,6 +343,10 @@ def run(args: argparse.Namespace) -> list[Record]:
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
         for b, k in shapes:
+            if b * k * vocab * 5 > args.max_logits_gb * 2**30:
+                emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"logits over --max-logits-gb "
+                            f"{args.max_logits_gb}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
+                continue
             for root in (True, False):
                 prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
                 states = cpu.start_from_prefixes(prefixes)
@@ -515,6 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-bpr", default="auto,1,4,16,64", help="blocks per row (auto: 32 blocks per SM in all)")
     p.add_argument("--hf-shapes", default="2x70,8x64", help="batch x beams of the transformers comparison")
     p.add_argument("--hf-depths", default="0,1,2,3", help="depths of the rows of the transformers comparison")
+    p.add_argument("--max-logits-gb", type=float, default=32.0, help="skip shapes with larger logits + mask")
     p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
     p.add_argument("--hf", action="store_true", help="compare with transformers' processor (small libraries)")
     p.add_argument("--generate", action="store_true", help="generate() of a tiny GPT-2 with and without")
