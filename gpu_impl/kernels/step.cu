@@ -188,27 +188,55 @@ __device__ void block_lower_bound2(const IndexView& I, u32 mid, u32 r0, u32 la, 
     b = lb;
 }
 
-// Decode (node, off) with its child range, the same Pos in every thread: thread 0 reads the node's flags
-// and edge into *P while thread 32 finds the child range (two dependent chains side by side; the range is
-// dropped unless the state is at a node).  The caller syncs before P or range is written again.
-__device__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P, u32* range) {
-    if (threadIdx.x == 0) *P = decode(I, node, off, false);
-    if (threadIdx.x == 32 % blockDim.x && node >= 0 && node < (i64)I.num_nodes) {
-        Pos q;
-        child_range(I, (u32)node, q);
-        range[0] = q.first; range[1] = q.mid; range[2] = q.end; range[3] = q.r0;
+// Lower bounds of two monotone predicates at once, block-wide: a = first q in [la, ha) with !lt_a(q) (ha if
+// none), b likewise; a blockDim-ary search, the probes of a round loaded together.
+template <class PA, class PB>
+__device__ void block_search2(u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, u64& a, u64& b) {
+    const u64 T = blockDim.x;
+    while (la < ha || lb < hb) {
+        const u64 sa = (ha - la + T - 1) / T, sb = (hb - lb + T - 1) / T;
+        const u64 qa = la + (threadIdx.x + 1) * sa - 1, qb = lb + (threadIdx.x + 1) * sb - 1;
+        const bool ya = la < ha && qa < ha && lt_a(qa);
+        const bool yb = lb < hb && qb < hb && lt_b(qb);
+        la += (u64)__syncthreads_count(ya) * sa;
+        lb += (u64)__syncthreads_count(yb) * sb;
+        if (sa) ha = min(ha, la + sa - 1);
+        if (sb) hb = min(hb, lb + sb - 1);
     }
+    a = la;
+    b = lb;
+}
+
+// Children [first, end) of `node`, block-wide (child_range's result without its serial select0): the
+// LOUDS zeros number node - 1 and node, each the first q with q - rank1(q) = zeros before q > j, found by
+// block_search2 over [j + 1, j + num_nodes] (a node's zero has at most num_nodes - 1 ones before it).
+__device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
+    const u64 n = I.num_nodes;
+    auto zeros_le = [&](u64 j) { return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; }; };
+    u64 ustart, zend;  // ustart: one past zero node - 1 (0 for the root); zend: one past zero node
+    block_search2(node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull, zeros_le((u64)node - 1),
+                  (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
+    p.first = (u32)(ustart - node + 1);
+    p.end = (u32)(zend - 1 - node + 1);
+    p.r0 = rank1(I.hi_words, I.hi_rank, p.first);
+    p.mid = p.end - (rank1(I.hi_words, I.hi_rank, p.end) - p.r0);
+}
+
+// Decode (node, off) with its child range, the same Pos in every thread (thread 0 decodes into *P; a state at
+// a node then finds its children block-wide).  The caller syncs before P is written again.
+__device__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
+    if (threadIdx.x == 0) *P = decode(I, node, off, false);
     __syncthreads();
     Pos p = *P;
-    if (p.kind == K_AT) { p.first = range[0]; p.mid = range[1]; p.end = range[2]; p.r0 = range[3]; }
+    if (p.kind == K_AT) block_child_range(I, p.node, p);
     return p;
 }
 
 // The state after token x, block-wide (as advance_one; labels are below V): the child search is a
 // block_lower_bound over label_window.  The result is in s_state[0..1] of every thread's view.
 __device__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos, u32 n_eos,
-                              Pos* P, u32* range, i64* s_state) {
-    const Pos p = block_decode(I, node, off, P, range);
+                              Pos* P, i64* s_state) {
+    const Pos p = block_decode(I, node, off, P);
     bool search = false;
     if (threadIdx.x == 0) {
         i64 nn = ST_DEAD, no = 0;
@@ -402,7 +430,6 @@ ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in
              unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
     __shared__ IndexView I;
     __shared__ Pos P;
-    __shared__ u32 range[4];
     __shared__ u32 bits[CHUNK / 32];
     const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
     u64 v0, v1;
@@ -413,7 +440,7 @@ ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in
     early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const Pos p = block_decode(I, node_in[row], off_in[row], &P, range);
+    const Pos p = block_decode(I, node_in[row], off_in[row], &P);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
@@ -429,7 +456,6 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__
                      i64* off_out) {
     __shared__ IndexView I;
     __shared__ Pos P;
-    __shared__ u32 range[4];
     __shared__ i64 s_state[3];
     __shared__ u32 bits[CHUNK / 32];
     const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
@@ -442,11 +468,11 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
     const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride] : (i64)((const int*)tok)[(u64)row * tok_stride];
-    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, range, s_state);
+    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, s_state);
     const i64 nn = s_state[0], no = s_state[1];
     if (threadIdx.x == 0 && b == 0) { node_out[row] = nn; off_out[row] = no; }
     __syncthreads();  // every thread has read s_state and P before P is decoded again
-    const Pos p = block_decode(I, nn, no, &P, range);
+    const Pos p = block_decode(I, nn, no, &P);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
@@ -461,7 +487,6 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ id
                   unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
     __shared__ IndexView I;
     __shared__ Pos P;
-    __shared__ u32 range[4];
     __shared__ i64 s_state[3];
     __shared__ u32 bits[CHUNK / 32];
     const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
@@ -477,11 +502,11 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ id
     const i64 c1 = end ? end[row] : end_all;
     i64 node = 0, off = 0;
     for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
-        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, range, s_state);
+        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, s_state);
         node = s_state[0];
         off = s_state[1];
     }
-    const Pos p = block_decode(I, node, off, &P, range);
+    const Pos p = block_decode(I, node, off, &P);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
