@@ -231,6 +231,8 @@ class GpuTrieStepper:
         for v, nm in ((a, "node"), (b, "off")):
             if v.shape[0] > 1 and v.strides[0] != 1:
                 raise InputError(f"states.{nm}: expected a contiguous array")
+        if a.shape[0] >= 2**31:
+            raise InputError(f"states: {a.shape[0]} states is over the launch limit 2**31 - 1 (one block each)")
         return a, b, int(a.shape[0])
 
     def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
@@ -288,7 +290,7 @@ class GpuTrieStepper:
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("walk", -(-n // THREADS), *args, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+            self._launch("walk", n, *args, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
                          np.uint64(_ptr(out.node)), np.uint64(_ptr(out.off)))
         return out
 
@@ -310,7 +312,7 @@ class GpuTrieStepper:
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("advance", -(-n // THREADS), np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+            self._launch("advance", n, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
                          np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n),
                          np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(_ptr(out.node)),
                          np.uint64(_ptr(out.off)))

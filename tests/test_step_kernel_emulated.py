@@ -82,14 +82,14 @@ class Emu:
     def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
         n = len(s)
         no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
-        self.lib.emu_advance(U32(-(-n // TH)), _p(self.view), _p(s.node), _p(s.off), _p(tok),
+        self.lib.emu_advance(U32(n), _p(self.view), _p(s.node), _p(s.off), _p(tok),
                              U32(tok.dtype == np.int64), U64(1), U32(n), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
         no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-        self.lib.emu_walk(U32(-(-n // TH)), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+        self.lib.emu_walk(U32(n), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
                           _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 

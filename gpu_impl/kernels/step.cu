@@ -4,8 +4,9 @@
 // the edge length at the node, the root (0, 0); node -1 is DEAD and -2 FINISHED (flashtrie/stepwise.py).
 // Every kernel gives exactly what the numpy backend gives (flashtrie.stepwise.TrieStepper); a state that is
 // not valid for the index (node or off out of range) reads as DEAD here, where numpy refuses it.
-//   ft_step_advance  one thread per state: the state after one token (EOS handling included)
-//   ft_step_walk     one thread per row: the state after a row's tokens ids[r, begin:end] from the root
+//   ft_step_advance  one block per state: the state after one token (EOS handling included; the child
+//                    range and the child found block-wide)
+//   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root
 //   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries:
 //                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
 //                    then 0 / -inf added to float32 logits (16-byte accesses), or a bool mask
@@ -53,7 +54,7 @@ __device__ __forceinline__ void child_range(const IndexView& I, u32 node, Pos& p
 }
 
 // Decode a state; `children` also computes the child range of a state at a node.
-__device__ Pos decode(const IndexView& I, i64 node, i64 off, bool children) {
+__device__ __forceinline__ Pos decode(const IndexView& I, i64 node, i64 off, bool children) {
     Pos p;
     p.kind = K_DEAD; p.node = 0; p.off = 0; p.first = p.mid = p.end = p.r0 = 0; p.tok = 0; p.term = false;
     if (node == ST_FINISHED && off == 0) { p.kind = K_FIN; return p; }
@@ -85,61 +86,6 @@ __device__ __forceinline__ bool is_eos(const i64* eos, u32 n_eos, i64 x) {
     for (u32 k = 0; k < n_eos; ++k)
         if (__ldg(&eos[k]) == x) return true;
     return false;
-}
-
-// The state after token x (as flashtrie.stepwise.TrieStepper.advance).
-__device__ void advance_one(const IndexView& I, i64& node, i64& off, i64 x, const i64* eos, u32 n_eos) {
-    if (node == ST_FINISHED && off == 0) return;
-    const Pos p = decode(I, node, off, false);
-    node = ST_DEAD; off = 0;
-    if (p.kind == K_FIN) { node = ST_FINISHED; return; }
-    if (p.kind == K_DEAD) return;
-    if (is_eos(eos, n_eos, x)) {
-        if (p.kind == K_AT && p.term) node = ST_FINISHED;
-        return;
-    }
-    if (x < 0 || x > 0xFFFFFFFEll) return;
-    if (p.kind == K_MID) {
-        if ((i64)p.tok == x) { node = p.node; off = (i64)p.off + 1; }
-        return;
-    }
-    Pos q = p;
-    child_range(I, p.node, q);
-    const u32 c = find_child(I, q.first, q.mid, q.end, q.r0, (u32)x);
-    if (c != NO_NODE) { node = c; off = 1; }
-}
-
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_advance(const IndexView* __restrict__ view, const i64* node_in, const i64* off_in, const void* tok,
-                u32 tok_is64, u64 tok_stride, u32 n, const i64* __restrict__ eos, u32 n_eos, i64* node_out,
-                i64* off_out) {
-    __shared__ IndexView I;
-    if (threadIdx.x == 0) I = *view;
-    __syncthreads();
-    const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    i64 node = node_in[r], off = off_in[r];
-    const i64 x = tok_is64 ? ((const i64*)tok)[(u64)r * tok_stride] : (i64)((const int*)tok)[(u64)r * tok_stride];
-    advance_one(I, node, off, x, eos, n_eos);
-    node_out[r] = node;
-    off_out[r] = off;
-}
-
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u64 row_stride, u32 n,
-             const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end, i64 end_all,
-             const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
-    __shared__ IndexView I;
-    if (threadIdx.x == 0) I = *view;
-    __syncthreads();
-    const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    const i64 b = begin ? begin[r] : begin_all;
-    const i64 e = end ? end[r] : end_all;
-    i64 node = 0, off = 0;
-    for (i64 c = b; c < e; ++c) advance_one(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), eos, n_eos);
-    node_out[r] = node;
-    off_out[r] = off;
 }
 
 // ---------------------------------------------------------------------------------- block-wide pieces
@@ -224,7 +170,7 @@ __device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
 
 // Decode (node, off) with its child range, the same Pos in every thread (thread 0 decodes into *P; a state at
 // a node then finds its children block-wide).  The caller syncs before P is written again.
-__device__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
+__device__ __forceinline__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
     if (threadIdx.x == 0) *P = decode(I, node, off, false);
     __syncthreads();
     Pos p = *P;
@@ -232,9 +178,9 @@ __device__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
     return p;
 }
 
-// The state after token x, block-wide (as advance_one; labels are below V): the child search is a
+// The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V): the child search is a
 // block_lower_bound over label_window.  The result is in s_state[0..1] of every thread's view.
-__device__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos, u32 n_eos,
+__device__ __forceinline__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos, u32 n_eos,
                               Pos* P, i64* s_state) {
     const Pos p = block_decode(I, node, off, P);
     bool search = false;
@@ -267,6 +213,46 @@ __device__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 
         }
     }
     __syncthreads();
+}
+
+#define NO_VOCAB (1ull << 32)  // advance and walk know no vocabulary: every label is below 2**32
+
+// One block per state: the state after its token (block_advance).
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+ft_step_advance(const IndexView* __restrict__ view, const i64* node_in, const i64* off_in, const void* tok,
+                u32 tok_is64, u64 tok_stride, u32 n, const i64* __restrict__ eos, u32 n_eos, i64* node_out,
+                i64* off_out) {
+    __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
+    if (threadIdx.x == 0) I = *view;
+    __syncthreads();
+    const u32 r = blockIdx.x;
+    const i64 x = tok_is64 ? ((const i64*)tok)[(u64)r * tok_stride] : (i64)((const int*)tok)[(u64)r * tok_stride];
+    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state);
+    if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
+}
+
+// One block per row: the state after the row's tokens ids[r, begin:end] from the root.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
+ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u64 row_stride, u32 n,
+             const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end, i64 end_all,
+             const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
+    __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
+    if (threadIdx.x == 0) I = *view;
+    __syncthreads();
+    const u32 r = blockIdx.x;
+    const i64 c0 = begin ? begin[r] : begin_all;
+    const i64 c1 = end ? end[r] : end_all;
+    i64 node = 0, off = 0;
+    for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
+        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state);
+        node = s_state[0];
+        off = s_state[1];
+    }
+    if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
 __device__ __forceinline__ void set_bit(u32* bits, u32 k) { atomicOr(&bits[k >> 5], 1u << (k & 31)); }
