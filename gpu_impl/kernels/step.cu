@@ -158,7 +158,9 @@ __device__ void block_search2(u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, 
 // block_search2 over [j + 1, j + num_nodes] (a node's zero has at most num_nodes - 1 ones before it).
 __device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
     const u64 n = I.num_nodes;
-    auto zeros_le = [&](u64 j) { return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; }; };
+    auto zeros_le = [&](u64 j) {
+        return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
+    };
     u64 ustart, zend;  // ustart: one past zero node - 1 (0 for the root); zend: one past zero node
     block_search2(node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull, zeros_le((u64)node - 1),
                   (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
@@ -178,10 +180,10 @@ __device__ __forceinline__ Pos block_decode(const IndexView& I, i64 node, i64 of
     return p;
 }
 
-// The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V): the child search is a
-// block_lower_bound over label_window.  The result is in s_state[0..1] of every thread's view.
-__device__ __forceinline__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos, u32 n_eos,
-                              Pos* P, i64* s_state) {
+// The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V):
+// the child search is a block_lower_bound over label_window.  The result is in s_state[0..1] for every thread.
+__device__ __forceinline__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos,
+                                              u32 n_eos, Pos* P, i64* s_state) {
     const Pos p = block_decode(I, node, off, P);
     bool search = false;
     if (threadIdx.x == 0) {
@@ -270,7 +272,9 @@ __device__ __forceinline__ Span float_span(const float* rowp, u64 ca, u64 cb) {
     return Span{a, (cb - a) >> 2};
 }
 
-__device__ __forceinline__ float masked(float x, bool ok) { return __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000)); }
+__device__ __forceinline__ float masked(float x, bool ok) {
+    return __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000));
+}
 
 // 0 / -inf added to the logits of [ca, cb) from the chunk's bitmap; r holds pass 0's vectors where
 // `preloaded` (the block's first chunk).
@@ -373,7 +377,8 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
         }
         __syncthreads();
         if (hi_c - lo_c != width) {
-            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T) set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
+                set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
         }
         if (threadIdx.x == 0) {
             if (p.kind == K_MID && p.tok >= ca && p.tok < cb) set_bit(bits, (u32)(p.tok - ca));
