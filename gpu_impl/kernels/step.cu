@@ -276,15 +276,14 @@ __device__ __forceinline__ float masked(float x, bool ok) {
     return __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000));
 }
 
-// 0 / -inf added to the logits of [ca, cb) from the chunk's bitmap; r holds pass 0's vectors where
-// `preloaded` (the block's first chunk).
-__device__ void add_chunk(const u32* bits, float* rowp, u64 ca, u64 cb, float4 (&r)[VPT], bool preloaded) {
+// 0 / -inf added to the logits of [ca, cb) from the chunk's bitmap; r holds pass 0's vectors (preload).
+__device__ void add_chunk(const u32* bits, float* rowp, u64 ca, u64 cb, float4 (&r)[VPT]) {
     const u32 T = blockDim.x;
     const Span s = float_span(rowp, ca, cb);
     float4* vp = reinterpret_cast<float4*>(rowp + s.a);
     const u64 k0 = s.a - ca;
     for (u64 i0 = 0; i0 < s.nvec; i0 += (u64)VPT * T) {
-        if (i0 || !preloaded) {
+        if (i0) {
 #pragma unroll
             for (int j = 0; j < VPT; ++j) {
                 const u64 i = i0 + threadIdx.x + (u64)j * T;
@@ -362,6 +361,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
     for (u64 ca = v_begin; ca < v_end; ca += CHUNK) {
         const u64 cb = min(v_end, ca + CHUNK);
         const u32 width = (u32)(cb - ca);
+        if (rowf && ca != v_begin) preload(rowf, ca, cb, r);  // in flight during the search and the bitmap
         if (p.kind == K_AT && ca != v_begin) {
             u32 lo, hi;
             label_window(p.first, p.end, V, cb, lo, hi);
@@ -389,7 +389,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
                 }
         }
         __syncthreads();
-        if (rowf) add_chunk(bits, rowf, ca, cb, r, ca == v_begin); else bool_chunk(bits, rowb, ca, cb);
+        if (rowf) add_chunk(bits, rowf, ca, cb, r); else bool_chunk(bits, rowb, ca, cb);
         __syncthreads();  // before the next chunk's bitmap
         lo_c = hi_c;
     }
