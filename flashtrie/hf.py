@@ -7,10 +7,11 @@
 
 **How each row's state is found.**  Beam search reorders rows between steps, so the processor keeps no
 per-row state: at every step it re-walks each row's generated suffix (``input_ids[r, prompt_length:]``)
-from the root, vectorised over the rows (`walk` of the stepwise API: on the GPU one kernel launch, one
-thread per row; on numpy one vectorised advance per generated column).  That is exact for greedy,
-sampling and beam search whatever the reordering, and costs O(rows x generated tokens) per step, which is
-small next to a model step for identifier-length outputs (<= tens of tokens).  Then one mask pass adds
+from the root, vectorised over the rows (on the GPU `walk_mask` of the stepwise API, one kernel launch
+that walks each row block-wide and writes its mask; on numpy one vectorised advance per generated
+column).  That is exact for greedy, sampling and beam search whatever the reordering, and costs
+O(rows x generated tokens) per step, which is small next to a model step for identifier-length outputs
+(<= tens of tokens).  The mask adds
 0 / -inf to the scores (as transformers' `PrefixConstrainedLogitsProcessor` does, so scores agree bit
 for bit), with EOS allowed exactly where a keyword ends and the only token after EOS or after a token
 that left the trie (see `flashtrie.stepwise`; ``dead_count`` of the processor counts such rows).
@@ -122,13 +123,12 @@ class TrieLogitsProcessor(LogitsProcessor):
         gpu = self._stepper(scores.device)
         if gpu is not None:
             b = begin if isinstance(begin, int) else torch.as_tensor(begin, device=scores.device)
-            states = gpu.walk(input_ids, begin=b, eos_token_id=self.eos)
+            ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
             if scores.dtype == torch.float32:
                 out = scores.clone()
-                gpu.mask(states, vocab, self.eos, out=out)
+                gpu.walk_mask(ids, vocab, self.eos, begin=b, out=out)
                 return out
-            allow = gpu.mask(states, vocab, self.eos, additive=False)
-            return _add_mask(scores, allow)
+            return _add_mask(scores, gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False))
         ids = input_ids.detach().cpu().numpy()
         states = self._cpu.walk(ids, begin=begin, eos_token_id=self.eos)
         if scores.dtype == torch.float32 and scores.device.type == "cpu":

@@ -340,6 +340,12 @@ class TrieStepper:
         new = self.advance(states, tokens, eos_token_id)
         return new, self.mask(new, vocab_size, eos_token_id, out=out, additive=additive)
 
+    def walk_mask(self, ids: np.ndarray, vocab_size: int, eos_token_id: Any, begin: Any = None, end: Any = None,
+                  out: np.ndarray | None = None, additive: bool = True) -> np.ndarray:
+        """`mask` of the states `walk` gives (one launch on the GPU)."""
+        states = self.walk(ids, begin=begin, end=end, eos_token_id=eos_token_id)
+        return self.mask(states, vocab_size, eos_token_id, out=out, additive=additive)
+
     def reset_dead_count(self) -> None:
         self.dead_count = 0
 

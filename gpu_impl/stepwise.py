@@ -32,7 +32,7 @@ from .intake import memory_view
 __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
-CHUNK = 32768  # default vocabulary entries per mask block (kernels/step.cu's FT_STEP_CHUNK)
+CHUNK = 4096  # default vocabulary entries per mask chunk (kernels/step.cu's FT_STEP_CHUNK)
 
 
 class _Torch:
@@ -90,6 +90,10 @@ class _Cupy:
         return self.cp.cumsum(a)
 
 
+_I64, _I64_I32 = (np.dtype(np.int64),), (np.dtype(np.int64), np.dtype(np.int32))
+_F32, _BOOL = (np.dtype(np.float32),), (np.dtype(np.bool_), np.dtype(np.uint8))
+
+
 class _View:
     """Pointer, shape, strides (in items) and dtype of a device array."""
 
@@ -97,6 +101,16 @@ class _View:
 
     def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, obj: Any):
         self.ptr, self.shape, self.strides, self.dtype, self.obj = ptr, shape, strides, dtype, obj
+
+
+_TORCH_DTYPE_CACHE: dict[Any, np.dtype | None] = {}
+
+
+def _torch_dtype(dtype: Any) -> np.dtype | None:
+    """The numpy dtype of a torch dtype (kept by dtype object: a decode loop asks every call)."""
+    if dtype not in _TORCH_DTYPE_CACHE:
+        _TORCH_DTYPE_CACHE[dtype] = _TORCH_DTYPES.get(str(dtype))
+    return _TORCH_DTYPE_CACHE[dtype]
 
 
 _TORCH_DTYPES: dict[str, np.dtype] = {"torch.int64": np.dtype(np.int64), "torch.int32": np.dtype(np.int32),
@@ -113,8 +127,9 @@ class GpuTrieStepper:
                  searcher: Any = None, chunk: int = CHUNK) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
-        torch when it is installed).  ``chunk``: vocabulary entries per mask block (a power of two in
-        [1024, 65536]; results do not depend on it)."""
+        torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
+        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute; None: about 32 blocks per
+        SM in all, at most one per chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         self.chunk = chunk
@@ -133,9 +148,12 @@ class GpuTrieStepper:
         ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
-                   ("advance", "walk", "mask", "advance_mask", "count", "fill")}
-        #: ask L2 for the logits while a mask block decodes its state (bit 0 of the kernels' flags)
+                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill")}
+        #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
         self.prefetch = True
+        #: blocks per row of a mask (None: ``_target_blocks`` (32 per SM) in all); results do not depend on it
+        self.blocks_per_row: int | None = None
+        self._target_blocks = 32 * _sm_count(self.device)
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)
@@ -144,9 +162,15 @@ class GpuTrieStepper:
             self._upload_index()
         self._dead = self.xp.full((1,), 0, self.xp.int64)
         self._eos_dev: dict[tuple[int, ...], Any] = {}
+        self._eos_by_arg: dict[Any, tuple[tuple[int, ...], Any]] = {}
         self._vocab_ok: set[int] = set()
         self._streams: dict[int, Any] = {}
         self._configs: dict[tuple[int, int], Any] = {}
+        self._view_arg = np.uint64(self._view_ptr)
+        from cuda.core import launch
+
+        self._launch_fn = launch
+        self._mask_cache: dict[tuple, tuple[int, list]] = {}
 
     @classmethod
     def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
@@ -169,26 +193,24 @@ class GpuTrieStepper:
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, *args: Any) -> None:
-        from cuda.core import LaunchConfig, launch
-
         h = self.xp.stream()
         s = self._streams.get(h)
         if s is None:
             s = self._streams[h] = _stream(h)
-        cfg = self._configs.get((blocks, THREADS))
+        cfg = self._configs.get(blocks)
         if cfg is None:
-            cfg = self._configs[(blocks, THREADS)] = LaunchConfig(grid=blocks, block=THREADS)
-        launch(s, cfg, self._k[name], np.uint64(self._view_ptr), *args)
+            from cuda.core import LaunchConfig
+
+            cfg = self._configs[blocks] = LaunchConfig(grid=blocks, block=THREADS)
+        self._launch_fn(s, cfg, self._k[name], self._view_arg, *args)
 
     def _view(self, obj: Any, name: str, ndim: int, dtypes: Sequence[Any]) -> _View:
         """A device array's pointer and layout (torch fast path; else DLPack / CUDA Array Interface)."""
-        want = [np.dtype(d) for d in dtypes]
-        tname = type(obj).__module__
-        if tname.startswith("torch"):
-            dt = _TORCH_DTYPES.get(str(obj.dtype))
+        if type(obj).__module__.startswith("torch"):
+            dt = _torch_dtype(obj.dtype)
             if not obj.is_cuda:
                 raise InputError(f"{name}: expected a CUDA tensor, got one on {obj.device}")
-            v = _View(int(obj.data_ptr()), tuple(obj.shape), tuple(obj.stride()), dt, obj)
+            v = _View(obj.data_ptr(), tuple(obj.shape), obj.stride(), dt, obj)
         else:  # -1: no stream ordering to set up, the kernels run on the array library's current stream
             m = memory_view(name, obj, -1)
             shape = tuple(int(s) for s in m.shape)
@@ -196,28 +218,37 @@ class GpuTrieStepper:
             v = _View(int(m.ptr), shape, strides, np.dtype(m.dtype), (obj, m))
         if len(v.shape) != ndim:
             raise InputError(f"{name}: expected {ndim} dimension(s), got shape {list(v.shape)}")
-        if v.dtype not in want:
+        if v.dtype not in dtypes:
+            want = [np.dtype(d) for d in dtypes]
             raise InputError(f"{name}: expected dtype {' or '.join(d.name for d in want)}, got {v.dtype}")
         return v
 
     def _states(self, states: StepStates) -> tuple[_View, _View, int]:
         if not isinstance(states, StepStates):
             raise InputError(f"states: expected StepStates, got {type(states).__name__}")
-        a = self._view(states.node, "states.node", 1, [np.int64])
-        b = self._view(states.off, "states.off", 1, [np.int64])
+        a = self._view(states.node, "states.node", 1, _I64)
+        b = self._view(states.off, "states.off", 1, _I64)
         if a.shape != b.shape:
             raise InputError(f"states: node and off differ in length ({a.shape[0]}, {b.shape[0]})")
         for v, nm in ((a, "node"), (b, "off")):
             if v.shape[0] > 1 and v.strides[0] != 1:
                 raise InputError(f"states.{nm}: expected a contiguous array")
+        if a.shape[0] >= 2**31:
+            raise InputError(f"states: {a.shape[0]} states is over the launch limit 2**31 - 1 (one block each)")
         return a, b, int(a.shape[0])
 
     def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
+        key = eos_token_id if isinstance(eos_token_id, (int, tuple)) and not isinstance(eos_token_id, bool) else None
+        hit = self._eos_by_arg.get(key) if key is not None else None
+        if hit is not None:
+            return hit
         eos = self._cpu._eos(eos_token_id)
         dev = self._eos_dev.get(eos)
         if dev is None:
             dev = self._eos_dev[eos] = self.xp.asarray(np.array(list(eos) + [0] * (_MAX_EOS - len(eos)),
                                                                 dtype=np.int64))
+        if key is not None:
+            self._eos_by_arg[key] = (eos, dev)
         return eos, dev
 
     def _new_states(self, n: int) -> StepStates:
@@ -234,10 +265,9 @@ class GpuTrieStepper:
         st = self._cpu.start_from_prefixes(prefixes)
         return StepStates(self.xp.asarray(st.node), self.xp.asarray(st.off))
 
-    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
-        """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
-        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
-        v = self._view(ids, "ids", 2, [np.int64])
+    def _walk_args(self, ids: Any, begin: Any, end: Any) -> tuple[_View, int, list]:
+        """The ids view, the row count and the kernel arguments of the ids and their column bounds."""
+        v = self._view(ids, "ids", 2, _I64)
         n, width = v.shape
         if width > 1 and v.strides[1] != 1:
             raise InputError("ids: expected contiguous rows (column stride 1)")
@@ -249,28 +279,42 @@ class GpuTrieStepper:
                     raise InputError(f"{nm}: {x} is outside [0, {width}]")
                 bounds += [np.uint64(0), np.int64(x)]
             else:
-                bv = self._view(val, nm, 1, [np.int64])
+                bv = self._view(val, nm, 1, _I64)
                 if bv.shape != (n,) or (n > 1 and bv.strides[0] != 1):
                     raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
                 bounds += [np.uint64(bv.ptr), np.int64(0)]
+        return v, n, [np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width), np.uint32(n), *bounds]
+
+    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
+        """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
+        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
+        _, n, args = self._walk_args(ids, begin, end)
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("walk", -(-n // THREADS), np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width),
-                         np.uint32(n), *bounds, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+            self._launch("walk", n, *args, np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
                          np.uint64(_ptr(out.node)), np.uint64(_ptr(out.off)))
+        return out
+
+    def walk_mask(self, ids: Any, vocab_size: int, eos_token_id: Any, begin: Any = None, end: Any = None,
+                  out: Any = None, additive: bool = True) -> Any:
+        """`mask` of the states `walk` gives, in one launch (each row walked block-wide; no states kept)."""
+        _, n, wargs = self._walk_args(ids, begin, end)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        if n:
+            self._launch("walk_mask", blocks, *wargs, *args)
         return out
 
     def advance(self, states: StepStates, tokens: Any, eos_token_id: Any = None) -> StepStates:
         """Each state after its token (int64 or int32 ``[n]``, any stride), as `TrieStepper.advance`."""
         a, b, n = self._states(states)
-        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        t = self._view(tokens, "tokens", 1, _I64_I32)
         if t.shape != (n,):
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("advance", -(-n // THREADS), np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+            self._launch("advance", n, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
                          np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n),
                          np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(_ptr(out.node)),
                          np.uint64(_ptr(out.off)))
@@ -318,7 +362,8 @@ class GpuTrieStepper:
         return offsets, tokens
 
     def _mask_args(self, n: int, vocab_size: int, eos_token_id: Any, out: Any, additive: bool) -> tuple[Any, int, list]:
-        """Checks, the output array, the number of vocabulary chunks and the kernel arguments after the states."""
+        """Checks, the output array, the number of blocks and the kernel arguments after the states (kept
+        per output array, EOS and settings: a decode loop reuses them)."""
         eos, eos_dev = self._eos(eos_token_id)
         if not eos:
             raise InputError("eos_token_id: a mask needs an EOS token id")
@@ -330,19 +375,29 @@ class GpuTrieStepper:
         v = int(vocab_size)
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
-        o = self._view(out, "out", 2, [np.float32] if additive else [np.bool_, np.uint8])
+        o = self._view(out, "out", 2, _F32 if additive else _BOOL)
+        key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, self.prefetch, self.blocks_per_row)
+        hit = self._mask_cache.get(key)
+        if hit is not None:
+            return out, hit[0], hit[1]
         if o.shape != (n, v):
             raise InputError(f"out: expected shape {[n, v]}, got {list(o.shape)}")
         if v > 1 and o.strides[1] != 1:
             raise InputError("out: expected contiguous rows (column stride 1)")
         chunks = -(-v // self.chunk)
-        if n * chunks >= 2**31:
-            raise InputError(f"states: {n} rows x {chunks} vocabulary chunks is over the launch limit 2**31")
+        bpr = self.blocks_per_row or max(1, -(-self._target_blocks // max(n, 1)))
+        per_block = -(-chunks // min(chunks, int(bpr)))
+        bpr = -(-chunks // per_block)
+        if n * bpr >= 2**31:
+            raise InputError(f"states: {n} rows x {bpr} blocks per row is over the launch limit 2**31")
         fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
-        args = [np.uint64(v), np.uint32(chunks), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)), np.uint64(fp),
-                np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
+        args = [np.uint64(v), np.uint32(per_block), np.uint32(bpr), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
+                np.uint64(fp), np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
                 np.uint32(1 if self.prefetch else 0)]
-        return out, chunks, args
+        if len(self._mask_cache) > 64:
+            self._mask_cache.clear()
+        self._mask_cache[key] = (n * bpr, args)
+        return out, n * bpr, args
 
     def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
              additive: bool = True) -> Any:
@@ -350,22 +405,22 @@ class GpuTrieStepper:
         a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
         `dead_count` on the device."""
         a, b, n = self._states(states)
-        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         if n:
-            self._launch("mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
+            self._launch("mask", blocks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n), *args)
         return out
 
     def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
                      additive: bool = True) -> tuple[StepStates, Any]:
         """`advance`, then `mask` of the new states, in one launch: ``(new_states, out)``."""
         a, b, n = self._states(states)
-        t = self._view(tokens, "tokens", 1, [np.int64, np.int32])
+        t = self._view(tokens, "tokens", 1, _I64_I32)
         if t.shape != (n,):
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
-        out, chunks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
+        out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         new = self._new_states(n)
         if n:
-            self._launch("advance_mask", n * chunks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
+            self._launch("advance_mask", blocks, np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(t.ptr),
                          np.uint32(t.dtype == np.int64), np.uint64(t.strides[0]), np.uint32(n), *args,
                          np.uint64(_ptr(new.node)), np.uint64(_ptr(new.off)))
         return new, out
@@ -392,6 +447,13 @@ def _array_module(name: str | None, device: int) -> _Torch | _Cupy:
         return _Cupy(device)
     except ImportError:
         raise DeviceError("the GPU stepper needs PyTorch or CuPy for its arrays") from None
+
+
+def _sm_count(device: Any) -> int:
+    try:
+        return int(device.properties.multiprocessor_count)
+    except Exception:  # noqa: BLE001 - an older cuda.core: the H200's count
+        return 132
 
 
 def _stream(handle: int) -> Any:

@@ -3,16 +3,27 @@
     python -m flashtrie.harness.stepwise_bench --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
     python -m flashtrie.harness.stepwise_bench render FILE.jsonl [...] --out-dir reports/h200-stepwise
 
+Every case of issue #12's performance section in one command (about 5 minutes on the H200, most of it
+generating and building the 100M library):
+
+    python -m flashtrie.harness.stepwise_bench --out FILE.jsonl --hf --generate \
+        --sweep-cases fixed:20M:32768,var:10M
+
+``--max-logits-gb`` skips the shapes whose logits (and bool mask) would take more device memory.
+
 Libraries: ``fixed:N:V`` (STATIC's setting: N identifiers of 8 uniform tokens below V, a numpy generator)
 and ``var:N`` (`flashtrie.datasets.generate_keywords`: lengths 1-8, 2.2M vocabulary).  For each library
 and batch x beams, two state sets: every row at the root (the first step: the most children) and rows at
 random depths of random keywords; each row's token is its keyword's next token.  Measured per step:
 
-* ``graph_us``: device time of one step (additive mask into float32 logits + advance), from CUDA events
-  around replays of a CUDA graph of the step (no host launch gaps); also mask alone, advance alone and
-  the boolean mask;
-* ``host_us``: host wall time of the eager calls (they need no synchronisation), and ``sync_us`` the
-  same with a synchronisation after each step.
+* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the additive mask of the new
+  states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the step
+  (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
+  alone, advance alone, the boolean mask, and the mask without its early logits loads;
+* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation), and
+  ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
+* ``--sweep-cases``: the fused step at other chunk sizes (``--sweep-chunks``) and blocks per row
+  (``--sweep-bpr``), sweep ``stepwise-chunk``.
 
 Next to it (``--hf``): transformers' `PrefixConstrainedLogitsProcessor` over a nested-dict trie against
 `flashtrie.hf.TrieLogitsProcessor` on the same ``input_ids`` / scores, and (``--generate``) the
@@ -79,8 +90,9 @@ def _stats(samples: list[float]) -> dict[str, float]:
     return {"mean": statistics.fmean(s), "p50": s[len(s) // 2], "p99": s[min(len(s) - 1, int(len(s) * 0.99))]}
 
 
-def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: int, eos: int, repeats: int
-                     ) -> dict[str, Any]:
+def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: int, eos: int, repeats: int,
+                     parts: bool = True) -> dict[str, Any]:
+    """Device and host time of one step; ``parts``: also mask alone, advance alone, bool, without preload."""
     import torch
 
     rows = len(states)
@@ -89,36 +101,47 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     logits = torch.randn(rows, vocab, device="cuda")
     boolmask = torch.empty(rows, vocab, dtype=torch.bool, device="cuda")
     steps: dict[str, Callable[[], Any]] = {
-        "step": lambda: (gpu.mask(d, vocab, eos, out=logits), gpu.advance(d, tok, eos)),
-        "mask": lambda: gpu.mask(d, vocab, eos, out=logits),
-        "advance": lambda: gpu.advance(d, tok, eos),
-        "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
         "fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=logits),
-        "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
-        "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
+        "step": lambda: (gpu.mask(d, vocab, eos, out=logits), gpu.advance(d, tok, eos)),
     }
+    if parts:
+        steps.update({
+            "mask": lambda: gpu.mask(d, vocab, eos, out=logits),
+            "advance": lambda: gpu.advance(d, tok, eos),
+            "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
+            "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
+            "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
+        })
     for f in steps.values():
         f()
     torch.cuda.synchronize()
-    host, synced = [], []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        steps["step"]()
-        host.append((time.perf_counter() - t0) * 1e6)
+    t0 = time.perf_counter()
+    steps["fused"]()
     torch.cuda.synchronize()
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        steps["step"]()
+    once = time.perf_counter() - t0
+    repeats = max(5, min(repeats, int(0.25 / max(once, 1e-9))))  # about 0.25 s per measurement at most
+    out: dict[str, Any] = {"repeats": repeats}
+    for name in ("fused", "step"):
+        host, synced = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            steps[name]()
+            host.append((time.perf_counter() - t0) * 1e6)
         torch.cuda.synchronize()
-        synced.append((time.perf_counter() - t0) * 1e6)
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            steps[name]()
+            torch.cuda.synchronize()
+            synced.append((time.perf_counter() - t0) * 1e6)
+        sfx = "" if name == "step" else "_fused"
+        out[f"host{sfx}_us"], out[f"sync{sfx}_us"] = _stats(host), _stats(synced)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(repeats):
         steps["step"]()
     e1.record()
     torch.cuda.synchronize()
-    out: dict[str, Any] = {"host_us": _stats(host), "sync_us": _stats(synced),
-                           "stream_us": e0.elapsed_time(e1) * 1e3 / repeats}  # eager, launch gaps included
+    out["stream_us"] = e0.elapsed_time(e1) * 1e3 / repeats  # eager, launch gaps included
     for name, f in steps.items():
         try:
             out[f"graph_{name}_us"] = _graph_us(f, repeats)
@@ -126,6 +149,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             out["graph_error"] = f"{type(e).__name__}: {e}"
             break
     out["dead_rows"] = gpu.dead_count
+    out["blocks_per_row"] = gpu.blocks_per_row
     return out
 
 
@@ -319,6 +343,10 @@ def run(args: argparse.Namespace) -> list[Record]:
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
         for b, k in shapes:
+            if b * k * vocab * 5 > args.max_logits_gb * 2**30:
+                emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"logits over --max-logits-gb "
+                            f"{args.max_logits_gb}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
+                continue
             for root in (True, False):
                 prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
                 states = cpu.start_from_prefixes(prefixes)
@@ -332,10 +360,41 @@ def run(args: argparse.Namespace) -> list[Record]:
                 except Exception as e:  # noqa: BLE001 - one failed case is recorded, the run goes on
                     emit(Record("latency", f"{args.backend}-stepwise", "error", f"{type(e).__name__}: {e}",
                                 "stepwise", wl, cfg))
+        if gpu is not None and case in args.sweep_cases.split(","):
+            _sweep(args, gpu, index, keywords, cpu, wl, emit)
         if gpu is not None and (args.hf or args.generate) and case in args.hf_cases.split(","):
             _compare_hf(args, index, keywords, wl, eos, shapes, emit)
         del gpu, cpu, index, keywords
     return records
+
+
+def _sweep(args: argparse.Namespace, gpu: Any, index: NarrowLoudsIndex, keywords: KeywordSet, cpu: TrieStepper,
+           wl: dict[str, Any], emit: Callable[[Record], None]) -> None:
+    """The fused step at other chunk sizes and blocks per row (steppers sharing ``gpu``'s device index)."""
+    from types import SimpleNamespace
+
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    shared = SimpleNamespace(index=index, _index_ptr=gpu._view_ptr)
+    v, eos = wl["vocab_size"] + 1, wl["vocab_size"]
+    for b, k in [_shape(x) for x in args.sweep_shapes.split(",")]:
+        for root in (True, False):
+            prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
+            states = cpu.start_from_prefixes(prefixes)
+            for chunk in [int(c) for c in args.sweep_chunks.split(",")]:
+                g = gpu if chunk == gpu.chunk else GpuTrieStepper(index, chunk=chunk, searcher=shared)
+                bprs = args.sweep_bpr.split(",") if chunk == gpu.chunk else ["auto"]
+                for bpr in [None if x == "auto" else int(x) for x in bprs]:
+                    g.blocks_per_row = bpr
+                    cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
+                           "chunk": chunk, "bpr": bpr or "auto"}
+                    try:
+                        emit(Record("latency", "gpu-stepwise", sweep="stepwise-chunk", workload=wl, config=cfg,
+                                    metrics=gpu_step_metrics(g, states, nxt, v, eos, args.repeats, parts=False)))
+                    except Exception as e:  # noqa: BLE001
+                        emit(Record("latency", "gpu-stepwise", "error", f"{type(e).__name__}: {e}", "stepwise-chunk",
+                                    wl, cfg))
+                g.blocks_per_row = None
 
 
 def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: KeywordSet, wl: dict[str, Any],
@@ -344,10 +403,8 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
     root = nested_dict_trie(keywords, eos)
     wl = {**wl, "dict_trie_s": round(time.perf_counter() - t0, 2)}
     if args.hf:
-        for b, k in shapes:
-            if b * k > 512:
-                continue
-            for depth in (0, 3):
+        for b, k in [_shape(x) for x in args.hf_shapes.split(",")]:
+            for depth in [int(x) for x in args.hf_depths.split(",")]:
                 rng = np.random.default_rng(depth)
                 prefixes = [keywords[int(i)][:depth].tolist() for i in rng.integers(0, len(keywords), b * k)]
                 cfg = {"batch": b, "beams": k, "rows": b * k, "depth": depth}
@@ -367,31 +424,40 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
                             cfg))
 
 
-_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_step_us", "graph_fused_us", "graph_bool_fused_us",
-          "graph_mask_noprefetch_us")
+_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_bool_step_us", "graph_mask_noprefetch_us")
+
+
+def _f(m: dict[str, Any], key: str) -> str:
+    v = m.get(key)
+    return "-" if v is None else f"{v['mean'] if isinstance(v, dict) else v:.1f}"
 
 
 def table(records: list[Record]) -> str:
-    """A Markdown table of the step records, then the HF comparisons."""
-    lines = ["| library | N | V | rows | states | device µs (graph) | mask / advance / bool step / fused / "
-             "bool fused / mask without prefetch µs | host µs | host+sync µs | eager stream µs |",
-             "| --- | ---: | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |"]
+    """Markdown tables of the step records, the chunk sweep, then the HF comparisons."""
+    lines = ["| library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
+             "mask / advance / bool fused / bool 2 launches / mask without preload µs | host µs fused | "
+             "host µs 2 launches | host+sync µs fused |",
+             "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
         w, c, m = r.workload, r.config, r.metrics
         if r.status != "ok":
-            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | |")
+            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | | |")
             continue
-        dev = m.get("graph_step_us")
-        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or "-"
+        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or m.get("graph_error", "-")
         lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
-                     f"{c['states']} | {dev:.1f} | {parts} | {m['host_us']['mean']:.1f} | {m['sync_us']['mean']:.1f} | "
-                     f"{m.get('stream_us', float('nan')):.1f} |"
-                     if dev is not None else
-                     f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
-                     f"{c['states']} | - | {m.get('graph_error', '-')} | {m['host_us']['mean']:.1f} | "
-                     f"{m['sync_us']['mean']:.1f} | {m.get('stream_us', float('nan')):.1f} |")
+                     f"{c['states']} | {_f(m, 'graph_fused_us')} | {_f(m, 'graph_step_us')} | {parts} | "
+                     f"{_f(m, 'host_fused_us')} | {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')} |")
+    sw = [r for r in records if r.sweep == "stepwise-chunk" and r.status == "ok"]
+    if sw:
+        lines += ["", "| library | rows | states | chunk | blocks per row | device µs fused | mask + advance | "
+                  "host µs fused |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        for r in sw:
+            c, m = r.config, r.metrics
+            lines.append(f"| {r.workload['case']} | {c['batch']}x{c['beams']} | {c['states']} | {c['chunk']} | "
+                         f"{c['bpr']} | {_f(m, 'graph_fused_us')} | {_f(m, 'graph_step_us')} | "
+                         f"{_f(m, 'host_fused_us')} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
     if hf:
         lines += ["", "| library | rows | depth | transformers dict-trie processor ms | ours ms | speed-up | same |",
@@ -419,11 +485,11 @@ def render(records: list[Record], out_dir: str | Path) -> Path:
     from .plots import _new, _save
 
     out = Path(out_dir)
-    ok = [r for r in records if r.sweep == "stepwise" and r.status == "ok" and "graph_step_us" in r.metrics]
-    fig, (ax,) = _new("Per-step constraint cost (mask + advance), device time", "rows (batch x beams)",
+    ok = [r for r in records if r.sweep == "stepwise" and r.status == "ok" and "graph_fused_us" in r.metrics]
+    fig, (ax,) = _new("Per-step constraint cost (advance + mask, one launch), device time", "rows (batch x beams)",
                       "µs per step", logx=True, logy=True)
     for key in sorted({(r.workload["case"], r.config["states"]) for r in ok}):
-        pts = sorted((r.config["rows"], r.metrics["graph_step_us"]) for r in ok
+        pts = sorted((r.config["rows"], r.metrics["graph_fused_us"]) for r in ok
                      if (r.workload["case"], r.config["states"]) == key)
         ax.plot(*zip(*pts, strict=True), marker="o", label=f"{key[0]} ({key[1]})")
     if ok:
@@ -457,7 +523,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
     p.add_argument("--backend", choices=("gpu", "numpy"), default="gpu")
     p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--chunk", type=int, default=32768, help="vocabulary entries per mask block (GPU)")
+    p.add_argument("--chunk", type=int, default=4096, help="vocabulary entries per mask chunk (GPU)")
+    p.add_argument("--sweep-cases", default="", help="libraries of the chunk / blocks-per-row sweep")
+    p.add_argument("--sweep-shapes", default="2x70")
+    p.add_argument("--sweep-chunks", default="1024,2048,4096,8192,32768")
+    p.add_argument("--sweep-bpr", default="auto,1,4,16,64", help="blocks per row (auto: 32 blocks per SM in all)")
+    p.add_argument("--hf-shapes", default="2x70,8x64", help="batch x beams of the transformers comparison")
+    p.add_argument("--hf-depths", default="0,1,2,3", help="depths of the rows of the transformers comparison")
+    p.add_argument("--max-logits-gb", type=float, default=32.0, help="skip shapes with larger logits + mask")
     p.add_argument("--max-seconds", type=float, default=1e9, help="skip the cases left once this is spent")
     p.add_argument("--hf", action="store_true", help="compare with transformers' processor (small libraries)")
     p.add_argument("--generate", action="store_true", help="generate() of a tiny GPT-2 with and without")

@@ -128,7 +128,7 @@ def test_walks_match_numpy(kws, seed, n):
 @settings(max_examples=30)
 @given(keyword_lists(max_keywords=10, max_length=6), st.integers(0, 2**32 - 1))
 def test_masks_match_numpy(kws, seed):
-    """Masks over vocabularies of one and of several kernel chunks (32768 entries each)."""
+    """Masks over vocabularies of one and of many kernel chunks (4096 entries each by default)."""
     import torch
 
     rnd = random.Random(seed)
@@ -138,7 +138,7 @@ def test_masks_match_numpy(kws, seed):
     trie = DictTrie(small)
     cpu, gpu = make(small)
     alphabet = sorted({x for kw in small for x in kw})
-    s, hist = cpu.start(5), [()] * 5
+    s, hist, cols = cpu.start(5), [()] * 5, []
     for _ in range(max(len(k) for k in small) + 1):
         compare_queries(cpu, gpu, s, vocab, eos)
         x = np.array([pick_token(rnd, trie, h, alphabet, eos) % vocab for h in hist], dtype=np.int64)
@@ -155,6 +155,17 @@ def test_masks_match_numpy(kws, seed):
         assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
         hist = [trie.advance(h, int(t), eos) for h, t in zip(hist, x, strict=True)]
         s = nxt
+        cols.append(x)
+    ids = np.stack(cols, 1)
+    begin = np.array([rnd.randrange(0, 3) for _ in range(5)], dtype=np.int64)
+    t_ids, t_begin = torch.as_tensor(ids, device="cuda"), torch.as_tensor(begin, device="cuda")
+    want = cpu.walk_mask(ids, vocab, eos, begin=begin, additive=False)
+    assert np.array_equal(gpu.walk_mask(t_ids, vocab, eos, begin=t_begin, additive=False).cpu().numpy(), want)
+    logits = np.random.default_rng(seed % 999).normal(size=(5, vocab)).astype(np.float32)
+    got = torch.as_tensor(logits, device="cuda")
+    gpu.walk_mask(t_ids, vocab, eos, begin=1, end=ids.shape[1] - 1, out=got)
+    cpu.walk_mask(ids, vocab, eos, begin=1, end=ids.shape[1] - 1, out=logits)
+    assert np.array_equal(got.cpu().numpy().view(np.uint32), logits.view(np.uint32))
 
 
 def test_huge_fanout_forced_prefixes_and_streams():
@@ -235,3 +246,42 @@ def test_cuda_graph_capture_of_a_step():
     cpu.mask(s0, 10, 9, out=want)
     assert np.array_equal(logits.cpu().numpy(), want)
     same_states(cpu.advance(s0, tok.cpu().numpy(), 9), nxt)
+
+
+def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
+    """Chunk size, blocks per row and the output's offset and row stride (unaligned rows) change no bit."""
+    import torch
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    rng = np.random.default_rng(5)
+    v, eos = 20_011, 20_010
+    roots = np.unique(rng.integers(0, 20_000, size=6000)).tolist()
+    kws = [[r] for r in roots] + [[roots[0], int(x)] for x in np.unique(rng.integers(0, 20_000, size=900))]
+    kws += [[7, 7, 7, 7], list(range(3000, 19000, 1000))]
+    cpu, gpu = make(kws)
+    s = cpu.start_from_prefixes([[], [roots[0]], [7, 7], [7, 7, 7, 7], [3000, 4000], [123], [], [roots[1]]])
+    x = np.array([roots[0], 5, 7, eos, 5000, 1, roots[2], eos], dtype=np.int64)
+    logits = rng.normal(size=(len(s), v)).astype(np.float32)
+    logits[:, ::5] = -0.0
+    want = logits.copy()
+    cpu.mask(s, v, eos, out=want)
+    nxt, want_f = cpu.advance_mask(s, x, v, eos, out=logits.copy())
+    want_b = cpu.mask(s, v, eos, additive=False)
+    d, tok = dev(s), torch.as_tensor(x, device="cuda")
+    for g in (gpu, GpuTrieStepper(cpu.index, chunk=1024)):
+        for bpr in (None, 1, 3, 10_000):
+            g.blocks_per_row = bpr
+            for off in (0, 1, 3):
+                base = torch.zeros(len(s), v + 9, device="cuda")
+                out = base[:, off:off + v]
+                out.copy_(torch.as_tensor(logits, device="cuda"))
+                g.mask(d, v, eos, out=out)
+                assert np.array_equal(out.cpu().numpy().view(np.uint32), want.view(np.uint32)), (g.chunk, bpr, off)
+                out.copy_(torch.as_tensor(logits, device="cuda"))
+                new, _ = g.advance_mask(d, tok, v, eos, out=out)
+                same_states(nxt, new)
+                assert np.array_equal(out.cpu().numpy().view(np.uint32), want_f.view(np.uint32)), (g.chunk, bpr, off)
+                bb = torch.zeros(len(s), v + 21, dtype=torch.bool, device="cuda")
+                g.mask(d, v, eos, out=bb[:, off:off + v], additive=False)
+                assert np.array_equal(bb[:, off:off + v].cpu().numpy(), want_b), (g.chunk, bpr, off)
+                assert not bb[:, :off].any() and not bb[:, off + v:].any()

@@ -9,7 +9,8 @@ pytest.importorskip("cuda.bindings.nvrtc")
 
 from flashtrie.gpu_impl.compile import compile_kernel, spill_report  # noqa: E402
 
-ENTRIES = ["ft_step_advance", "ft_step_walk", "ft_step_mask", "ft_step_advance_mask", "ft_step_count", "ft_step_fill"]
+ENTRIES = ["ft_step_advance", "ft_step_walk", "ft_step_mask", "ft_step_advance_mask", "ft_step_walk_mask",
+           "ft_step_count", "ft_step_fill"]
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

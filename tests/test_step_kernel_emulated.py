@@ -49,7 +49,7 @@ def _lib(tmp: str, chunk: int) -> ctypes.CDLL | None:
     return lib
 
 
-@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk32768", "chunk1024"])
+@pytest.fixture(scope="module", params=[CHUNK, 1024], ids=["chunk-default", "chunk1024"])
 def lib(request, tmp_path_factory):
     lib = _lib(str(tmp_path_factory.mktemp("emu")), request.param)
     if lib is None:
@@ -88,16 +88,27 @@ class Emu:
     def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
         n = len(s)
         no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
-        self.lib.emu_advance(U32(-(-n // TH)), _p(self.view), _p(s.node), _p(s.off), _p(tok),
+        self.lib.emu_advance(U32(n), _p(self.view), _p(s.node), _p(s.off), _p(tok),
                              U32(tok.dtype == np.int64), U64(1), U32(n), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
         no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-        self.lib.emu_walk(U32(-(-n // TH)), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+        self.lib.emu_walk(U32(n), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
                           _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
+
+    def walk_mask(self, ids: np.ndarray, begin: np.ndarray, end: int, v: int, e: tuple[int, ...], per_block: int,
+                  out: np.ndarray | None = None) -> np.ndarray:
+        """The fused walk + mask kernel: additive into ``out``, else a bool mask."""
+        n, chunks = ids.shape[0], -(-v // self.lib.chunk)
+        bpr = -(-chunks // per_block)
+        ob = None if out is not None else np.empty((n, v), np.uint8)
+        self.lib.emu_walk_mask(U32(n * bpr), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+                               _p(None), I64(end), U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)),
+                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
+        return out if out is not None else ob.astype(bool)
 
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
         n = len(s)
@@ -124,18 +135,22 @@ class Emu:
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
-             tok: np.ndarray | None = None) -> tuple[np.ndarray, int, StepStates | None]:
-        """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool."""
+             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1
+             ) -> tuple[np.ndarray, int, StepStates | None]:
+        """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool;
+        each block over ``per_block`` chunks (flags bit 0: the logits are loaded before the decode)."""
         n, chunks = len(s), -(-v // self.lib.chunk)
+        bpr = -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        common = [U64(v), U32(chunks), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc)]
+        common = [U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
+                  U32(flags)]
         if tok is None:
-            self.lib.emu_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
+            self.lib.emu_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            self.lib.emu_advance_mask(U32(n * chunks), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
+            self.lib.emu_advance_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
                                       U64(1), U32(n), *common, _p(no), _p(oo))
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new
@@ -145,7 +160,7 @@ def _same(a: StepStates, b: StepStates) -> None:
     assert np.array_equal(a.node, b.node) and np.array_equal(a.off, b.off), (a, b)
 
 
-def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...]) -> None:
+def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...], per_block: int = 1) -> None:
     o1, t1 = cpu.allowed(s)
     o2, t2 = emu.csr(s)
     assert np.array_equal(o1, o2) and np.array_equal(t1.astype(np.int64), t2)
@@ -156,13 +171,15 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     if v is None:
         return
     d0 = cpu.dead_count
-    m, dead, _ = emu.mask(s, v, e)
+    m, dead, _ = emu.mask(s, v, e, per_block=per_block)
     assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
     logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
     logits[:, ::7] = -0.0
+    logits[:, 3::11] = np.inf
+    logits[:, 5::13] = np.nan
     want, got = logits.copy(), logits.copy()
     cpu.mask(s, v, e, out=want)
-    emu.mask(s, v, e, out=got)
+    emu.mask(s, v, e, out=got, per_block=per_block, flags=per_block & 1)
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
@@ -183,15 +200,21 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
     alphabet = sorted({x for kw in kws for x in kw})
     s, hist, cols = cpu.start(n), [()] * n, []
     for _ in range(max(len(k) for k in kws) + 2):
-        _compare(cpu, emu, s, v, e)
+        per_block = rnd.choice([1, 2, 5])
+        _compare(cpu, emu, s, v, e, per_block)
         x = np.array([pick_token(rnd, trie, h, alphabet, e) for h in hist], dtype=np.int64)
         if v:
             x %= v
             d0 = cpu.dead_count
             ns, want = cpu.advance_mask(s, x, v, e, additive=False)
-            got, dead, gs = emu.mask(s, v, e, tok=x)
+            got, dead, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
             _same(ns, gs)
             assert np.array_equal(want, got) and dead == cpu.dead_count - d0
+            logits = np.random.default_rng(seed % 97).normal(size=(n, v)).astype(np.float32)
+            lw, lg = logits.copy(), logits.copy()
+            cpu.advance_mask(s, x, v, e, out=lw)
+            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1))
+            assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
         cols.append(x)
         nxt = cpu.advance(s, x, e)
         _same(nxt, emu.advance(s, x, e))
@@ -201,7 +224,17 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
         s = nxt
     ids = np.ascontiguousarray(np.stack(cols, 1))
     begin = np.array([rnd.randrange(0, 3) for _ in range(n)], dtype=np.int64)
-    _same(cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=e), emu.walk(ids, begin, ids.shape[1] - 1, e))
+    walked = cpu.walk(ids, begin=begin, end=ids.shape[1] - 1, eos_token_id=e)
+    _same(walked, emu.walk(ids, begin, ids.shape[1] - 1, e))
+    if v:
+        per_block = rnd.choice([1, 3])
+        got = emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block)
+        assert np.array_equal(got, cpu.mask(walked, v, e, additive=False))
+        logits = np.random.default_rng(seed % 89).normal(size=(n, v)).astype(np.float32)
+        want, got = logits.copy(), logits.copy()
+        cpu.mask(walked, v, e, out=want)
+        emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block, out=got)
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
 def test_huge_fanout_over_several_chunks(lib):
@@ -240,3 +273,27 @@ def test_node_flags_kernel_on_many_blocks_and_a_huge_fanout(lib):
     kws += [rng.integers(0, 20, size=int(rng.integers(1, 7))).tolist() for _ in range(6000)]
     kws += [[3, 3, 3, int(u)] for u in range(2000)]  # a 2000-way node under a chain
     _flags_match(lib, NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)))
+
+
+def test_block_searches_on_huge_fanout(lib):
+    """Thousands of siblings (several rounds of the block-wide searches), across chunks and 16-bit labels."""
+    rng = np.random.default_rng(3)
+    v, e = 150_001, (150_000,)
+    roots = np.unique(rng.integers(0, 150_000, size=4000)).tolist()
+    under = np.unique(rng.integers(60_000, 140_000, size=2500)).tolist()
+    kws = [[r] for r in roots] + [[5, 6, 7, u] for u in under] + [[5, 6, 7], [9, 8, 7, 6, 5, 4]]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    s = cpu.start_from_prefixes([[], [5, 6, 7], [5, 6], [9, 8, 7]])
+    x = np.array([roots[-1], under[len(under) // 2], 7, 6], dtype=np.int64)
+    for per_block in (7, 40):
+        m, _, _ = emu.mask(s, v, e, per_block=per_block)
+        assert np.array_equal(m, cpu.mask(s, v, e, additive=False))
+        ns, want = cpu.advance_mask(s, x, v, e, additive=False)
+        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
+        _same(ns, gs)
+        assert np.array_equal(want, got)
+    ids = np.array([[5, 6, 7, under[3]], [5, 6, 7, 1], [0, 0, 5, 6], [0, 9, 8, 7]], dtype=np.int64)
+    begin = np.array([0, 0, 2, 1], dtype=np.int64)
+    walked = cpu.walk(ids, begin=begin, eos_token_id=e)
+    assert np.array_equal(emu.walk_mask(ids, begin, 4, v, e, 9), cpu.mask(walked, v, e, additive=False))

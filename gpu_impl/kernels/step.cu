@@ -4,11 +4,14 @@
 // the edge length at the node, the root (0, 0); node -1 is DEAD and -2 FINISHED (flashtrie/stepwise.py).
 // Every kernel gives exactly what the numpy backend gives (flashtrie.stepwise.TrieStepper); a state that is
 // not valid for the index (node or off out of range) reads as DEAD here, where numpy refuses it.
-//   ft_step_advance  one thread per state: the state after one token (EOS handling included)
-//   ft_step_walk     one thread per row: the state after a row's tokens ids[r, begin:end] from the root
-//   ft_step_mask     one block per (state, chunk of CHUNK vocabulary entries): a bitmap of the allowed
-//                    tokens in shared memory, then 0 / -inf added to float32 logits, or a bool mask
-//   ft_step_advance_mask  both in one launch: the new states and their mask (one decode chain, one launch)
+//   ft_step_advance  one block per state: the state after one token (EOS handling included; the child
+//                    range and the child found block-wide)
+//   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root
+//   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries:
+//                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
+//                    then 0 / -inf added to float32 logits (16-byte accesses), or a bool mask
+//   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step)
+//   ft_step_walk_mask     walk (block-wide per row), then the mask of the walked states, in one launch
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
 
@@ -18,7 +21,7 @@
 #define FT_STEP_THREADS 256
 #endif
 #ifndef FT_STEP_CHUNK
-#define FT_STEP_CHUNK 32768  // vocabulary entries per mask block (a power of two; the bitmap is CHUNK / 8 bytes)
+#define FT_STEP_CHUNK 4096  // vocabulary entries per mask chunk (a power of two; the bitmap is CHUNK / 8 bytes)
 #endif
 #define CHUNK ((u32)FT_STEP_CHUNK)
 #define ST_DEAD (-1ll)
@@ -51,7 +54,7 @@ __device__ __forceinline__ void child_range(const IndexView& I, u32 node, Pos& p
 }
 
 // Decode a state; `children` also computes the child range of a state at a node.
-__device__ Pos decode(const IndexView& I, i64 node, i64 off, bool children) {
+__device__ __forceinline__ Pos decode(const IndexView& I, i64 node, i64 off, bool children) {
     Pos p;
     p.kind = K_DEAD; p.node = 0; p.off = 0; p.first = p.mid = p.end = p.r0 = 0; p.tok = 0; p.term = false;
     if (node == ST_FINISHED && off == 0) { p.kind = K_FIN; return p; }
@@ -85,169 +88,419 @@ __device__ __forceinline__ bool is_eos(const i64* eos, u32 n_eos, i64 x) {
     return false;
 }
 
-// The state after token x (as flashtrie.stepwise.TrieStepper.advance).
-__device__ void advance_one(const IndexView& I, i64& node, i64& off, i64 x, const i64* eos, u32 n_eos) {
-    if (node == ST_FINISHED && off == 0) return;
-    const Pos p = decode(I, node, off, false);
-    node = ST_DEAD; off = 0;
-    if (p.kind == K_FIN) { node = ST_FINISHED; return; }
-    if (p.kind == K_DEAD) return;
-    if (is_eos(eos, n_eos, x)) {
-        if (p.kind == K_AT && p.term) node = ST_FINISHED;
-        return;
-    }
-    if (x < 0 || x > 0xFFFFFFFEll) return;
-    if (p.kind == K_MID) {
-        if ((i64)p.tok == x) { node = p.node; off = (i64)p.off + 1; }
-        return;
-    }
-    Pos q = p;
-    child_range(I, p.node, q);
-    const u32 c = find_child(I, q.first, q.mid, q.end, q.r0, (u32)x);
-    if (c != NO_NODE) { node = c; off = 1; }
+// ---------------------------------------------------------------------------------- block-wide pieces
+// Every thread of the block calls these with the same arguments (they hold __syncthreads).
+
+// Where the first child of [first, end) with label >= x can be, for distinct ascending labels below V:
+// child first + k has a label >= k, and only the last V - x children can have labels >= x.
+__device__ __forceinline__ void label_window(u32 first, u32 end, u64 V, u64 x, u32& lo, u32& hi) {
+    lo = first;
+    hi = end;
+    if (x < (u64)(end - first)) hi = first + (u32)x;
+    const u64 above = V > x ? V - x : 0ull;
+    if (above < (u64)(end - first)) lo = max(lo, end - (u32)above);
 }
 
+// First index in [lo, hi) whose child label is >= x (hi if none): a blockDim-ary search, one
+// __syncthreads_count per round (2 rounds for 65,536 children at 256 threads).
+__device__ u32 block_lower_bound(const IndexView& I, u32 lo, u32 hi, u32 mid, u32 r0, u64 x) {
+    const u32 T = blockDim.x;
+    while (lo < hi) {
+        const u32 step = (hi - lo + T - 1) / T;
+        const u64 q = (u64)lo + (u64)(threadIdx.x + 1) * step - 1;
+        const bool lt = q < hi && (u64)child_label(I, (u32)q, mid, r0) < x;
+        lo += (u32)__syncthreads_count(lt) * step;
+        hi = (u32)min((u64)hi, (u64)lo + step - 1);
+    }
+    return lo;
+}
+
+// Both bounds of a chunk at once (the probes of a round are loaded together): a = lower bound of xa in
+// [la, ha), b = lower bound of xb in [lb, hb).
+__device__ void block_lower_bound2(const IndexView& I, u32 mid, u32 r0, u32 la, u32 ha, u64 xa, u32 lb, u32 hb,
+                                   u64 xb, u32& a, u32& b) {
+    const u32 T = blockDim.x;
+    while (la < ha || lb < hb) {
+        const u32 sa = (ha - la + T - 1) / T, sb = (hb - lb + T - 1) / T;
+        const u64 qa = (u64)la + (u64)(threadIdx.x + 1) * sa - 1, qb = (u64)lb + (u64)(threadIdx.x + 1) * sb - 1;
+        const bool lta = la < ha && qa < ha && (u64)child_label(I, (u32)qa, mid, r0) < xa;
+        const bool ltb = lb < hb && qb < hb && (u64)child_label(I, (u32)qb, mid, r0) < xb;
+        la += (u32)__syncthreads_count(lta) * sa;
+        lb += (u32)__syncthreads_count(ltb) * sb;
+        if (sa) ha = (u32)min((u64)ha, (u64)la + sa - 1);
+        if (sb) hb = (u32)min((u64)hb, (u64)lb + sb - 1);
+    }
+    a = la;
+    b = lb;
+}
+
+// Lower bounds of two monotone predicates at once, block-wide: a = first q in [la, ha) with !lt_a(q) (ha if
+// none), b likewise; a blockDim-ary search, the probes of a round loaded together.
+template <class PA, class PB>
+__device__ void block_search2(u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, u64& a, u64& b) {
+    const u64 T = blockDim.x;
+    while (la < ha || lb < hb) {
+        const u64 sa = (ha - la + T - 1) / T, sb = (hb - lb + T - 1) / T;
+        const u64 qa = la + (threadIdx.x + 1) * sa - 1, qb = lb + (threadIdx.x + 1) * sb - 1;
+        const bool ya = la < ha && qa < ha && lt_a(qa);
+        const bool yb = lb < hb && qb < hb && lt_b(qb);
+        la += (u64)__syncthreads_count(ya) * sa;
+        lb += (u64)__syncthreads_count(yb) * sb;
+        if (sa) ha = min(ha, la + sa - 1);
+        if (sb) hb = min(hb, lb + sb - 1);
+    }
+    a = la;
+    b = lb;
+}
+
+// Children [first, end) of `node`, block-wide (child_range's result without its serial select0): the
+// LOUDS zeros number node - 1 and node, each the first q with q - rank1(q) = zeros before q > j, found by
+// block_search2 over [j + 1, j + num_nodes] (a node's zero has at most num_nodes - 1 ones before it).
+__device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
+    const u64 n = I.num_nodes;
+    auto zeros_le = [&](u64 j) {
+        return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
+    };
+    u64 ustart, zend;  // ustart: one past zero node - 1 (0 for the root); zend: one past zero node
+    block_search2(node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull, zeros_le((u64)node - 1),
+                  (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
+    p.first = (u32)(ustart - node + 1);
+    p.end = (u32)(zend - 1 - node + 1);
+    p.r0 = rank1(I.hi_words, I.hi_rank, p.first);
+    p.mid = p.end - (rank1(I.hi_words, I.hi_rank, p.end) - p.r0);
+}
+
+// Decode (node, off) with its child range, the same Pos in every thread (thread 0 decodes into *P; a state at
+// a node then finds its children block-wide).  The caller syncs before P is written again.
+__device__ __forceinline__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
+    if (threadIdx.x == 0) *P = decode(I, node, off, false);
+    __syncthreads();
+    Pos p = *P;
+    if (p.kind == K_AT) block_child_range(I, p.node, p);
+    return p;
+}
+
+// The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V):
+// the child search is a block_lower_bound over label_window.  The result is in s_state[0..1] for every thread.
+__device__ __forceinline__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos,
+                                              u32 n_eos, Pos* P, i64* s_state) {
+    const Pos p = block_decode(I, node, off, P);
+    bool search = false;
+    if (threadIdx.x == 0) {
+        i64 nn = ST_DEAD, no = 0;
+        if (node == ST_FINISHED && off == 0) {
+            nn = ST_FINISHED;
+        } else if (p.kind == K_FIN) {
+            nn = ST_FINISHED;
+        } else if (p.kind != K_DEAD) {
+            if (is_eos(eos, n_eos, x)) {
+                if (p.kind == K_AT && p.term) nn = ST_FINISHED;
+            } else if (x >= 0 && (u64)x < V && x <= 0xFFFFFFFEll) {
+                if (p.kind == K_MID) {
+                    if ((i64)p.tok == x) { nn = p.node; no = (i64)p.off + 1; }
+                } else {
+                    search = true;
+                }
+            }
+        }
+        s_state[0] = nn; s_state[1] = no; s_state[2] = search ? 1 : 0;
+    }
+    __syncthreads();
+    if (s_state[2]) {  // uniform
+        u32 lo, hi;
+        label_window(p.first, p.end, V, (u64)x, lo, hi);
+        const u32 c = block_lower_bound(I, lo, hi, p.mid, p.r0, (u64)x);
+        if (threadIdx.x == 0 && c < p.end && (i64)child_label(I, c, p.mid, p.r0) == x) {
+            s_state[0] = c; s_state[1] = 1;
+        }
+    }
+    __syncthreads();
+}
+
+#define NO_VOCAB (1ull << 32)  // advance and walk know no vocabulary: every label is below 2**32
+
+// One block per state: the state after its token (block_advance).
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_advance(const IndexView* __restrict__ view, const i64* node_in, const i64* off_in, const void* tok,
                 u32 tok_is64, u64 tok_stride, u32 n, const i64* __restrict__ eos, u32 n_eos, i64* node_out,
                 i64* off_out) {
     __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    i64 node = node_in[r], off = off_in[r];
+    const u32 r = blockIdx.x;
     const i64 x = tok_is64 ? ((const i64*)tok)[(u64)r * tok_stride] : (i64)((const int*)tok)[(u64)r * tok_stride];
-    advance_one(I, node, off, x, eos, n_eos);
-    node_out[r] = node;
-    off_out[r] = off;
+    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state);
+    if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
 }
 
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+// One block per row: the state after the row's tokens ids[r, begin:end] from the root.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
 ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u64 row_stride, u32 n,
              const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end, i64 end_all,
              const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= n) return;
-    const i64 b = begin ? begin[r] : begin_all;
-    const i64 e = end ? end[r] : end_all;
+    const u32 r = blockIdx.x;
+    const i64 c0 = begin ? begin[r] : begin_all;
+    const i64 c1 = end ? end[r] : end_all;
     i64 node = 0, off = 0;
-    for (i64 c = b; c < e; ++c) advance_one(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), eos, n_eos);
-    node_out[r] = node;
-    off_out[r] = off;
-}
-
-// First child in [first, end) whose label is >= x (labels ascending).
-__device__ __forceinline__ u32 child_lower_bound(const IndexView& I, u32 first, u32 mid, u32 end, u32 r0, u64 x) {
-    u32 lo = first, len = end - first;
-    while (len > 0) {
-        const u32 half = len >> 1;
-        if ((u64)child_label(I, lo + half, mid, r0) < x) { lo += half + 1; len -= half + 1; } else { len = half; }
+    for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
+        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state);
+        node = s_state[0];
+        off = s_state[1];
     }
-    return lo;
+    if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-#ifdef __CUDA_ARCH__
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
-#endif
+__device__ __forceinline__ void set_bit(u32* bits, u32 k) { atomicOr(&bits[k >> 5], 1u << (k & 31)); }
+__device__ __forceinline__ bool get_bit(const u32* bits, u64 k) { return (bits[k >> 5] >> (k & 31)) & 1u; }
+
+#define VPT 4  // 16-byte vectors per thread per pass
+
+// Logits [ca, cb) of a row: the 16-byte aligned vectors [a, a + 4 nvec) and scalar ends.
+struct Span { u64 a, nvec; };
+
+__device__ __forceinline__ Span float_span(const float* rowp, u64 ca, u64 cb) {
+    const u32 mis = (u32)(((unsigned long long)(rowp + ca) >> 2) & 3u);
+    u64 a = ca + ((4u - mis) & 3u);
+    if (a > cb) a = cb;
+    return Span{a, (cb - a) >> 2};
 }
 
-// One block's part of a mask: state (node, off) of `row`, vocabulary entries [v0, v1).  The block's threads
-// first ask L2 for their logits (FT_PREFETCH) so the loads overlap the thread-0 decode.
-__device__ void mask_block(const IndexView& I, i64 node, i64 off, u32 row, u64 v0, u64 V, const i64* eos,
-                           u32 n_eos, float* outf, unsigned char* outb, u64 row_stride,
-                           unsigned long long* dead_count, u32 flags) {
-    __shared__ u32 bits[CHUNK / 32];
-    __shared__ Pos P;
-    __shared__ u32 lo_c, hi_c;
-    const u64 v1 = min(V, v0 + CHUNK);
-    const u64 base = (u64)row * row_stride;
-    if (outf && (flags & 1u))
-        for (u64 v = v0 + 32ull * threadIdx.x; v < v1; v += 32ull * blockDim.x)
-            prefetch_l2(outf + base + v);
-    for (u32 i = threadIdx.x; i < CHUNK / 32; i += blockDim.x) bits[i] = 0u;
-    if (threadIdx.x == 0) {
-        P = decode(I, node, off, true);
-        if (v0 == 0 && P.kind == K_DEAD) atomicAdd(dead_count, 1ull);
-    }
-    __syncthreads();
-    const Pos p = P;
-    if (p.kind == K_AT) {
-        // every label is below V (checked on the host): the first and last chunks need no search
-        if (threadIdx.x == 0) lo_c = v0 == 0 ? p.first : child_lower_bound(I, p.first, p.mid, p.end, p.r0, v0);
-        if (threadIdx.x == 32) hi_c = v1 >= V ? p.end : child_lower_bound(I, p.first, p.mid, p.end, p.r0, v1);
-        __syncthreads();
-        for (u32 c = lo_c + threadIdx.x; c < hi_c; c += blockDim.x) {
-            const u32 k = (u32)(child_label(I, c, p.mid, p.r0) - v0);
-            atomicOr(&bits[k >> 5], 1u << (k & 31));
+__device__ __forceinline__ float masked(float x, bool ok) {
+    return __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000));
+}
+
+// 0 / -inf added to the logits of [ca, cb) from the chunk's bitmap; r holds pass 0's vectors (preload).
+__device__ void add_chunk(const u32* bits, float* rowp, u64 ca, u64 cb, float4 (&r)[VPT]) {
+    const u32 T = blockDim.x;
+    const Span s = float_span(rowp, ca, cb);
+    float4* vp = reinterpret_cast<float4*>(rowp + s.a);
+    const u64 k0 = s.a - ca;
+    for (u64 i0 = 0; i0 < s.nvec; i0 += (u64)VPT * T) {
+        if (i0) {
+#pragma unroll
+            for (int j = 0; j < VPT; ++j) {
+                const u64 i = i0 + threadIdx.x + (u64)j * T;
+                if (i < s.nvec) r[j] = vp[i];
+            }
         }
-    }
-    if (threadIdx.x == 0) {
-        if (p.kind == K_MID && p.tok >= v0 && p.tok < v1) {
-            const u32 k = (u32)(p.tok - v0);
-            atomicOr(&bits[k >> 5], 1u << (k & 31));
-        }
-        if (p.kind != K_MID && (p.kind != K_AT || p.term)) {
-            for (u32 e = 0; e < n_eos; ++e) {
-                const i64 x = __ldg(&eos[e]);
-                if (x >= (i64)v0 && x < (i64)v1) {
-                    const u32 k = (u32)(x - (i64)v0);
-                    atomicOr(&bits[k >> 5], 1u << (k & 31));
-                }
+#pragma unroll
+        for (int j = 0; j < VPT; ++j) {
+            const u64 i = i0 + threadIdx.x + (u64)j * T;
+            if (i < s.nvec) {
+                const u64 k = k0 + 4 * i;
+                float4 y = r[j];
+                y.x = masked(y.x, get_bit(bits, k));
+                y.y = masked(y.y, get_bit(bits, k + 1));
+                y.z = masked(y.z, get_bit(bits, k + 2));
+                y.w = masked(y.w, get_bit(bits, k + 3));
+                vp[i] = y;
             }
         }
     }
-    __syncthreads();
-    for (u64 v = v0 + threadIdx.x; v < v1; v += blockDim.x) {
-        const u32 k = (u32)(v - v0);
-        const bool ok = (bits[k >> 5] >> (k & 31)) & 1u;
-        if (outf) {
-            const float x = outf[base + v];
-            outf[base + v] = __fadd_rn(x, ok ? 0.0f : __int_as_float(0xff800000));
-        } else {
-            outb[base + v] = ok ? 1 : 0;
-        }
+    for (u64 v = ca + threadIdx.x; v < s.a; v += T) rowp[v] = masked(rowp[v], get_bit(bits, v - ca));
+    for (u64 v = s.a + 4 * s.nvec + threadIdx.x; v < cb; v += T) rowp[v] = masked(rowp[v], get_bit(bits, v - ca));
+}
+
+__device__ __forceinline__ void preload(const float* rowp, u64 ca, u64 cb, float4 (&r)[VPT]) {
+    const Span s = float_span(rowp, ca, cb);
+    const float4* vp = reinterpret_cast<const float4*>(rowp + s.a);
+#pragma unroll
+    for (int j = 0; j < VPT; ++j) {
+        const u64 i = threadIdx.x + (u64)j * blockDim.x;
+        if (i < s.nvec) r[j] = vp[i];
     }
+}
+
+// The bool mask of [ca, cb): 16-byte stores of 16 entries where aligned.
+__device__ void bool_chunk(const u32* bits, unsigned char* rowb, u64 ca, u64 cb) {
+    const u32 T = blockDim.x;
+    const u32 mis = (u32)((unsigned long long)(rowb + ca) & 15u);
+    u64 a = ca + ((16u - mis) & 15u);
+    if (a > cb) a = cb;
+    const u64 nvec = (cb - a) >> 4;
+    uint4* vp = reinterpret_cast<uint4*>(rowb + a);
+    for (u64 i = threadIdx.x; i < nvec; i += T) {
+        const u64 k = a - ca + 16 * i;
+        u32 w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            w[j] = 0;
+#pragma unroll
+            for (int t = 0; t < 4; ++t) w[j] |= (u32)get_bit(bits, k + 4 * j + t) << (8 * t);
+        }
+        vp[i] = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    for (u64 v = ca + threadIdx.x; v < a; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
+    for (u64 v = a + 16 * nvec + threadIdx.x; v < cb; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
+}
+
+// A block's part of a row's mask: vocabulary entries [v_begin, v_end), CHUNK at a time, for the decoded
+// state p (*P, shared; with its child range).  Bitmap of the chunk's allowed tokens in shared memory, then
+// 0 / -inf added to float32 logits (16-byte loads and stores), or a bool mask (16-byte stores).
+__device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_end, u64 V, const i64* eos,
+                          u32 n_eos, float* rowf, unsigned char* rowb, u32* bits, float4 (&r)[VPT]) {
+    const u32 T = blockDim.x;
+    const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
+    u32 lo_c = 0, hi_c = 0;
+    if (p.kind == K_AT) {  // the first chunk's bounds, searched together
+        const u64 cb = min(v_end, v_begin + CHUNK);
+        u32 la, ha, lb, hb;
+        label_window(p.first, p.end, V, v_begin, la, ha);
+        label_window(p.first, p.end, V, cb, lb, hb);
+        if (v_begin == 0) la = ha = p.first;
+        if (cb >= V) lb = hb = p.end;
+        block_lower_bound2(I, p.mid, p.r0, la, ha, v_begin, lb, hb, cb, lo_c, hi_c);
+    }
+    for (u64 ca = v_begin; ca < v_end; ca += CHUNK) {
+        const u64 cb = min(v_end, ca + CHUNK);
+        const u32 width = (u32)(cb - ca);
+        if (rowf && ca != v_begin) preload(rowf, ca, cb, r);  // in flight during the search and the bitmap
+        if (p.kind == K_AT && ca != v_begin) {
+            u32 lo, hi;
+            label_window(p.first, p.end, V, cb, lo, hi);
+            hi_c = cb >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, cb);
+        }
+        if (hi_c - lo_c == width) {  // every entry of the chunk is a child label
+            for (u32 i = threadIdx.x; i < CHUNK / 32; i += T) {
+                const u32 k = 32 * i;
+                bits[i] = k >= width ? 0u : (width - k >= 32 ? ~0u : ((1u << (width - k)) - 1u));
+            }
+        } else {
+            for (u32 i = threadIdx.x; i < CHUNK / 32; i += T) bits[i] = 0u;
+        }
+        __syncthreads();
+        if (hi_c - lo_c != width) {
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
+                set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
+        }
+        if (threadIdx.x == 0) {
+            if (p.kind == K_MID && p.tok >= ca && p.tok < cb) set_bit(bits, (u32)(p.tok - ca));
+            if (eos_ok)
+                for (u32 e = 0; e < n_eos; ++e) {
+                    const i64 x = __ldg(&eos[e]);
+                    if (x >= (i64)ca && x < (i64)cb) set_bit(bits, (u32)(x - (i64)ca));
+                }
+        }
+        __syncthreads();
+        if (rowf) add_chunk(bits, rowf, ca, cb, r); else bool_chunk(bits, rowb, ca, cb);
+        __syncthreads();  // before the next chunk's bitmap
+        lo_c = hi_c;
+    }
+}
+
+// Block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row (flags bit 0: load the
+// first chunk's logits before the state is decoded, so that the loads overlap the decode).
+struct MaskArgs {
+    u64 V;
+    u32 per_block, blocks_per_row;
+};
+
+__device__ __forceinline__ void row_span(u64 V, u32 per_block, u32 b, u64& v0, u64& v1) {
+    v0 = min(V, (u64)b * per_block * CHUNK);
+    v1 = min(V, v0 + (u64)per_block * CHUNK);
+}
+
+__device__ __forceinline__ void early_loads(const float* rowf, u64 v0, u64 v1, u32 flags, float4 (&r)[VPT]) {
+    if (rowf && (flags & 1u)) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+}
+
+__device__ __forceinline__ void count_dead(const Pos& p, u32 b, unsigned long long* dead_count) {
+    if (threadIdx.x == 0 && b == 0 && p.kind == K_DEAD) atomicAdd(dead_count, 1ull);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in, const i64* __restrict__ off_in,
-             u32 n, u64 V, u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+             u32 n, u64 V, u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
              unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
     __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const u32 row = blockIdx.x / chunks_per_row;
-    mask_block(I, node_in[row], off_in[row], row, (u64)(blockIdx.x % chunks_per_row) * CHUNK, V, eos, n_eos, outf,
-               outb, row_stride, dead_count, flags);
+    const Pos p = block_decode(I, node_in[row], off_in[row], &P);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
 }
 
 // advance, then the mask of the new states, in one launch: every block of a row advances the row's state
-// (the first block of the row stores it), then masks its chunk.  `node_out` must not alias `node_in`.
+// (block 0 of the row stores it), then masks its part.  `node_out` must not alias `node_in`.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in,
                      const i64* __restrict__ off_in, const void* tok, u32 tok_is64, u64 tok_stride, u32 n, u64 V,
-                     u32 chunks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf, unsigned char* outb,
-                     u64 row_stride, unsigned long long* dead_count, u32 flags, i64* node_out, i64* off_out) {
+                     u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+                     unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags, i64* node_out,
+                     i64* off_out) {
     __shared__ IndexView I;
-    __shared__ i64 s_node, s_off;
-    const u32 row = blockIdx.x / chunks_per_row;
-    const u32 chunk = blockIdx.x % chunks_per_row;
-    if (threadIdx.x == 0) {
-        I = *view;
-        i64 node = node_in[row], off = off_in[row];
-        const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride]
-                               : (i64)((const int*)tok)[(u64)row * tok_stride];
-        advance_one(I, node, off, x, eos, n_eos);
-        if (chunk == 0) { node_out[row] = node; off_out[row] = off; }
-        s_node = node; s_off = off;
-    }
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
+    if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    mask_block(I, s_node, s_off, row, (u64)chunk * CHUNK, V, eos, n_eos, outf, outb, row_stride, dead_count, flags);
+    const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride] : (i64)((const int*)tok)[(u64)row * tok_stride];
+    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, s_state);
+    const i64 nn = s_state[0], no = s_state[1];
+    if (threadIdx.x == 0 && b == 0) { node_out[row] = nn; off_out[row] = no; }
+    __syncthreads();  // every thread has read s_state and P before P is decoded again
+    const Pos p = block_decode(I, nn, no, &P);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
+}
+
+// walk, then the mask of the walked states, in one launch (the processor of flashtrie/hf.py): every block of
+// a row walks ids[row, begin:end) from the root block-wide (block_advance per token), then masks its part.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
+ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ ids, u64 ids_stride, u32 n,
+                  const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end, i64 end_all, u64 V,
+                  u32 per_block, u32 blocks_per_row, const i64* __restrict__ eos, u32 n_eos, float* outf,
+                  unsigned char* outb, u64 row_stride, unsigned long long* dead_count, u32 flags) {
+    __shared__ IndexView I;
+    __shared__ Pos P;
+    __shared__ i64 s_state[3];
+    __shared__ u32 bits[CHUNK / 32];
+    const u32 row = blockIdx.x / blocks_per_row, b = blockIdx.x % blocks_per_row;
+    u64 v0, v1;
+    row_span(V, per_block, b, v0, v1);
+    float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
+    unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    float4 r[VPT];
+    early_loads(rowf, v0, v1, flags, r);
+    if (threadIdx.x == 0) I = *view;
+    __syncthreads();
+    const i64 c0 = begin ? begin[row] : begin_all;
+    const i64 c1 = end ? end[row] : end_all;
+    i64 node = 0, off = 0;
+    for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
+        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, s_state);
+        node = s_state[0];
+        off = s_state[1];
+    }
+    const Pos p = block_decode(I, node, off, &P);
+    count_dead(p, b, dead_count);
+    if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
+    mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)

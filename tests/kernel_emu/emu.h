@@ -7,6 +7,7 @@
 #include <vector>
 #include <algorithm>
 #include <functional>
+#include <atomic>
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim;
@@ -14,7 +15,7 @@ inline std::barrier<>* g_bar = nullptr;
 #define __device__
 #define __global__
 #define __forceinline__ inline
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
@@ -27,6 +28,23 @@ inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v)
 inline float __fadd_rn(float a, float b) { volatile float r = a + b; return r; }
 inline float __int_as_float(int i) { float f; std::memcpy(&f, &i, 4); return f; }
 template <class A, class B> inline A min(A a, B b) { return a < (A)b ? a : (A)b; }
+template <class A, class B> inline A max(A a, B b) { return a > (A)b ? a : (A)b; }
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
+// two counters used in turn: a counter is cleared (by thread 0, after everyone read it) before its next use
+inline std::atomic<int> g_count[2];
+inline thread_local int t_phase = 0;
+inline int __syncthreads_count(int pred) {
+    const int ph = t_phase;
+    t_phase ^= 1;
+    if (pred) g_count[ph].fetch_add(1);
+    __syncthreads();
+    const int r = g_count[ph].load();
+    __syncthreads();
+    if (threadIdx.x == 0) g_count[ph].store(0);
+    return r;
+}
 inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& f) {
     blockDim.x = block;
     for (unsigned b = 0; b < grid; ++b) {
