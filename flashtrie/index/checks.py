@@ -9,14 +9,18 @@ token from the bits, and bounds the keyword ids.  Each returns what is wrong, or
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import HINT_STEP, BitVector, rank_entries, select0_hints
-from .derived import degrees, flag_word_count, max_plain_depth, node_flags, tree_height
+from .bits import BLOCK_BITS, HINT_STEP, BitVector, rank_entries, select0_hints
+from .derived import _SPREAD, flag_word_count
+from .louds_pass import level_starts, louds_facts
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -106,7 +110,15 @@ def _counts(ix: NarrowLoudsIndex) -> str | None:
     return None
 
 
-def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
+@dataclass(frozen=True)
+class Layout:
+    """What the cheap checks decoded, for `content_problem`: the link starts and the level boundaries."""
+
+    starts: np.ndarray
+    levels: list[int]
+
+
+def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, levels: list[int]) -> str | None:
     """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
     n, m = ix.num_nodes, ix.meta
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
@@ -126,35 +138,43 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
         return "link_starts do not cover the suffix store"
     longest_edge = 1 + int(np.diff(starts).max()) if starts.size > 1 else 1
     L = ix.max_keyword_length
-    height = tree_height(ix.louds, n, L)
-    if height > L or longest_edge > L:  # tree_height stops counting past L
+    height = len(levels) - 2  # level_starts stops past L + 1 levels
+    if height > L or longest_edge > L:
         return (f"max_keyword_length {L} is shorter than a path of the trie (trie height "
                 f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
     if L > height + ix.suffix.size:
         return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
                 f"{height} and its {ix.suffix.size} tail tokens allow")
+    if levels[-1] != n:
+        return f"LOUDS: nodes [{levels[-1]}, {n}) cannot be reached from the root"
+    if int(ix.louds.select0(np.array([n - 1]))[0]) != ix.louds.nbits - 1:
+        return "LOUDS: bits set after the last node's code"
     return None
 
 
-def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]:
-    """Cheap checks, and the decoded link starts (reused by `content_problem`)."""
+def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
+    """Cheap checks, and what they decoded (reused by `content_problem`)."""
     for check in (_counts, _bitvector_sizes, _packed_sizes):
         problem = check(ix)
         if problem:
             return problem, None
     starts = ix.link_starts.to_array(usable_cpus())  # always: a bad link would send the GPU outside the suffix
-    return _bounds(ix, starts), starts
+    levels = level_starts(ix.louds, ix.num_nodes, ix.max_keyword_length)
+    return _bounds(ix, starts, levels), Layout(starts, levels)
 
 
-#: 4-word blocks per thread task when a rank directory is checked.
-RANK_CHUNK_BLOCKS = 1 << 16
+#: Words per thread task when a rank directory is checked (a whole number of directory blocks).
+RANK_CHUNK_WORDS = 1 << 18
+#: Nodes per thread task of the node-flag comparison and of the label scan (multiples of 8).
+NODE_CHUNK = 1 << 20
 
 
 def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
     """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
-    nblocks = bv.words.size // 4
-    cuts = list(range(0, nblocks, RANK_CHUNK_BLOCKS)) + [nblocks]
-    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[4 * a : 4 * b]).sum(dtype=np.int64))
+    per_block = BLOCK_BITS // 64
+    step = max(per_block, RANK_CHUNK_WORDS - RANK_CHUNK_WORDS % per_block)
+    cuts = list(range(0, bv.words.size, step)) + [bv.words.size]
+    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[a:b]).sum(dtype=np.int64))
                         for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
     before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
     if int(before[-1]) >= 1 << 40 or int(bv.rank[-1]) != int(before[-1]):
@@ -162,54 +182,92 @@ def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
 
     def piece(k: int) -> bool:
         a, b = cuts[k], cuts[k + 1]
-        return np.array_equal(rank_entries(bv.words[4 * a : 4 * b], int(before[k]))[0], bv.rank[a:b])
+        return np.array_equal(rank_entries(bv.words[a:b], int(before[k]))[0], bv.rank[a // per_block : b // per_block])
 
     if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
         return False
     return bv.select0_hints is None or np.array_equal(select0_hints(bv.rank, bv.nbits), bv.select0_hints)
 
 
+def _flags_match(ix: NarrowLoudsIndex, has_children: np.ndarray, workers: int) -> bool:
+    """``node_flags`` against the linked and terminal bits and ``has_children``, in pieces on threads."""
+    n = ix.num_nodes
+    lk, tm = ix.linked.words.view(np.uint8), ix.terminal.words.view(np.uint8)
+
+    def piece(a: int) -> bool:
+        b = min(a + NODE_CHUNK, n)
+        kids = np.packbits(has_children[a:b], bitorder="little")
+        w = _SPREAD[lk[a >> 3 : (a >> 3) + kids.size]] | (_SPREAD[tm[a >> 3 : (a >> 3) + kids.size]] << np.uint32(1))
+        w |= _SPREAD[kids] << np.uint32(2)
+        return np.array_equal(w, ix.node_flags[a >> 3 : (a >> 3) + kids.size])
+
+    return all(in_parallel([partial(piece, a) for a in range(0, n, NODE_CHUNK)], workers))
+
+
 def _max_label(ix: NarrowLoudsIndex, workers: int = 1) -> int:
-    step = 1 << 24
-    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + step].max(initial=0))
-                          for a in range(0, ix.num_nodes, step)], workers))
+    """The largest edge label (the root's entry excluded): the largest high part, then the largest low part
+    among the flagged nodes that carry it."""
+    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + NODE_CHUNK].max(initial=0))
+                          for a in range(0, ix.num_nodes, NODE_CHUNK)], workers))
     if ix.labels_hi.size == 0:
         return lo
-    top = ix.labels_hi.max_value(workers)
-    ranks = np.flatnonzero(ix.labels_hi.to_array(workers) == top)
+    top, ranks = ix.labels_hi.max_and_where(workers)
     return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
 
 
-def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | None = None) -> str | None:
-    """Full checks against the bits (after `layout_problem` passed and the checksums matched)."""
+def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
+                    timings: dict[str, float] | None = None) -> str | None:
+    """Full checks against the bits (after `layout_problem` passed and the checksums matched).
+
+    ``timings`` (optional) receives the seconds of each check."""
     workers = workers or usable_cpus()
+    clock = _Clock(timings)
     ok = [_ranks_match(getattr(ix, b), workers) for b in BITVECTORS]
+    clock("rank directories")
     for name, good in zip(BITVECTORS, ok, strict=True):
         if not good:
             return f"bit vector {name}: its rank directory does not match its bits"
+    L = ix.max_keyword_length
     try:
-        deg = degrees(ix.louds, ix.num_nodes, workers)  # one pass over the LOUDS for both checks below
-        flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers, deg)
-        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers, deg)
-        del deg
+        facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.starts, layout.levels, L, workers,
+                            has_children=True)
     except ValueError as e:
         return f"LOUDS: {e}"
-    if not np.array_equal(flags, ix.node_flags):
+    clock("LOUDS pass (degrees, leaves, longest keyword)")
+    if facts.longest > L:
+        return f"max_keyword_length is {L}, a keyword has more tokens"
+    if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):
+        return (f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives "
+                f"{facts.max_degree} / {facts.max_degree_nonroot}")
+    if facts.leaf_not_end >= 0:
+        return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
+    if facts.longest != L:
+        return f"max_keyword_length is {L}, the longest keyword has {facts.longest} tokens"
+    assert facts.has_children is not None
+    flags_ok = _flags_match(ix, facts.has_children, workers)
+    clock("node flags")
+    if not flags_ok:
         return "node_flags do not match the LOUDS, linked and terminal bits"
-    if (md, mdn) != (ix.max_degree, ix.max_degree_nonroot):
-        return f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives {md} / {mdn}"
-    n = ix.num_nodes
-    leaf_not_end = (~flags >> np.uint32(2)) & ~(flags >> np.uint32(1)) & np.uint32(0x1111_1111)
-    leaf_not_end[n >> 3] &= np.uint32((1 << 4 * (n & 7)) - 1)  # the padding nodes are zero
-    leaf_not_end[(n >> 3) + 1 :] = 0
-    if bool(leaf_not_end.any()) or bool((flags & np.uint32(0x8888_8888)).any()):
-        return "a leaf that ends no keyword, or a flag bit 3"
-    if L != ix.max_keyword_length:
-        return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
     label = _max_label(ix, workers)
-    tail, kid = ix.suffix.max_value(workers), ix.keyword_ids.max_value(workers)
+    tail = ix.suffix.max_value(workers)
+    clock("largest token")
     if max(label, tail) != ix.max_token:
         return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
+    kid = ix.keyword_ids.max_value(workers)
+    clock("keyword ids")
     if ix.keyword_ids.size and kid >= ix.num_keywords:
         return f"a keyword id is not below the {ix.num_keywords} keywords"
     return None
+
+
+class _Clock:
+    """Adds the seconds since the last call under a name, when there is a dict to fill."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings, self.t = timings, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        if self.timings is not None:
+            t = time.perf_counter()
+            self.timings[name] = self.timings.get(name, 0.0) + t - self.t
+            self.t = t
