@@ -145,10 +145,8 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, levels: list[int]) -> str 
     if L > height + ix.suffix.size:
         return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
                 f"{height} and its {ix.suffix.size} tail tokens allow")
-    if levels[-1] != n:
+    if levels[-1] != n:  # (when they all are, the last node's code ends at the last bit)
         return f"LOUDS: nodes [{levels[-1]}, {n}) cannot be reached from the root"
-    if int(ix.louds.select0(np.array([n - 1]))[0]) != ix.louds.nbits - 1:
-        return "LOUDS: bits set after the last node's code"
     return None
 
 
