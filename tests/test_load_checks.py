@@ -43,7 +43,7 @@ def test_louds_pass_matches_plain_recomputation(kws, chunk, workers):
     assert problem is None and layout.levels[-1] == ix.num_nodes
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(louds_pass, "CHUNK_NODES", chunk)  # several pieces per level even on small tries
-        f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.starts, layout.levels,
+        f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels,
                                    ix.max_keyword_length, workers, has_children=True)
     deg, longest = plain_facts(ix)
     assert (f.max_degree, f.max_degree_nonroot) == (int(deg.max()), int(deg[1:].max(initial=0)))
@@ -56,13 +56,13 @@ def test_louds_pass_matches_plain_recomputation(kws, chunk, workers):
 def test_louds_pass_stops_past_the_limit_and_finds_a_leaf_that_ends_nothing():
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3, 4], [1, 5], [7]]))
     _, layout = checks.layout_problem(ix)
-    f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.starts, layout.levels, 1, 1)
+    f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, 1, 1)
     assert f.longest > 1  # stopped once past the limit
     leaf = int(np.flatnonzero(~plain_facts(ix)[0].astype(bool))[0])
     bits = ix.terminal.to_bools()
     bits[leaf] = False
     terminal = BitVector.from_bools(bits)
-    f = louds_pass.louds_facts(ix.louds, ix.linked, terminal, layout.starts, layout.levels, 4, 1)
+    f = louds_pass.louds_facts(ix.louds, ix.linked, terminal, layout.tails, layout.levels, 4, 1)
     assert f.leaf_not_end == leaf
 
 
@@ -129,3 +129,17 @@ def test_node_flag_and_label_checks_in_pieces(monkeypatch, chunk):
     flags[flags.size // 2] ^= np.uint32(4 << 8)  # node 8 k + 2: "has children" flipped
     assert checks.content_problem(_rebuilt(ix, node_flags=flags), layout, 2) \
         == "node_flags do not match the LOUDS, linked and terminal bits"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=3000), st.integers(0, 10**6), st.integers(-2, 2),
+       st.sampled_from([1, 2, 1 << 20]))
+def test_select0_hint_check_agrees_with_recomputing_them(bools, which, delta, chunk):
+    bv = BitVector.from_bools(np.array(bools), with_select0=True)
+    hints = bv.select0_hints.astype(np.int64)
+    k = which % hints.size
+    hints[k] = min(max(hints[k] + delta, 0), bv.rank.size - 2)
+    crafted = BitVector(bv.words, bv.rank, bv.nbits, hints.astype(np.uint32))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "NODE_CHUNK", chunk)
+        assert checks._hints_match(crafted, 2) == np.array_equal(hints, bv.select0_hints)

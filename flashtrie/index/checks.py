@@ -18,9 +18,9 @@ import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import BLOCK_BITS, HINT_STEP, BitVector, rank_entries, select0_hints
+from .bits import BLOCK_BITS, HINT_STEP, BitVector, rank_entries
 from .derived import _SPREAD, flag_word_count
-from .louds_pass import level_starts, louds_facts
+from .louds_pass import level_starts, louds_facts, tail_lengths
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -112,13 +112,14 @@ def _counts(ix: NarrowLoudsIndex) -> str | None:
 
 @dataclass(frozen=True)
 class Layout:
-    """What the cheap checks decoded, for `content_problem`: the link starts and the level boundaries."""
+    """What the cheap checks decoded, for `content_problem`: the tail lengths and the level boundaries."""
 
-    starts: np.ndarray
+    tails: np.ndarray
     levels: list[int]
 
 
-def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, levels: list[int]) -> str | None:
+def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, tails: tuple[np.ndarray, int, int],
+            levels: list[int]) -> str | None:
     """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
     n, m = ix.num_nodes, ix.meta
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
@@ -134,9 +135,9 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, levels: list[int]) -> str 
         return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
     if ix.labels_hi.width > 16:
         return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
-    if starts[0] != 0 or starts[-1] != ix.suffix.size or bool(np.any(np.diff(starts) < 1)):
+    if starts[0] != 0 or starts[-1] != ix.suffix.size or (starts.size > 1 and tails[1] < 1):
         return "link_starts do not cover the suffix store"
-    longest_edge = 1 + int(np.diff(starts).max()) if starts.size > 1 else 1
+    longest_edge = 1 + tails[2] if starts.size > 1 else 1
     L = ix.max_keyword_length
     height = len(levels) - 2  # level_starts stops past L + 1 levels
     if height > L or longest_edge > L:
@@ -156,9 +157,11 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
         problem = check(ix)
         if problem:
             return problem, None
-    starts = ix.link_starts.to_array(usable_cpus())  # always: a bad link would send the GPU outside the suffix
+    workers = usable_cpus()
+    starts = ix.link_starts.to_array(workers)  # always: a bad link would send the GPU outside the suffix
+    tails = tail_lengths(starts, ix.max_keyword_length, workers)
     levels = level_starts(ix.louds, ix.num_nodes, ix.max_keyword_length)
-    return _bounds(ix, starts, levels), Layout(starts, levels)
+    return _bounds(ix, starts, tails, levels), Layout(tails[0], levels)
 
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).
@@ -184,7 +187,31 @@ def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
 
     if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
         return False
-    return bv.select0_hints is None or np.array_equal(select0_hints(bv.rank, bv.nbits), bv.select0_hints)
+    return bv.select0_hints is None or _hints_match(bv, workers)
+
+
+def _hints_match(bv: BitVector, workers: int) -> bool:
+    """Every select0 hint names the block that holds its zero (`bits.select0_hints`: the last block whose
+    zeros before it are at most the zero's number; then the last block), checked through the verified
+    rank directory in pieces on threads."""
+    hints = bv.select0_hints
+    assert hints is not None
+    last = bv.rank.size - 2  # blocks 0 .. last
+
+    def zeros_before(blocks: np.ndarray) -> np.ndarray:
+        at = np.minimum(blocks * BLOCK_BITS, bv.nbits)
+        return at - bv.rank1(at)
+
+    def piece(a: int) -> bool:
+        h = hints[a : min(a + NODE_CHUNK, hints.size - 1)].astype(np.int64)
+        target = (np.arange(a, a + h.size, dtype=np.int64)) * HINT_STEP
+        ok = zeros_before(h) <= target
+        nxt = np.minimum(h + 1, last)
+        ok &= (h == last) | (zeros_before(nxt) > target)
+        return bool(ok.all())
+
+    return int(hints[-1]) == last and all(in_parallel([partial(piece, a) for a in range(0, hints.size - 1, NODE_CHUNK)],
+                                                      workers))
 
 
 def _flags_match(ix: NarrowLoudsIndex, has_children: np.ndarray, workers: int) -> bool:
@@ -227,7 +254,7 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
             return f"bit vector {name}: its rank directory does not match its bits"
     L = ix.max_keyword_length
     try:
-        facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.starts, layout.levels, L, workers,
+        facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, L, workers,
                             has_children=True)
     except ValueError as e:
         return f"LOUDS: {e}"

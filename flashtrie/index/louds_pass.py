@@ -19,7 +19,7 @@ import numpy as np
 from ..cpus import in_parallel
 from .bits import BitVector
 
-__all__ = ["CHUNK_NODES", "LoudsFacts", "level_starts", "louds_facts"]
+__all__ = ["CHUNK_NODES", "LoudsFacts", "depth_dtype", "level_starts", "louds_facts", "tail_lengths"]
 
 #: Parent nodes per thread task: small enough that a piece's temporaries stay in a core's cache.
 CHUNK_NODES = 1 << 18
@@ -64,10 +64,28 @@ def _bits(bv: BitVector, start: int, stop: int) -> np.ndarray:
     return np.unpackbits(raw, bitorder="little")[off : off + stop - start]
 
 
-def _depth_dtype(limit: int, longest_tail: int) -> type:
-    """The narrowest dtype that holds any depth the pass computes (it stops once a depth passes limit)."""
-    top = limit + 1 + longest_tail
+def depth_dtype(limit: int) -> type:
+    """The narrowest dtype for the depths of a pass with this ``limit`` (tails at most ``limit`` tokens): it
+    stops once a depth passes ``limit``, so no depth exceeds ``2 limit + 1``."""
+    top = 2 * limit + 1
     return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int32 if top < 1 << 31 else np.int64
+
+
+def tail_lengths(starts: np.ndarray, limit: int, workers: int) -> tuple[np.ndarray, int, int]:
+    """``diff(starts)`` (the tail length of each linked edge) as `depth_dtype` (limit), with its least and
+    largest value (0, 0 when empty), in pieces on threads; values outside ``[0, limit]`` are not stored."""
+    m = max(starts.size - 1, 0)
+    out = np.zeros(m, dtype=depth_dtype(limit))
+
+    def piece(a: int) -> tuple[int, int]:
+        d = np.diff(starts[a : min(a + CHUNK_NODES, m) + 1])
+        lo, hi = int(d.min()), int(d.max())
+        if 0 <= lo and hi <= limit:
+            out[a : a + d.size] = d
+        return lo, hi
+
+    parts = in_parallel([partial(piece, a) for a in range(0, m, CHUNK_NODES)], workers)
+    return out, min((p[0] for p in parts), default=0), max((p[1] for p in parts), default=0)
 
 
 class _Pass:
@@ -107,18 +125,16 @@ class _Pass:
         return int(deg.max()), int(child.max()) if child.size else 0, bad
 
 
-def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, starts: np.ndarray,
+def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails: np.ndarray,
                 levels: list[int], limit: int, workers: int, *, has_children: bool = False) -> LoudsFacts:
     """Degrees, leaves and depths of a trie whose `level_starts` are ``levels`` (ending at n), level by
-    level, stopping once a depth passes ``limit``.  ``starts``: the decoded ``link_starts``.
+    level, stopping once a depth passes ``limit``.  ``tails``: the `tail_lengths` (each at most ``limit``).
 
     Needs a LOUDS with a verified rank directory and select0 hints (the pieces' bounds come from them) and
-    link starts that cover the suffix store.  ``has_children=True`` also returns a bool per node."""
+    one tail per linked node.  ``has_children=True`` also returns a bool per node."""
     n = levels[-1]
-    tails_all = np.diff(starts)
-    dt = _depth_dtype(limit, int(tails_all.max()) if tails_all.size else 0)
-    tails = tails_all.astype(dt)
-    del tails_all
+    dt = depth_dtype(limit)
+    tails = tails.astype(dt, copy=False)
     cuts = [sorted(set(range(a, b, CHUNK_NODES)) | {a, b}) for a, b in zip(levels[:-1], levels[1:], strict=True)]
     points = np.unique(np.concatenate([np.array(c, dtype=np.int64) for c in cuts]))
     cs = _code_starts(louds, points)
