@@ -23,7 +23,7 @@ from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH, child_hash, mix64
 __all__ = ["LibraryFacts", "library_pass", "PIECE", "BINCOUNT_MAX"]
 
 PIECE = 1 << 17  # keywords per piece
-_FLUSH = 1 << 23  # tokens buffered per depth before they are counted
+_FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted (16 MiB)
 BINCOUNT_MAX = 1 << 26  # counts in a dense table up to this token id; sorted unique counts above
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _LENGTH_TAG = np.uint64(1 << 40)
