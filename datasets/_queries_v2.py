@@ -16,12 +16,16 @@ the same distributions with per-query work proportional to the samples:
 * **canonical ids** of the relevant keywords: one pass over the keyword hashes for all queries at once,
   instead of a stable argsort of the library.
 
-One-off passes over the library (keyword hashes, token counts per depth, topic sizes, the members of the
-chosen topics by length) run over ranges of keywords on threads; none is repeated per query, and their
-results do not depend on the thread count.
+One-off passes over the library run over ranges of keywords on threads, none repeated per query, their
+results independent of the thread count: the largest token; one fused pass (`datasets._library_pass`:
+lengths, keyword hashes, the library fingerprint, token counts per depth, from one read of each token);
+the members of the chosen topics by length (first tokens looked up in a table of the chosen topics); the
+canonical ids.  ``generate_queries(..., timings=dict)`` reports the seconds of each.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -30,21 +34,31 @@ from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 
-from ._hashing import ROOT_HASH, child_hash, full_keyword_hashes
+from ._hashing import ROOT_HASH, child_hash
+from ._library_pass import PIECE, library_pass
 
-__all__ = ["VERSION", "ScaledLibrary"]
+__all__ = ["VERSION", "ScaledLibrary", "max_token"]
 
 VERSION = "flashtrie.datasets.queries/2"
 _RANGE = 1 << 20  # keywords per task, at least
-_BINCOUNT_MAX = 1 << 26  # token counts by bincount up to this token id; np.unique above
+_TABLE_MAX = 1 << 26  # `prepare_topics` looks first tokens up in a table below this largest token
 _CANON_BITS = 22  # the prefilter table of `canonical` (4M flags)
+
+
+def max_token(keywords: KeywordSet, threads: int | None = None) -> int:
+    """The largest token of a library (0 for none), over ranges of tokens on threads."""
+    tok = keywords.tokens
+    threads = usable_cpus() if threads is None else max(1, int(threads))
+    step = max(1 << 22, -(-tok.size // (4 * threads)))
+    return max(in_parallel([lambda s=s: int(tok[s : s + step].max()) for s in range(0, tok.size, step)], threads),
+               default=0)
 
 
 class ScaledLibrary:
     """What the version-2 generator needs of a library: built once, then O(K) work per query."""
 
     def __init__(self, keywords: KeywordSet, num_steps: int, topic_depth: int, popularity_power: float,
-                 popular_pool: int, threads: int | None = None) -> None:
+                 popular_pool: int, threads: int | None = None, timings: dict[str, float] | None = None) -> None:
         self.ks = keywords
         self.threads = usable_cpus() if threads is None else max(1, int(threads))
         n = len(keywords)
@@ -53,17 +67,20 @@ class ScaledLibrary:
         self.cols = max(num_steps, topic_depth)
         step = max(_RANGE, -(-n // (4 * self.threads)))
         self.ranges = [(s, min(s + step, n)) for s in range(0, n, step)]
-        self.lengths = self._lengths()
-        off, tok = keywords.offsets, keywords.tokens
-        self.max_token = max(self._map(lambda s, e: int(tok[off[s] : off[e]].max()) if off[e] > off[s] else 0))
-        self.full = full_keyword_hashes(keywords, self.threads)
-        hist = np.bincount(self.lengths)
-        self.present_lengths = np.flatnonzero(hist)
+        timings = {} if timings is None else timings
+        t0 = time.perf_counter()
+        self.max_token = max_token(keywords, self.threads)
+        t1 = time.perf_counter()
+        facts = library_pass(keywords, num_steps, self.max_token, self.threads)
+        t2 = time.perf_counter()
+        timings.update({"largest token": timings.get("largest token", 0.0) + t1 - t0,
+                        "library pass (lengths, hashes, token counts per depth)": t2 - t1})
+        self.lengths, self.full, self.fingerprint = facts.lengths, facts.full, facts.fingerprint
+        self.present_lengths = np.flatnonzero(facts.length_counts)
         self.depth_tokens: list[np.ndarray] = []
         self.depth_weights: list[np.ndarray] = []
-        first_counts = self._depth_counts(0)
-        for d in range(num_steps):
-            tok, cnt = first_counts if d == 0 else self._depth_counts(d)
+        first_counts = facts.depth_counts[0]
+        for tok, cnt in facts.depth_counts:
             o = np.argsort(-cnt, kind="stable")[:popular_pool]
             self.depth_tokens.append(tok[o])
             self.depth_weights.append(cnt[o].astype(np.float64) ** popularity_power)
@@ -72,6 +89,7 @@ class ScaledLibrary:
         else:
             keys = np.concatenate([self._group_key(s, e)[1] for s, e in self.ranges])
             self.group_keys, self.group_sizes = np.unique(keys, return_counts=True)
+        timings["topic sizes"] = time.perf_counter() - t2
         if self.group_sizes.size == 0:
             raise InputError(f"topic_depth: no keyword has {topic_depth} or more tokens")
         self._members: dict[int, list[tuple[int, np.ndarray]]] = {}
@@ -80,33 +98,10 @@ class ScaledLibrary:
     def _map(self, fn) -> list:
         return in_parallel([lambda s=s, e=e: fn(s, e) for s, e in self.ranges], self.threads)
 
-    def _lengths(self) -> np.ndarray:
-        off = self.ks.offsets
-        out = np.empty(self.n, dtype=np.uint8 if self.ks.max_length < 256 else np.int64)
-
-        def one(s: int, e: int) -> None:
-            out[s:e] = np.diff(off[s : e + 1])
-
-        self._map(one)
-        return out
-
     def _column(self, s: int, e: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Ids in [s, e) of the keywords longer than d, and their token at depth d."""
         ids = np.flatnonzero(self.lengths[s:e] > d) + s
         return ids, self.ks.tokens[self.ks.offsets[ids] + d]
-
-    def _depth_counts(self, d: int) -> tuple[np.ndarray, np.ndarray]:
-        """The distinct tokens at depth d (ascending) and how many keywords have each there."""
-        top = self.max_token + 1
-        if top <= _BINCOUNT_MAX:
-            cnt = np.zeros(top, dtype=np.int64)
-            for part in self._map(lambda s, e: np.bincount(self._column(s, e, d)[1], minlength=top)):
-                cnt += part
-            tok = np.flatnonzero(cnt)
-            return tok.astype(np.uint32), cnt[tok]
-        col = np.concatenate([self._column(s, e, d)[1] for s, e in self.ranges])
-        tok, cnt = np.unique(col, return_counts=True)
-        return tok, cnt
 
     def _group_key(self, s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
         """Ids in [s, e) of the keywords with a topic (``topic_depth`` tokens or more) and their group key."""
@@ -125,11 +120,29 @@ class ScaledLibrary:
         keys = self.group_keys[groups].astype(np.uint64)  # ascending, like group_keys
         nlen = int(self.present_lengths.max()) + 1
 
+        # topic_depth 1: the group slot of each first token from a table (-1: not a chosen group)
+        slot_of = None
+        if self.topic_depth == 1 and self.max_token < _TABLE_MAX:
+            slot_of = np.full(self.max_token + 1, -1, dtype=np.int32)
+            slot_of[keys.astype(np.int64)] = np.arange(keys.size, dtype=np.int32)
+
+        def hits(s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
+            """Ids in [s, e) of the members of the chosen groups, and their group slot."""
+            if slot_of is None:
+                ids, key = self._group_key(s, e)
+                at = np.minimum(np.searchsorted(keys, key), keys.size - 1)
+                hit = keys[at] == key
+                return ids[hit], at[hit]
+            found = []
+            for a in range(s, e, PIECE):
+                slot = slot_of[self.ks.tokens[self.ks.offsets[a : min(a + PIECE, e)]]]
+                hit = np.flatnonzero(slot >= 0)
+                found.append((hit + a, slot[hit]))
+            return np.concatenate([f[0] for f in found]), np.concatenate([f[1] for f in found]).astype(np.int64)
+
         def one(s: int, e: int) -> tuple[np.ndarray, np.ndarray]:
-            ids, key = self._group_key(s, e)
-            at = np.minimum(np.searchsorted(keys, key), keys.size - 1)
-            hit = keys[at] == key
-            ids, cls = ids[hit], at[hit] * nlen + self.lengths[ids[hit]]
+            ids, at = hits(s, e)
+            cls = at * nlen + self.lengths[ids]
             small = np.uint16 if keys.size * nlen <= 1 << 16 else np.int64  # uint16: numpy's radix sort
             o = np.argsort(cls.astype(small), kind="stable")
             return ids[o], cls[o]

@@ -27,6 +27,7 @@ FlashTrie example generator).  Every argument left as ``None`` takes the preset'
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -40,7 +41,7 @@ from flashtrie.proposals import Proposals
 
 from ._hashing import ROOT_HASH as _ROOT
 from ._hashing import canonical_ids, child_hash, full_keyword_hashes, mix64
-from ._queries_v2 import VERSION, ScaledLibrary
+from ._queries_v2 import VERSION, ScaledLibrary, max_token
 
 __all__ = ["PRESETS", "QueryParams", "QueryWorkload", "generate_queries", "generate_queries_from",
            "library_fingerprint"]
@@ -207,12 +208,14 @@ def generate_queries(
     sort_rows: bool | None = None,
     generator: str = VERSION,
     threads: int | None = None,
+    timings: dict[str, float] | None = None,
 ) -> QueryWorkload:
     """Generate ``num_queries`` queries of ``num_steps`` rows of ``proposals_per_step`` proposals.
 
     See the module docstring.  ``vocab_size`` (for random distractors) defaults to the library's
     largest token + 1.  Deterministic in ``seed`` for a given library (and ``generator`` version;
-    ``threads`` changes the speed only).
+    ``threads`` changes the speed only).  ``timings`` (a dict, optional) receives the seconds of each
+    step of version 2 (the one-off passes over the library, then the per-query draws).
     """
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a KeywordSet, got {type(keywords).__name__}")
@@ -231,23 +234,28 @@ def generate_queries(
     }
     values = dict(PRESETS[preset])
     values.update({k: v for k, v in given.items() if v is not None})
-    vocab = int(vocab_size) if vocab_size else int(keywords.tokens.max()) + 1
+    t0 = time.perf_counter()
+    vocab = int(vocab_size) if vocab_size else max_token(keywords, threads) + 1
+    if timings is not None:
+        timings["largest token"] = time.perf_counter() - t0
     params = QueryParams(num_queries=num_queries, num_steps=num_steps, proposals_per_step=proposals_per_step,
                          preset=preset, seed=seed, vocab_size=vocab, library_size=len(keywords),
                          generator=generator, **values)
-    return generate_queries_from(keywords, params, threads=threads)
+    return generate_queries_from(keywords, params, threads=threads, timings=timings)
 
 
-def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads: int | None = None) -> QueryWorkload:
+def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads: int | None = None,
+                          timings: dict[str, float] | None = None) -> QueryWorkload:
     """Generate the workload described by ``params`` over ``keywords`` (``library_*`` fields are filled in).
 
     ``params.generator`` picks the version (2: per-query work independent of the library size; 1: kept so
-    old seeds reproduce).  ``threads`` (version 2's one-off passes over the library) never changes the output.
+    old seeds reproduce).  ``threads`` (version 2's one-off passes over the library) never changes the output;
+    ``timings`` (a dict, optional) receives the seconds of each step of version 2.
     """
     if len(keywords) == 0:
         raise InputError("keywords: the library is empty; queries need at least one keyword")
     if params.generator == VERSION:
-        return _generate_v2(keywords, params, threads)
+        return _generate_v2(keywords, params, threads, {} if timings is None else timings)
     lib = _Library(keywords, params.num_steps, params.topic_depth, params.popularity_power,
                    params.popular_pool * params.proposals_per_step)
     params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))
@@ -269,17 +277,21 @@ def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads:
     return out.workload()
 
 
-def _generate_v2(keywords: KeywordSet, params: QueryParams, threads: int | None) -> QueryWorkload:
+def _generate_v2(keywords: KeywordSet, params: QueryParams, threads: int | None,
+                 timings: dict[str, float]) -> QueryWorkload:
     """Version 2 (`datasets._queries_v2`): topics drawn first, their members collected in one pass."""
     lib = ScaledLibrary(keywords, params.num_steps, params.topic_depth, params.popularity_power,
-                        params.popular_pool * params.proposals_per_step, threads)
-    params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))
+                        params.popular_pool * params.proposals_per_step, threads, timings)
+    params = replace(params, library_size=len(keywords), library_fingerprint=lib.fingerprint)
     rng = np.random.default_rng(params.seed)
     out = _Output(params, keywords)
     eligible, topic_cdf = _topic_law(lib.group_sizes, params)
     groups = [_draw_topic(rng, eligible, topic_cdf) for _ in range(params.num_queries)]
+    t0 = time.perf_counter()
     if groups:
         lib.prepare_topics(np.array(groups))
+    t1 = time.perf_counter()
+    timings["members of the chosen topics"] = t1 - t0
     chosen: list[np.ndarray] = []
     for q, g in enumerate(groups):
         out.topics[q] = lib.tokens_of(np.array([lib.topic_member(g)]))[0, : params.topic_depth]
@@ -289,10 +301,13 @@ def _generate_v2(keywords: KeywordSet, params: QueryParams, threads: int | None)
         chosen.append(rel)
         bg = lib.background(rng, params.background_sample, params.path_length_bias)
         out.fill_rows(rng, q, lib.tokens_of(rel), lib.tokens_of(sample), lib.tokens_of(bg), lib)
+    t2 = time.perf_counter()
+    timings["per-query draws"] = t2 - t1
     if chosen:
         canon = lib.canonical(np.concatenate(chosen))
         at = np.cumsum([0] + [r.size for r in chosen])
         out.relevant.extend(np.unique(canon[at[i] : at[i + 1]]) for i in range(len(chosen)))
+    timings["canonical ids"] = time.perf_counter() - t2
     return out.workload()
 
 
@@ -302,7 +317,7 @@ class _Output:
     def __init__(self, params: QueryParams, keywords: KeywordSet) -> None:
         q_n, t_n, k_n = params.num_queries, params.num_steps, params.proposals_per_step
         self.params = params
-        self.vocab = params.vocab_size or int(keywords.tokens.max()) + 1
+        self.vocab = params.vocab_size or max_token(keywords) + 1
         self.tokens = np.full((q_n, t_n, k_n), PAD_TOKEN, dtype=np.uint32)
         self.logprobs = np.full((q_n, t_n, k_n), -np.inf, dtype=np.float32)
         self.relevant: list[np.ndarray] = []

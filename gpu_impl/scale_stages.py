@@ -137,9 +137,10 @@ def step_queries(rec: Recorder, st: State, args: argparse.Namespace) -> None:
     from flashtrie.datasets import generate_queries, save_workload
 
     ks = keywords(rec, st)
+    split: dict[str, float] = {}  # seconds per step, filled by the time the record is written
     st.wl = rec.timed(f"generate {args.queries} queries", lambda: generate_queries(
-        ks, args.queries, proposals_per_step=1000, preset="dense", seed=args.seed), backend="datasets",
-        queries=args.queries, K=1000)
+        ks, args.queries, proposals_per_step=1000, preset="dense", seed=args.seed, timings=split),
+        backend="datasets", queries=args.queries, K=1000, split=split)
     save_workload(st.queries_path, st.wl)
 
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import derived, fileformat
+from flashtrie.index import checks, derived, fileformat, louds_pass
 from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_temporaries
 from flashtrie.limits import MAX_TOKEN
 from flashtrie.proposals import Proposals
@@ -60,7 +60,9 @@ def test_node_flags_and_degrees_match_the_upload_derivation(kws, chunk):
         assert (ix.max_degree, ix.max_degree_nonroot) == (md, mdn)
         n = ix.num_nodes
         assert ix.node_flags.size == (n + (-n) % 8 + 8) // 8
-        assert derived.max_plain_depth(ix.louds, ix.linked, ix.link_starts.to_array(), 10**9) == max(map(len, kws))
+        _, layout = checks.layout_problem(ix)
+        facts = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, 10**9, 2)
+        assert facts.longest == max(map(len, kws))
 
 
 def test_node_flags_derived_once_after_load(tmp_path, monkeypatch):

@@ -9,14 +9,17 @@ token from the bits, and bounds the keyword ids.  Each returns what is wrong, or
 
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
 from ..limits import MAX_TOKEN
-from .bits import ABS_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries, select0_hints
-from .derived import degrees, max_plain_depth, node_flags, tree_height
+from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
+from .louds_pass import level_starts, louds_facts, tail_lengths
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -100,7 +103,16 @@ def _counts(ix: NarrowLoudsIndex) -> str | None:
     return None
 
 
-def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
+@dataclass(frozen=True)
+class Layout:
+    """What the cheap checks decoded, for `content_problem`: the tail lengths and the level boundaries."""
+
+    tails: np.ndarray
+    levels: list[int]
+
+
+def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, tails: tuple[np.ndarray, int, int],
+            levels: list[int]) -> str | None:
     """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
     n, m = ix.num_nodes, ix.meta
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
@@ -116,39 +128,47 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray) -> str | None:
         return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
     if ix.labels_hi.width > 16:
         return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
-    if starts[0] != 0 or starts[-1] != ix.suffix.size or bool(np.any(np.diff(starts) < 1)):
+    if starts[0] != 0 or starts[-1] != ix.suffix.size or (starts.size > 1 and tails[1] < 1):
         return "link_starts do not cover the suffix store"
-    longest_edge = 1 + int(np.diff(starts).max()) if starts.size > 1 else 1
+    longest_edge = 1 + tails[2] if starts.size > 1 else 1
     L = ix.max_keyword_length
-    height = tree_height(ix.louds, n, L)
-    if height > L or longest_edge > L:  # tree_height stops counting past L
+    height = len(levels) - 2  # level_starts stops past L + 1 levels
+    if height > L or longest_edge > L:
         return (f"max_keyword_length {L} is shorter than a path of the trie (trie height "
                 f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
     if L > height + ix.suffix.size:
         return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
                 f"{height} and its {ix.suffix.size} tail tokens allow")
+    if levels[-1] != n:  # (when they all are, the last node's code ends at the last bit)
+        return f"LOUDS: nodes [{levels[-1]}, {n}) cannot be reached from the root"
     return None
 
 
-def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, np.ndarray | None]:
-    """Cheap checks, and the decoded link starts (reused by `content_problem`)."""
+def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
+    """Cheap checks, and what they decoded (reused by `content_problem`)."""
     for check in (_counts, _bitvector_sizes, _packed_sizes):
         problem = check(ix)
         if problem:
             return problem, None
-    starts = ix.link_starts.to_array(usable_cpus())  # always: a bad link would send the GPU outside the suffix
-    return _bounds(ix, starts), starts
+    workers = usable_cpus()
+    starts = ix.link_starts.to_array(workers)  # always: a bad link would send the GPU outside the suffix
+    tails = tail_lengths(starts, ix.max_keyword_length, workers)
+    levels = level_starts(ix.louds, ix.num_nodes, ix.max_keyword_length)
+    return _bounds(ix, starts, tails, levels), Layout(tails[0], levels)
 
 
-#: 16-word blocks per thread task when a rank directory is checked.
-RANK_CHUNK_BLOCKS = 1 << 14
+#: Words per thread task when a rank directory is checked (a whole number of directory blocks).
+RANK_CHUNK_WORDS = 1 << 18
+#: Nodes per thread task of the hint and label scans.
+NODE_CHUNK = 1 << 20
 
 
 def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
     """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
-    nblocks, bw = bv.words.size // BLOCK_WORDS, BLOCK_WORDS
-    cuts = list(range(0, nblocks, RANK_CHUNK_BLOCKS)) + [nblocks]
-    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[bw * a : bw * b]).sum(dtype=np.int64))
+    per_block = BLOCK_BITS // 64
+    step = max(per_block, RANK_CHUNK_WORDS - RANK_CHUNK_WORDS % per_block)
+    cuts = list(range(0, bv.words.size, step)) + [bv.words.size]
+    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[a:b]).sum(dtype=np.int64))
                         for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
     before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
     if int(before[-1]) >= 1 << ABS_BITS or int(bv.rank[-1]) != int(before[-1]):
@@ -156,52 +176,95 @@ def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
 
     def piece(k: int) -> bool:
         a, b = cuts[k], cuts[k + 1]
-        return np.array_equal(rank_entries(bv.words[bw * a : bw * b], int(before[k]))[0], bv.rank[a:b])
+        return np.array_equal(rank_entries(bv.words[a:b], int(before[k]))[0], bv.rank[a // per_block : b // per_block])
 
     if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
         return False
-    return bv.select0_hints is None or np.array_equal(select0_hints(bv.rank, bv.nbits), bv.select0_hints)
+    return bv.select0_hints is None or _hints_match(bv, workers)
+
+
+def _hints_match(bv: BitVector, workers: int) -> bool:
+    """Every select0 hint names the block that holds its zero (`bits.select0_hints`: the last block whose
+    zeros before it are at most the zero's number; then the last block), checked through the verified
+    rank directory in pieces on threads."""
+    hints = bv.select0_hints
+    assert hints is not None
+    last = bv.rank.size - 2  # blocks 0 .. last
+
+    def zeros_before(blocks: np.ndarray) -> np.ndarray:
+        at = np.minimum(blocks * BLOCK_BITS, bv.nbits)
+        return at - bv.rank1(at)
+
+    def piece(a: int) -> bool:
+        h = hints[a : min(a + NODE_CHUNK, hints.size - 1)].astype(np.int64)
+        target = (np.arange(a, a + h.size, dtype=np.int64)) * HINT_STEP
+        ok = zeros_before(h) <= target
+        nxt = np.minimum(h + 1, last)
+        ok &= (h == last) | (zeros_before(nxt) > target)
+        return bool(ok.all())
+
+    return int(hints[-1]) == last and all(in_parallel([partial(piece, a) for a in range(0, hints.size - 1, NODE_CHUNK)],
+                                                      workers))
 
 
 def _max_label(ix: NarrowLoudsIndex, workers: int = 1) -> int:
-    step = 1 << 24
-    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + step].max(initial=0))
-                          for a in range(0, ix.num_nodes, step)], workers))
+    """The largest edge label (the root's entry excluded): the largest high part, then the largest low part
+    among the flagged nodes that carry it."""
+    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + NODE_CHUNK].max(initial=0))
+                          for a in range(0, ix.num_nodes, NODE_CHUNK)], workers))
     if ix.labels_hi.size == 0:
         return lo
-    top = ix.labels_hi.max_value(workers)
-    ranks = np.flatnonzero(ix.labels_hi.to_array(workers) == top)
+    top, ranks = ix.labels_hi.max_and_where(workers)
     return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
 
 
-def content_problem(ix: NarrowLoudsIndex, starts: np.ndarray, workers: int | None = None) -> str | None:
-    """Full checks against the bits (after `layout_problem` passed and the checksums matched)."""
+def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
+                    timings: dict[str, float] | None = None) -> str | None:
+    """Full checks against the bits (after `layout_problem` passed and the checksums matched).
+
+    ``timings`` (optional) receives the seconds of each check."""
     workers = workers or usable_cpus()
+    clock = _Clock(timings)
     ok = [_ranks_match(getattr(ix, b), workers) for b in BITVECTORS]
+    clock("rank directories")
     for name, good in zip(BITVECTORS, ok, strict=True):
         if not good:
             return f"bit vector {name}: its rank directory does not match its bits"
+    L = ix.max_keyword_length
     try:
-        deg = degrees(ix.louds, ix.num_nodes, workers)  # one pass over the LOUDS for both checks below
-        flags, md, mdn = node_flags(ix.louds, ix.linked, ix.terminal, ix.num_nodes, workers, deg)
-        L = max_plain_depth(ix.louds, ix.linked, starts, ix.max_keyword_length, workers, deg)
-        del deg
+        facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, L, workers)
     except ValueError as e:
         return f"LOUDS: {e}"
-    if (md, mdn) != (ix.max_degree, ix.max_degree_nonroot):
-        return f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives {md} / {mdn}"
-    n = ix.num_nodes
-    leaf_not_end = (~flags >> np.uint32(2)) & ~(flags >> np.uint32(1)) & np.uint32(0x1111_1111)
-    leaf_not_end[n >> 3] &= np.uint32((1 << 4 * (n & 7)) - 1)  # the padding nodes are zero
-    leaf_not_end[(n >> 3) + 1 :] = 0
-    if bool(leaf_not_end.any()):
-        return "a leaf that ends no keyword"
-    if L != ix.max_keyword_length:
-        return f"max_keyword_length is {ix.max_keyword_length}, the longest keyword has {L} tokens"
+    clock("LOUDS pass (degrees, leaves, longest keyword)")
+    if facts.longest > L:
+        return f"max_keyword_length is {L}, a keyword has more tokens"
+    if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):
+        return (f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives "
+                f"{facts.max_degree} / {facts.max_degree_nonroot}")
+    if facts.leaf_not_end >= 0:
+        return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
+    if facts.longest != L:
+        return f"max_keyword_length is {L}, the longest keyword has {facts.longest} tokens"
     label = _max_label(ix, workers)
-    tail, kid = ix.suffix.max_value(workers), ix.keyword_ids.max_value(workers)
+    tail = ix.suffix.max_value(workers)
+    clock("largest token")
     if max(label, tail) != ix.max_token:
         return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
+    kid = ix.keyword_ids.max_value(workers)
+    clock("keyword ids")
     if ix.keyword_ids.size and kid >= ix.num_keywords:
         return f"a keyword id is not below the {ix.num_keywords} keywords"
     return None
+
+
+class _Clock:
+    """Adds the seconds since the last call under a name, when there is a dict to fill."""
+
+    def __init__(self, timings: dict[str, float] | None) -> None:
+        self.timings, self.t = timings, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        if self.timings is not None:
+            t = time.perf_counter()
+            self.timings[name] = self.timings.get(name, 0.0) + t - self.t
+            self.t = t

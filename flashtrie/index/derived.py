@@ -16,8 +16,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from .bits import BitVector
 
-__all__ = ["flag_word_count", "degrees", "node_flags", "tree_height", "max_plain_depth", "NODE_LINKED", "NODE_TERMINAL",
-           "NODE_HAS_CHILDREN"]
+__all__ = ["flag_word_count", "degrees", "node_flags", "NODE_LINKED", "NODE_TERMINAL", "NODE_HAS_CHILDREN"]
 
 NODE_LINKED = 1  # the incoming edge has two tokens or more
 NODE_TERMINAL = 2  # a keyword ends at the node
@@ -110,53 +109,3 @@ def node_flags(louds: BitVector, linked: BitVector, terminal: BitVector, n: int,
 
     parts = in_parallel([partial(one, k) for k in range(len(cuts) - 1)], workers)
     return out, max(p[0] for p in parts), max(p[1] for p in parts)
-
-
-def tree_height(louds: BitVector, n: int, limit: int) -> int:
-    """Levels below the root (0 for a lone root), counted up to ``limit + 1`` (one select0 per level)."""
-    b, height = 1, 0  # level `height` is nodes [a, b); its children are [b, end of node b - 1)
-    while height <= limit:
-        c = _code_start(louds, b) - b + 1  # ones before node b's code = children of nodes < b
-        if c <= b or c > n:
-            break
-        b, height = c, height + 1
-    return height
-
-
-def max_plain_depth(louds: BitVector, linked: BitVector, starts: np.ndarray, limit: int,
-                    workers: int | None = None, deg: np.ndarray | None = None) -> int:
-    """Tokens on the longest root-to-node path (the longest keyword in a valid trie), level by level, each
-    level in pieces of `CHUNK_NODES` parents on threads; stops early once it passes ``limit``.
-    ``starts`` are the decoded ``link_starts``; ``deg`` the `degrees` (computed here when not given)."""
-    workers = workers or usable_cpus()
-    n = linked.nbits
-    deg = degrees(louds, n, workers) if deg is None else deg
-    # int32 where no depth can overflow it: each level adds at most 1 + the longest tail to a depth <= limit
-    dt = np.int32 if limit < 2**30 and (starts.size == 0 or int(starts[-1]) < 2**30) else np.int64
-    tails = np.diff(starts).astype(dt)
-
-    def piece(pd: np.ndarray, d: np.ndarray, first: int) -> np.ndarray:
-        """Plain depths of the children (ids from ``first``) of parents with depths ``pd``, degrees ``d``."""
-        child = np.repeat(pd, d)
-        child += 1
-        lk = _bits(linked, first, first + child.size)
-        r0 = int(linked.rank1(np.array([first]))[0])
-        child[lk] += tails[r0 : r0 + int(np.count_nonzero(lk))]
-        return child
-
-    pd = np.zeros(1, dtype=dt)
-    a, b, best = 0, 1, 0
-    while best <= limit and b > a:
-        cuts = list(range(a, b, CHUNK_NODES)) + [b]
-        sums = [int(deg[cuts[k] : cuts[k + 1]].sum()) for k in range(len(cuts) - 1)]
-        firsts = np.concatenate(([b], b + np.cumsum(sums)))
-        if int(firsts[-1]) > n:
-            raise ValueError(f"the children of nodes [{a}, {b}) run past the {n} nodes")
-        tasks = [partial(piece, pd[cuts[k] - a : cuts[k + 1] - a], deg[cuts[k] : cuts[k + 1]], int(firsts[k]))
-                 for k in range(len(cuts) - 1)]
-        parts = in_parallel(tasks, workers)
-        pd = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        a, b = b, b + pd.size
-        if pd.size:
-            best = max(best, int(pd.max()))
-    return best

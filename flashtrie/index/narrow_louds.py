@@ -158,7 +158,8 @@ class NarrowLoudsIndex:
         write_index_file(path, self.arrays, self.meta)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str], verify: bool = True, copy: bool = False) -> NarrowLoudsIndex:
+    def load(cls, path: str | os.PathLike[str], verify: bool = True, copy: bool = False, *,
+             timings: dict[str, float] | None = None) -> NarrowLoudsIndex:
         """Open an index file; refuses corrupt, truncated, foreign, old or newer-version files.
 
         Header, table, sizes and the cheap cross-array checks come first; then, with ``verify=True``, the
@@ -166,7 +167,9 @@ class NarrowLoudsIndex:
         for a file you trust: a damaged directory can then send a search outside an array.
         The arrays are memory-mapped: a file overwritten in place while mapped (``cp`` over it; `save`
         renames instead) can kill the process with SIGBUS.  ``copy=True`` reads them into memory instead.
+        ``timings`` (a dict, optional) receives the seconds of each step.
         """
+        t0 = time.perf_counter()
         f = read_index_file(path, ARRAY_DTYPES, copy=copy)
         problem = meta_problem(f.meta)
         if problem:
@@ -180,10 +183,17 @@ class NarrowLoudsIndex:
                   pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], None, meta)
         try:  # the checks only read inside the arrays they have sized; a lying directory can still
             # send a select outside its word's bits: that is a damaged file too
-            problem, starts = layout_problem(idx)
+            t1 = time.perf_counter()
+            problem, layout = layout_problem(idx)
+            t2 = time.perf_counter()
+            if timings is not None:
+                timings.update({"header and table": t1 - t0, "cheap checks": t2 - t1})
             if not problem and verify:
                 f.verify()
-                problem = content_problem(idx, starts)
+                if timings is not None:
+                    timings["checksums"] = time.perf_counter() - t2
+                assert layout is not None
+                problem = content_problem(idx, layout, timings=timings)
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:

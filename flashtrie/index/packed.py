@@ -118,6 +118,28 @@ class PackedInts:
 
         return max(in_parallel([lambda p=p: one(p) for p in self._parts()], workers), default=0)
 
+    def max_and_where(self, workers: int = 1) -> tuple[int, np.ndarray]:
+        """The largest value (0 when empty) and the indices (ascending) that hold it; in pieces on threads."""
+        period = self._period(self.width)[0]
+
+        def one(part: PackedInts, start: int) -> tuple[int, np.ndarray]:
+            best, where = 0, [np.zeros(0, dtype=np.int64)]
+            for c, vals in part._residues():
+                m = int(vals.max())
+                if m > best:
+                    best, where = m, []
+                if m == best:
+                    where.append(np.flatnonzero(vals == m) * period + (start + c))
+            return best, np.concatenate(where)
+
+        parts, start, tasks = self._parts(), 0, []
+        for part in parts:
+            tasks.append(lambda part=part, start=start: one(part, start))
+            start += part.size
+        found = in_parallel(tasks, workers)
+        top = max((m for m, _ in found), default=0)
+        return top, np.sort(np.concatenate([w for m, w in found if m == top]))
+
     def padding_is_clear(self) -> bool:
         """True when every bit past the last value is zero (reads only the last words)."""
         end = self.size * self.width

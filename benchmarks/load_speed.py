@@ -1,0 +1,71 @@
+"""Verified-load speed of index files: ``NarrowLoudsIndex.load(path, verify=True)`` at several core counts.
+
+    python benchmarks/load_speed.py FILE... [--workers 1,2,16] [--repeats 3] [--json OUT]
+
+Each worker count w runs with the process's CPU affinity set to w CPUs (so `flashtrie.cpus.usable_cpus`,
+and with it every threaded check, sees w).  Prints the best seconds and GB/s (file bytes per second) per
+file and count, the least CPU time of a load (GB per CPU-second: per-core speed, less sensitive than
+the wall clock to a busy machine), and the split of the fastest load into its steps; ``--json`` writes
+the same as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from flashtrie import NarrowLoudsIndex
+
+
+def measure(path: str, workers: int, repeats: int) -> dict:
+    """Best of ``repeats`` verified loads of ``path`` on ``workers`` CPUs, and the step split of the best."""
+    all_cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, all_cpus[:workers])
+    try:
+        best, cpu, split = float("inf"), float("inf"), {}
+        for _ in range(repeats):
+            t: dict[str, float] = {}
+            c0, t0 = time.process_time(), time.perf_counter()
+            NarrowLoudsIndex.load(path, verify=True, timings=t)
+            dt, cpu = time.perf_counter() - t0, min(cpu, time.process_time() - c0)
+            if dt < best:
+                best, split = dt, t
+    finally:
+        os.sched_setaffinity(0, all_cpus)
+    size = os.path.getsize(path)
+    return {"path": path, "bytes": size, "workers": workers, "seconds": round(best, 4),
+            "gb_per_s": round(size / best / 1e9, 3),
+            "cpu_seconds": round(cpu, 4), "gb_per_cpu_s": round(size / cpu / 1e9, 3),
+            "split": {k: round(v, 4) for k, v in split.items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--workers", default="1,2", help="comma-separated CPU counts (capped at the usable ones)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="write the results here")
+    args = ap.parse_args(argv)
+    usable = len(os.sched_getaffinity(0))
+    counts = sorted({min(int(w), usable) for w in args.workers.split(",")})
+    results = []
+    for path in args.files:
+        NarrowLoudsIndex.load(path, verify=False)  # page cache warm
+        for w in counts:
+            r = measure(path, w, args.repeats)
+            results.append(r)
+            split = ", ".join(f"{k} {v:.3f}" for k, v in r["split"].items())
+            print(f"{os.path.basename(path)} ({r['bytes'] / 1e9:.3f} GB) {w:>2} cores: {r['seconds']:.3f} s, "
+                  f"{r['gb_per_s']:.3f} GB/s ({r['gb_per_s'] / w:.3f} per core); CPU {r['cpu_seconds']:.3f} s, "
+                  f"{r['gb_per_cpu_s']:.3f} GB per CPU-second | {split}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"results": results, "cpus": usable, "python": sys.version.split()[0]}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""One level-by-level pass over the LOUDS for ``load(verify=True)``: degrees, leaves and the longest keyword.
+
+The checks of a loaded index need, from the LOUDS bits: the largest degree (at the root and below it),
+that every leaf ends a keyword, and the exact longest root-to-node path in tokens (the node's level plus
+the tails of the linked edges above it).  All three come out of one pass over the levels, each level cut
+into pieces of `CHUNK_NODES` parents that run on threads (numpy releases the GIL), with nothing of size
+``n`` kept but the depths of one level (one byte per node where the longest keyword allows it).  The code
+start of every piece comes from one vectorised ``select0`` and the rank of its first child in ``linked``
+from one vectorised ``rank1``, before any thread starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from ..cpus import in_parallel
+from .bits import BitVector
+
+__all__ = ["CHUNK_NODES", "LoudsFacts", "depth_dtype", "level_starts", "louds_facts", "tail_lengths"]
+
+#: Parent nodes per thread task: small enough that a piece's temporaries stay in a core's cache.
+CHUNK_NODES = 1 << 18
+#: Above this many threads, children's depths are gathered without np.repeat (which holds the GIL).
+GIL_FREE_WORKERS = 4
+
+
+@dataclass(frozen=True)
+class LoudsFacts:
+    """What `louds_facts` found (``longest`` is only a lower bound once it passed ``limit``)."""
+
+    max_degree: int
+    max_degree_nonroot: int
+    longest: int
+    leaf_not_end: int  # a leaf that ends no keyword, or -1
+    has_children: np.ndarray | None  # bool per node, when asked for
+
+
+def _code_starts(louds: BitVector, nodes: np.ndarray) -> np.ndarray:
+    """First LOUDS bit of each node's unary code (0 for the root), in one vectorised select0."""
+    out = np.zeros(nodes.size, dtype=np.int64)
+    pos = nodes > 0
+    out[pos] = louds.select0(nodes[pos] - 1) + 1
+    return out
+
+
+def level_starts(louds: BitVector, n: int, limit: int) -> list[int]:
+    """First node of each level (the root's level is ``[0, 1)``), up to ``limit + 2`` levels, then where the
+    walk stopped: ``n`` for a trie whose levels cover every node (one select0 per level)."""
+    out, b = [0, 1], 1
+    while len(out) <= limit + 2:
+        c = int(_code_starts(louds, np.array([b]))[0]) - b + 1  # ones before node b's code, plus one
+        if c <= b or c > n:
+            break
+        out.append(c)
+        b = c
+    return out
+
+
+def _bits(bv: BitVector, start: int, stop: int) -> np.ndarray:
+    """Bits ``[start, stop)`` as uint8 zeros and ones."""
+    raw = bv.words.view(np.uint8)[start >> 3 : (stop + 7) >> 3]
+    off = start & 7
+    return np.unpackbits(raw, bitorder="little")[off : off + stop - start]
+
+
+def depth_dtype(limit: int) -> type:
+    """The narrowest dtype for the depths of a pass with this ``limit`` (tails at most ``limit`` tokens): it
+    stops once a depth passes ``limit``, so no depth exceeds ``2 limit + 1``."""
+    top = 2 * limit + 1
+    return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int32 if top < 1 << 31 else np.int64
+
+
+def tail_lengths(starts: np.ndarray, limit: int, workers: int) -> tuple[np.ndarray, int, int]:
+    """``diff(starts)`` (the tail length of each linked edge) as `depth_dtype` (limit), with its least and
+    largest value (0, 0 when empty), in pieces on threads; values outside ``[0, limit]`` are not stored."""
+    m = max(starts.size - 1, 0)
+    out = np.zeros(m, dtype=depth_dtype(limit))
+
+    def piece(a: int) -> tuple[int, int]:
+        d = np.diff(starts[a : min(a + CHUNK_NODES, m) + 1])
+        lo, hi = int(d.min()), int(d.max())
+        if 0 <= lo and hi <= limit:
+            out[a : a + d.size] = d
+        return lo, hi
+
+    parts = in_parallel([partial(piece, a) for a in range(0, m, CHUNK_NODES)], workers)
+    return out, min((p[0] for p in parts), default=0), max((p[1] for p in parts), default=0)
+
+
+class _Pass:
+    """The shared inputs of the pieces of one `louds_facts` call."""
+
+    def __init__(self, louds: BitVector, linked: BitVector, terminal: BitVector, tails: np.ndarray,
+                 has: np.ndarray | None, workers: int) -> None:
+        self.louds, self.linked, self.terminal, self.tails, self.has = louds, linked, terminal, tails, has
+        # np.repeat holds the GIL; a gather through each child's parent does not, but costs about 2 ns more
+        # per node: it pays beyond `GIL_FREE_WORKERS` threads
+        self.gil_free = workers > GIL_FREE_WORKERS
+        self.count = np.arange(0)  # 0, 1, 2, ... (read-only, shared by the pieces); see `reserve`
+
+    def reserve(self, children: int) -> None:
+        """Make `count` long enough for a piece with this many children (the GIL-free way only)."""
+        if self.gil_free and self.count.size < children:
+            self.count = np.arange(max(children, 2 * CHUNK_NODES))
+
+    def piece(self, p: int, q: int, cs_p: int, cs_q: int, r0: int, pd: np.ndarray,
+              out: np.ndarray | None) -> tuple[int, int, int]:
+        """Parents ``[p, q)`` with depths ``pd`` and codes in bits ``[cs_p, cs_q)``: their children's depths
+        go to ``out`` (None on the last level); returns (largest degree, largest child depth, a leaf that
+        ends no keyword or -1)."""
+        bits = _bits(self.louds, cs_p, cs_q)
+        zeros = np.flatnonzero(bits == 0)
+        if zeros.size != q - p:
+            raise ValueError(f"LOUDS bits [{cs_p}, {cs_q}) hold {zeros.size} node ends, expected {q - p}")
+        deg = np.empty_like(zeros)
+        deg[0] = zeros[0]
+        np.subtract(zeros[1:], zeros[:-1], out=deg[1:])
+        deg[1:] -= 1
+        leaf = deg == 0
+        leaf &= _bits(self.terminal, p, q) == 0
+        bad = int(np.argmax(leaf)) + p if leaf.any() else -1
+        if self.has is not None:
+            np.greater(deg, 0, out=self.has[p:q])
+        if out is None:
+            return int(deg.max()), 0, bad
+        if self.gil_free:  # child j's parent: the zeros before the j-th one
+            parent = np.flatnonzero(bits)
+            parent -= self.count[: parent.size]
+            child = np.take(pd, parent)
+        else:
+            child = np.repeat(pd, deg)
+        child += 1
+        first = cs_p - p + 1
+        lk = np.flatnonzero(_bits(self.linked, first, first + child.size))
+        if lk.size:
+            child[lk] += self.tails[r0 : r0 + lk.size]
+        out[:] = child
+        return int(deg.max()), int(child.max()) if child.size else 0, bad
+
+
+def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails: np.ndarray,
+                levels: list[int], limit: int, workers: int, *, has_children: bool = False) -> LoudsFacts:
+    """Degrees, leaves and depths of a trie whose `level_starts` are ``levels`` (ending at n), level by
+    level, stopping once a depth passes ``limit``.  ``tails``: the `tail_lengths` (each at most ``limit``).
+
+    Needs a LOUDS with a verified rank directory and select0 hints (the pieces' bounds come from them) and
+    one tail per linked node.  ``has_children=True`` also returns a bool per node."""
+    n = levels[-1]
+    dt = depth_dtype(limit)
+    tails = tails.astype(dt, copy=False)
+    cuts = [sorted(set(range(a, b, CHUNK_NODES)) | {a, b}) for a, b in zip(levels[:-1], levels[1:], strict=True)]
+    points = np.unique(np.concatenate([np.array(c, dtype=np.int64) for c in cuts]))
+    cs = _code_starts(louds, points)
+    at = {int(p): k for k, p in enumerate(points.tolist())}
+    firsts = cs - points + 1
+    ranks = linked.rank1(np.minimum(firsts, linked.nbits))
+    has = np.zeros(n, dtype=bool) if has_children else None
+    run = _Pass(louds, linked, terminal, tails, has, workers)
+    pd = np.zeros(1, dtype=dt)
+    md = mdn = longest = 0
+    bad = -1
+    for lv, cut in enumerate(cuts):
+        last = lv == len(cuts) - 1
+        b = levels[lv + 1]
+        nxt = None if last else np.empty(levels[lv + 2] - b, dtype=dt)
+        a, tasks = levels[lv], []
+        for p, q in zip(cut[:-1], cut[1:], strict=True):
+            i, j = at[p], at[q]
+            f, g = int(firsts[i]), int(firsts[j])
+            run.reserve(g - f)
+            dest = None if nxt is None else nxt[f - b : g - b]
+            tasks.append(partial(run.piece, p, q, int(cs[i]), int(cs[j]), int(ranks[i]), pd[p - a : q - a], dest))
+        for d, deepest, leaf in in_parallel(tasks, workers):
+            md = max(md, d)
+            mdn = max(mdn, d) if lv > 0 else 0  # level 0 is the root alone
+            longest = max(longest, deepest)
+            bad = leaf if bad < 0 else bad
+        if nxt is not None:
+            pd = nxt
+        if longest > limit:
+            break
+    return LoudsFacts(md, mdn, longest, bad, has)

@@ -1,0 +1,146 @@
+"""The verified load's level-by-level LOUDS pass and its helpers, against plain recomputations."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashtrie import IndexFormatError, KeywordSet, NarrowLoudsIndex
+from flashtrie.index import checks, louds_pass
+from flashtrie.index.bits import BitVector
+from flashtrie.index.packed import PackedInts
+from flashtrie.limits import MAX_TOKEN
+
+tokens = st.one_of(st.integers(0, 5), st.integers(65_530, 65_540), st.integers(MAX_TOKEN - 3, MAX_TOKEN))
+keyword_lists = st.lists(st.lists(tokens, min_size=1, max_size=8), min_size=1, max_size=60)
+
+
+def plain_facts(ix: NarrowLoudsIndex) -> tuple[np.ndarray, int]:
+    """Degrees from the zero positions of the whole LOUDS, and the longest path by walking every keyword."""
+    zeros = np.flatnonzero(~ix.louds.to_bools())
+    deg = np.diff(np.concatenate(([-1], zeros))) - 1
+    return deg, max(int(ix.edge_lengths(np.array([j]))[0]) + depth for j, depth in _depths(ix, deg))
+
+
+def _depths(ix: NarrowLoudsIndex, deg: np.ndarray):
+    """(node, tokens above its edge) for every node, parents first."""
+    above = {0: 0}
+    child = 1
+    for parent in range(ix.num_nodes):
+        for j in range(child, child + int(deg[parent])):
+            above[j] = above[parent] + (int(ix.edge_lengths(np.array([parent]))[0]) if parent else 0)
+        child += int(deg[parent])
+    return above.items()
+
+
+@settings(max_examples=80, deadline=None)
+@given(keyword_lists, st.sampled_from([1, 2, 3, 1 << 18]), st.integers(1, 3), st.booleans())
+def test_louds_pass_matches_plain_recomputation(kws, chunk, workers, gil_free):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    problem, layout = checks.layout_problem(ix)
+    assert problem is None and layout.levels[-1] == ix.num_nodes
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(louds_pass, "CHUNK_NODES", chunk)  # several pieces per level even on small tries
+        mp.setattr(louds_pass, "GIL_FREE_WORKERS", 0 if gil_free else 99)  # both ways to the children's depths
+        f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels,
+                                   ix.max_keyword_length, workers, has_children=True)
+    deg, longest = plain_facts(ix)
+    assert (f.max_degree, f.max_degree_nonroot) == (int(deg.max()), int(deg[1:].max(initial=0)))
+    assert (f.max_degree, f.max_degree_nonroot) == (ix.max_degree, ix.max_degree_nonroot)
+    assert f.longest == longest == max(map(len, kws)) == ix.max_keyword_length
+    assert f.leaf_not_end == -1
+    np.testing.assert_array_equal(f.has_children, deg > 0)
+
+
+def test_louds_pass_stops_past_the_limit_and_finds_a_leaf_that_ends_nothing():
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3, 4], [1, 5], [7]]))
+    _, layout = checks.layout_problem(ix)
+    f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, 1, 1)
+    assert f.longest > 1  # stopped once past the limit
+    leaf = int(np.flatnonzero(~plain_facts(ix)[0].astype(bool))[0])
+    bits = ix.terminal.to_bools()
+    bits[leaf] = False
+    terminal = BitVector.from_bools(bits)
+    f = louds_pass.louds_facts(ix.louds, ix.linked, terminal, layout.tails, layout.levels, 4, 1)
+    assert f.leaf_not_end == leaf
+
+
+def _rebuilt(ix: NarrowLoudsIndex, **parts) -> NarrowLoudsIndex:
+    """``ix`` with some of its parts (constructor arguments) replaced."""
+    args = {k: getattr(ix, k) for k in ("louds", "labels_lo", "hi_flag", "labels_hi", "linked", "link_starts",
+                                         "suffix", "terminal", "keyword_ids", "node_flags")}
+    args["meta"] = dict(ix.meta)
+    args.update(parts)
+    return NarrowLoudsIndex(**args)
+
+
+def test_unreachable_nodes_are_refused_before_the_checksums(tmp_path):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1], [2]]))  # LOUDS 11000: root with two leaves
+    assert ix.louds.to_bools().tolist() == [True, True, False, False, False]
+    # 10010: the root has one child, node 2 "has" one child (node 2 itself): n - 1 ones, n zeros, node 2
+    # never reached from the root
+    louds = BitVector.from_bools(np.array([1, 0, 0, 1, 0], dtype=bool), with_select0=True)
+    bad = _rebuilt(ix, louds=louds, meta=dict(ix.meta, max_degree=1, max_degree_nonroot=1))
+    bad.save(tmp_path / "bad.ftrie")
+    for verify in (True, False):
+        with pytest.raises(IndexFormatError, match=r"nodes \[2, 3\) cannot be reached from the root"):
+            NarrowLoudsIndex.load(tmp_path / "bad.ftrie", verify=verify)
+
+
+def test_a_leaf_that_ends_no_keyword_is_refused(tmp_path):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]), ids="index")
+    bits = ix.terminal.to_bools()
+    leaf = int(np.flatnonzero(bits)[-1])
+    bits[leaf] = False
+    meta = dict(ix.meta, num_unique=ix.num_unique - 1, num_keywords=ix.num_keywords - 1)
+    bad = _rebuilt(ix, terminal=BitVector.from_bools(bits), meta=meta)
+    bad.save(tmp_path / "bad.ftrie")
+    with pytest.raises(IndexFormatError, match=f"node {leaf} is a leaf that ends no keyword"):
+        NarrowLoudsIndex.load(tmp_path / "bad.ftrie")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 32).flatmap(lambda w: st.tuples(st.just(w), st.lists(st.integers(0, (1 << w) - 1),
+                                                                            max_size=300))),
+       st.sampled_from([1, 7, 64, 1 << 22]), st.integers(1, 3))
+def test_max_and_where(case, part, workers):
+    width, values = case
+    v = np.array(values, dtype=np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("flashtrie.index.packed.PART_VALUES", part)
+        top, where = PackedInts.from_values(v, width if v.size else 0).max_and_where(workers)
+    assert top == (int(v.max()) if v.size else 0)
+    if v.size:
+        np.testing.assert_array_equal(where, np.flatnonzero(v == top))
+
+
+@pytest.mark.parametrize("chunk", [1 << 6, 1 << 20])
+def test_node_flag_and_label_checks_in_pieces(monkeypatch, chunk):
+    rng = np.random.default_rng(5)
+    kws = [rng.integers(0, 3_000_000, size=int(rng.integers(1, 6))).tolist() for _ in range(3000)]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    monkeypatch.setattr(checks, "NODE_CHUNK", chunk)
+    monkeypatch.setattr(checks, "RANK_CHUNK_WORDS", chunk // 8)
+    _, layout = checks.layout_problem(ix)
+    assert checks.content_problem(ix, layout, 2) is None
+    assert checks._max_label(ix, 2) == int(ix.labels(np.arange(1, ix.num_nodes)).max())
+    flags = ix.node_flags.copy()
+    flags[flags.size // 2] ^= np.uint32(4 << 8)  # node 8 k + 2: "has children" flipped
+    assert checks.content_problem(_rebuilt(ix, node_flags=flags), layout, 2) \
+        == "node_flags do not match the LOUDS, linked and terminal bits"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=3000), st.integers(0, 10**6), st.integers(-2, 2),
+       st.sampled_from([1, 2, 1 << 20]))
+def test_select0_hint_check_agrees_with_recomputing_them(bools, which, delta, chunk):
+    bv = BitVector.from_bools(np.array(bools), with_select0=True)
+    hints = bv.select0_hints.astype(np.int64)
+    k = which % hints.size
+    hints[k] = min(max(hints[k] + delta, 0), bv.rank.size - 2)
+    crafted = BitVector(bv.words, bv.rank, bv.nbits, hints.astype(np.uint32))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "NODE_CHUNK", chunk)
+        assert checks._hints_match(crafted, 2) == np.array_equal(hints, bv.select0_hints)

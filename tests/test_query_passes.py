@@ -1,0 +1,86 @@
+"""The query generator's one-off library passes: the same workloads as before they were fused and threaded."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from flashtrie.datasets import _library_pass as lp
+from flashtrie.datasets import generate_keywords, generate_queries, library_fingerprint
+from flashtrie.datasets._hashing import full_keyword_hashes
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from flashtrie import KeywordSet
+from flashtrie.limits import MAX_TOKEN
+
+
+def digest(wl) -> str:
+    h = hashlib.sha256()
+    for a in (wl.proposals.tokens, wl.proposals.logprobs, wl.topics, *wl.relevant):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(wl.params.library_fingerprint.encode())
+    return h.hexdigest()[:16]
+
+
+# digests of the workloads (and library fingerprints) made by main at 6f9f5bf, before the passes were fused
+CASES = {
+    "small-dense": ({"n": 20_000, "vocab_size": 50_000, "seed": 3},
+                    {"num_queries": 3, "proposals_per_step": 300, "preset": "dense", "seed": 5, "min_topic_size": 64},
+                    "03d46b60dc8b0364"),
+    "small-sparse": ({"n": 20_000, "vocab_size": 50_000, "seed": 3},
+                     {"num_queries": 3, "proposals_per_step": 300, "preset": "sparse", "seed": 5,
+                      "min_topic_size": 64}, "1675501718604568"),
+    "topic depth 2": ({"n": 200_000, "seed": 1},
+                      {"num_queries": 4, "proposals_per_step": 500, "preset": "dense", "seed": 2, "topic_depth": 2,
+                       "min_topic_size": 128}, "e0b9171e98170824"),
+    "duplicates": ({"n": 300_000, "seed": 4, "duplicate_fraction": 0.05},
+                   {"num_queries": 3, "proposals_per_step": 200, "preset": "dense", "seed": 7, "min_topic_size": 256},
+                   "578c4e353017dd70"),
+    "tokens up to 2**32 - 1": ({"n": 60_000, "seed": 6, "vocab_size": MAX_TOKEN + 1},
+                               {"num_queries": 2, "proposals_per_step": 100, "preset": "dense", "seed": 1,
+                                "min_topic_size": 16}, "794c89d6b78766bd"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_workloads_are_the_same_as_before_the_fused_passes(name, monkeypatch):
+    lib_args, query_args, want = CASES[name]
+    lib_args = dict(lib_args)
+    kw = generate_keywords(lib_args.pop("n"), **lib_args)
+    monkeypatch.setattr(lp, "PIECE", 5_000)  # several pieces and blocks on small libraries
+    monkeypatch.setattr(lp, "_FLUSH", 7_000)
+    for threads in (1, 3):
+        t: dict[str, float] = {}
+        wl = generate_queries(kw, **query_args, threads=threads, timings=t)
+        assert digest(wl) == want
+        assert {"library pass (lengths, hashes, token counts per depth)", "per-query draws"} <= set(t)
+
+
+libraries = st.lists(st.lists(st.one_of(st.integers(0, 40), st.integers(MAX_TOKEN - 2, MAX_TOKEN)),
+                              min_size=1, max_size=9), min_size=1, max_size=200)
+
+
+@settings(max_examples=60, deadline=None)
+@given(libraries, st.integers(1, 4), st.sampled_from([1, 3, 64]), st.sampled_from([1, 5, 1 << 23]),
+       st.booleans())
+def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, dense):
+    ks = KeywordSet.from_sequences(seqs)
+    top = int(ks.tokens.max())
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lp, "PIECE", piece)
+        mp.setattr(lp, "_FLUSH", flush)
+        if not dense:
+            mp.setattr(lp, "BINCOUNT_MAX", 0)
+        facts = lp.library_pass(ks, steps, top, 3)
+    np.testing.assert_array_equal(facts.lengths, ks.lengths)
+    np.testing.assert_array_equal(facts.full, full_keyword_hashes(ks, 1))
+    assert facts.fingerprint == library_fingerprint(ks)
+    np.testing.assert_array_equal(facts.length_counts, np.bincount(ks.lengths))
+    for d, (tok, cnt) in enumerate(facts.depth_counts):
+        col = np.array([s[d] for s in seqs if len(s) > d], dtype=np.uint32)
+        want_tok, want_cnt = np.unique(col, return_counts=True)
+        np.testing.assert_array_equal(tok, want_tok)
+        np.testing.assert_array_equal(cnt, want_cnt)
+        assert tok.dtype == np.uint32 and cnt.dtype == np.int64
