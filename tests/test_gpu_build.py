@@ -192,7 +192,8 @@ def test_directory_on_threads_equals_one_pass(nbits: int, p: float, seed: int, w
     b = np.random.default_rng(seed).random(nbits) < p
     one = bits.BitVector.from_bools(b, with_select0=True)
     old = bits.PIECE_WORDS
-    bits.PIECE_WORDS = 8  # many pieces (hypothesis and monkeypatch fixtures do not mix)
+    bits.PIECE_WORDS = bits.BLOCK_WORDS + 3  # many pieces (rounded down to whole blocks; hypothesis and
+    # monkeypatch fixtures do not mix)
     try:
         many = bits.BitVector.from_words(one.words.copy(), nbits, with_select0=True, workers=workers)
     finally:

@@ -98,7 +98,8 @@ def rank_directory(words: np.ndarray, workers: int = 1) -> tuple[np.ndarray, int
     on up to ``workers`` threads: each piece's ones first, then each piece's entries from the ones before it."""
     if workers <= 1 or words.size <= PIECE_WORDS:
         return rank_entries(words, 0)
-    pieces = [words[a : a + PIECE_WORDS] for a in range(0, words.size, PIECE_WORDS)]
+    step = max(BLOCK_WORDS, PIECE_WORDS - PIECE_WORDS % BLOCK_WORDS)  # whole blocks per piece
+    pieces = [words[a : a + step] for a in range(0, words.size, step)]
     before = np.cumsum([0] + in_parallel([partial(_ones, p) for p in pieces], workers))
     parts = in_parallel([partial(rank_entries, p, int(before[k])) for k, p in enumerate(pieces)], workers)
     return np.concatenate([e for e, _ in parts]), int(before[-1])
