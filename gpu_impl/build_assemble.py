@@ -69,16 +69,22 @@ def pack_ints(xp: ModuleType, values: Any, width: int | None = None) -> tuple[An
     return words, w, n
 
 
-def _louds(xp: ModuleType, parent: Any, n: int) -> tuple[Any, int, Any]:
-    """LOUDS words, bit count and the degrees (each node's children: ones, then a zero)."""
+def _louds(xp: ModuleType, out: DeviceArrays, parent: Any, n: int) -> Any:
+    """LOUDS words (each node's children: ones, then a zero) and the two largest degrees; returns which
+    nodes have children (the degrees themselves are dropped here: 8 bytes a node)."""
     deg = xp.bincount(parent, minlength=n)
     nbits = int(deg.sum()) + n
-    bools = xp.ones(nbits, dtype=bool)
-    ends = xp.cumsum(deg + 1)
+    out.max_degree, out.max_degree_nonroot = int(deg.max()), int(deg[1:].max()) if n > 1 else 0
+    has_children = deg > 0
+    deg += 1
+    ends = xp.cumsum(deg)
+    del deg
     ends -= 1
+    bools = xp.ones(nbits, dtype=bool)
     bools[ends] = False
     del ends
-    return pack_bits(xp, bools), nbits, deg
+    out.bits["louds"] = (pack_bits(xp, bools), nbits)
+    return has_children
 
 
 def _labels(xp: ModuleType, out: DeviceArrays, tokens: Any, kw_start: Any, start: Any, n: int) -> None:
@@ -134,18 +140,17 @@ def _terminals(xp: ModuleType, out: DeviceArrays, depth: Any, s_len: Any, creato
     return term
 
 
-def node_flags_device(xp: ModuleType, deg: Any, linked: Any, terminal: Any, n: int) -> tuple[Any, int, int]:
-    """`derived.node_flags` from the degrees and the flag bools: node j in bits ``4 (j % 8)..`` of word
-    ``j // 8`` (linked, terminal, has children), padded to `flag_word_count` words; and the two largest
-    degrees.  A separate step, so that a format without stored flags drops just this call."""
+def node_flags_device(xp: ModuleType, linked: Any, terminal: Any, has_children: Any, n: int) -> Any:
+    """`derived.node_flags`'s words from the three flags (bools): node j in bits ``4 (j % 8)..`` of word
+    ``j // 8`` (linked, terminal, has children), padded to `flag_word_count` words.  A separate step, so
+    that a format without stored flags drops just this call."""
     f = xp.zeros(flag_word_count(n) * 8, dtype=xp.uint32)
     f[:n] = linked
     f[:n] |= terminal.astype(xp.uint32) << xp.uint32(1)
-    f[:n] |= (deg > 0).astype(xp.uint32) << xp.uint32(2)
+    f[:n] |= has_children.astype(xp.uint32) << xp.uint32(2)
     f = f.reshape(-1, 8)
     f <<= (xp.arange(8, dtype=xp.uint32) * xp.uint32(4))[None, :]
-    words = f.sum(axis=1, dtype=xp.uint32)  # disjoint nibbles: the sum is their OR
-    return words, int(deg.max()), int(deg[1:].max()) if n > 1 else 0
+    return f.sum(axis=1, dtype=xp.uint32)  # disjoint nibbles: the sum is their OR
 
 
 def assemble(xp: ModuleType, tokens: Any, s_start: Any, s_len: Any, order: Any, parent: Any, creator: Any,
@@ -158,12 +163,11 @@ def assemble(xp: ModuleType, tokens: Any, s_start: Any, s_len: Any, order: Any, 
     n = int(creator.size)
     out = DeviceArrays()
     creator[0] = 0  # the root reads nothing below; any valid index keeps the gathers in range
-    louds_words, louds_nbits, deg = _louds(xp, parent, n)
-    out.bits["louds"] = (louds_words, louds_nbits)
+    has_children = _louds(xp, out, parent, n)
     kw_start = s_start[creator]  # flat position of the creator's first token
     _labels(xp, out, tokens, kw_start, start, n)
     linked = _links(xp, out, tokens, kw_start, start, depth, max_tok)
     del kw_start
     term = _terminals(xp, out, depth, s_len, creator, order, ids, want_order)
-    out.node_flags, out.max_degree, out.max_degree_nonroot = node_flags_device(xp, deg, linked, term, n)
+    out.node_flags = node_flags_device(xp, linked, term, has_children, n)
     return out
