@@ -154,6 +154,9 @@ class GpuTrieStepper:
         #: blocks per row of a mask (None: ``_target_blocks`` (32 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 32 * _sm_count(self.device)
+        #: how mask kernels find a node's children: "block" (a block-wide search of its LOUDS zeros over
+        #: rank1) or "select" (two select0 side by side); results do not depend on it
+        self.child_search = "block"
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)
@@ -376,7 +379,8 @@ class GpuTrieStepper:
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
         o = self._view(out, "out", 2, _F32 if additive else _BOOL)
-        key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, self.prefetch, self.blocks_per_row)
+        flags = (1 if self.prefetch else 0) | (2 if self.child_search == "block" else 0)
+        key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, flags, self.blocks_per_row)
         hit = self._mask_cache.get(key)
         if hit is not None:
             return out, hit[0], hit[1]
@@ -393,7 +397,7 @@ class GpuTrieStepper:
         fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
         args = [np.uint64(v), np.uint32(per_block), np.uint32(bpr), np.uint64(_ptr(eos_dev)), np.uint32(len(eos)),
                 np.uint64(fp), np.uint64(bp), np.uint64(o.strides[0] if n > 1 else v), np.uint64(_ptr(self._dead)),
-                np.uint32(1 if self.prefetch else 0)]
+                np.uint32(flags)]
         if len(self._mask_cache) > 64:
             self._mask_cache.clear()
         self._mask_cache[key] = (n * bpr, args)

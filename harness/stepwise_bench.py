@@ -384,17 +384,18 @@ def _sweep(args: argparse.Namespace, gpu: Any, index: NarrowLoudsIndex, keywords
             for chunk in [int(c) for c in args.sweep_chunks.split(",")]:
                 g = gpu if chunk == gpu.chunk else GpuTrieStepper(index, chunk=chunk, searcher=shared)
                 bprs = args.sweep_bpr.split(",") if chunk == gpu.chunk else ["auto"]
-                for bpr in [None if x == "auto" else int(x) for x in bprs]:
-                    g.blocks_per_row = bpr
+                runs = [(x, "block") for x in bprs] + ([("auto", "select")] if chunk == gpu.chunk else [])
+                for bpr, how in [(None if x == "auto" else int(x), how) for x, how in runs]:
+                    g.blocks_per_row, g.child_search = bpr, how
                     cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
-                           "chunk": chunk, "bpr": bpr or "auto"}
+                           "chunk": chunk, "bpr": bpr or "auto", "child_search": how}
                     try:
                         emit(Record("latency", "gpu-stepwise", sweep="stepwise-chunk", workload=wl, config=cfg,
                                     metrics=gpu_step_metrics(g, states, nxt, v, eos, args.repeats, parts=False)))
                     except Exception as e:  # noqa: BLE001
                         emit(Record("latency", "gpu-stepwise", "error", f"{type(e).__name__}: {e}", "stepwise-chunk",
                                     wl, cfg))
-                g.blocks_per_row = None
+                g.blocks_per_row, g.child_search = None, "block"
 
 
 def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: KeywordSet, wl: dict[str, Any],
@@ -451,12 +452,13 @@ def table(records: list[Record]) -> str:
                      f"{_f(m, 'host_fused_us')} | {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')} |")
     sw = [r for r in records if r.sweep == "stepwise-chunk" and r.status == "ok"]
     if sw:
-        lines += ["", "| library | rows | states | chunk | blocks per row | device µs fused | mask + advance | "
-                  "host µs fused |", "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += ["", "| library | rows | states | chunk | blocks per row | child search | device µs fused | "
+                  "mask + advance | host µs fused |", "| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
         for r in sw:
             c, m = r.config, r.metrics
             lines.append(f"| {r.workload['case']} | {c['batch']}x{c['beams']} | {c['states']} | {c['chunk']} | "
-                         f"{c['bpr']} | {_f(m, 'graph_fused_us')} | {_f(m, 'graph_step_us')} | "
+                         f"{c['bpr']} | {c.get('child_search', 'block')} | {_f(m, 'graph_fused_us')} | "
+                         f"{_f(m, 'graph_step_us')} | "
                          f"{_f(m, 'host_fused_us')} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
     if hf:

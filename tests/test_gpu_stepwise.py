@@ -249,7 +249,7 @@ def test_cuda_graph_capture_of_a_step():
 
 
 def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
-    """Chunk size, blocks per row and the output's offset and row stride (unaligned rows) change no bit."""
+    """Chunk size, blocks per row, the child search and the output's offset and row stride change no bit."""
     import torch
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
@@ -269,8 +269,8 @@ def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
     want_b = cpu.mask(s, v, eos, additive=False)
     d, tok = dev(s), torch.as_tensor(x, device="cuda")
     for g in (gpu, GpuTrieStepper(cpu.index, chunk=1024)):
-        for bpr in (None, 1, 3, 10_000):
-            g.blocks_per_row = bpr
+        for bpr, how in ((None, "block"), (1, "select"), (3, "block"), (10_000, "select")):
+            g.blocks_per_row, g.child_search = bpr, how
             for off in (0, 1, 3):
                 base = torch.zeros(len(s), v + 9, device="cuda")
                 out = base[:, off:off + v]

@@ -107,7 +107,7 @@ class Emu:
         ob = None if out is not None else np.empty((n, v), np.uint8)
         self.lib.emu_walk_mask(U32(n * bpr), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
                                _p(None), I64(end), U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)),
-                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
+                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32((per_block & 1) | 2))
         return out if out is not None else ob.astype(bool)
 
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +171,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     if v is None:
         return
     d0 = cpu.dead_count
-    m, dead, _ = emu.mask(s, v, e, per_block=per_block)
+    m, dead, _ = emu.mask(s, v, e, per_block=per_block, flags=1)  # two select0 for the child range
     assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
     logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
     logits[:, ::7] = -0.0
@@ -179,7 +179,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     logits[:, 5::13] = np.nan
     want, got = logits.copy(), logits.copy()
     cpu.mask(s, v, e, out=want)
-    emu.mask(s, v, e, out=got, per_block=per_block, flags=per_block & 1)
+    emu.mask(s, v, e, out=got, per_block=per_block, flags=(per_block & 1) | 2)
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
@@ -213,7 +213,7 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
             logits = np.random.default_rng(seed % 97).normal(size=(n, v)).astype(np.float32)
             lw, lg = logits.copy(), logits.copy()
             cpu.advance_mask(s, x, v, e, out=lw)
-            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1))
+            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=(1 - (per_block & 1)) | 2)
             assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
         cols.append(x)
         nxt = cpu.advance(s, x, e)
@@ -287,10 +287,10 @@ def test_block_searches_on_huge_fanout(lib):
     s = cpu.start_from_prefixes([[], [5, 6, 7], [5, 6], [9, 8, 7]])
     x = np.array([roots[-1], under[len(under) // 2], 7, 6], dtype=np.int64)
     for per_block in (7, 40):
-        m, _, _ = emu.mask(s, v, e, per_block=per_block)
+        m, _, _ = emu.mask(s, v, e, per_block=per_block, flags=per_block & 1)
         assert np.array_equal(m, cpu.mask(s, v, e, additive=False))
         ns, want = cpu.advance_mask(s, x, v, e, additive=False)
-        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
+        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block, flags=3)
         _same(ns, gs)
         assert np.array_equal(want, got)
     ids = np.array([[5, 6, 7, under[3]], [5, 6, 7, 1], [0, 0, 5, 6], [0, 9, 8, 7]], dtype=np.int64)

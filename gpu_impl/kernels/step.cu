@@ -135,15 +135,16 @@ __device__ void block_lower_bound2(const IndexView& I, u32 mid, u32 r0, u32 la, 
 }
 
 // Lower bounds of two monotone predicates at once, block-wide: a = first q in [la, ha) with !lt_a(q) (ha if
-// none), b likewise; a blockDim-ary search, the probes of a round loaded together.
+// none), b likewise; a `probes`-ary search (threads 0 .. probes - 1 probe), the probes of a round loaded
+// together.
 template <class PA, class PB>
-__device__ void block_search2(u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, u64& a, u64& b) {
-    const u64 T = blockDim.x;
+__device__ void block_search2(u32 probes, u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, u64& a, u64& b) {
+    const bool me = threadIdx.x < probes;
     while (la < ha || lb < hb) {
-        const u64 sa = (ha - la + T - 1) / T, sb = (hb - lb + T - 1) / T;
+        const u64 sa = (ha - la + probes - 1) / probes, sb = (hb - lb + probes - 1) / probes;
         const u64 qa = la + (threadIdx.x + 1) * sa - 1, qb = lb + (threadIdx.x + 1) * sb - 1;
-        const bool ya = la < ha && qa < ha && lt_a(qa);
-        const bool yb = lb < hb && qb < hb && lt_b(qb);
+        const bool ya = me && la < ha && qa < ha && lt_a(qa);
+        const bool yb = me && lb < hb && qb < hb && lt_b(qb);
         la += (u64)__syncthreads_count(ya) * sa;
         lb += (u64)__syncthreads_count(yb) * sb;
         if (sa) ha = min(ha, la + sa - 1);
@@ -153,17 +154,28 @@ __device__ void block_search2(u64 la, u64 ha, PA lt_a, u64 lb, u64 hb, PB lt_b, 
     b = lb;
 }
 
-// Children [first, end) of `node`, block-wide (child_range's result without its serial select0): the
-// LOUDS zeros number node - 1 and node, each the first q with q - rank1(q) = zeros before q > j, found by
-// block_search2 over [j + 1, j + num_nodes] (a node's zero has at most num_nodes - 1 ones before it).
-__device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
+#define ZERO_PROBES 32u  // probes per round of the LOUDS zero search (each a rank1: scattered loads)
+
+// Children [first, end) of `node`, block-wide.  The LOUDS zeros number node - 1 and node bound them; `wide`:
+// each is the first q with q - rank1(q) = zeros before q > j, found by block_search2 over [j + 1, j + num_nodes]
+// (a node's zero has at most num_nodes - 1 ones before it); else select0 of both, side by side (threads 0, 32).
+__device__ void block_child_range(const IndexView& I, u32 node, Pos& p, bool wide) {
+    __shared__ u64 s_zero[2];
     const u64 n = I.num_nodes;
-    auto zeros_le = [&](u64 j) {
-        return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
-    };
     u64 ustart, zend;  // ustart: one past zero node - 1 (0 for the root); zend: one past zero node
-    block_search2(node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull, zeros_le((u64)node - 1),
-                  (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
+    if (wide) {
+        auto zeros_le = [&](u64 j) {
+            return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
+        };
+        block_search2(min(ZERO_PROBES, blockDim.x), node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull,
+                      zeros_le((u64)node - 1), (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
+    } else {  // s_zero is written again only after the syncs of the next block_decode
+        if (threadIdx.x == 0) s_zero[0] = node ? select0(I, (u64)node - 1) + 1 : 0ull;
+        if (threadIdx.x == 32 % blockDim.x) s_zero[1] = select0(I, node) + 1;
+        __syncthreads();
+        ustart = s_zero[0];
+        zend = s_zero[1];
+    }
     p.first = (u32)(ustart - node + 1);
     p.end = (u32)(zend - 1 - node + 1);
     p.r0 = rank1(I.hi_words, I.hi_rank, p.first);
@@ -172,19 +184,19 @@ __device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
 
 // Decode (node, off) with its child range, the same Pos in every thread (thread 0 decodes into *P; a state at
 // a node then finds its children block-wide).  The caller syncs before P is written again.
-__device__ __forceinline__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P) {
+__device__ __forceinline__ Pos block_decode(const IndexView& I, i64 node, i64 off, Pos* P, bool wide) {
     if (threadIdx.x == 0) *P = decode(I, node, off, false);
     __syncthreads();
     Pos p = *P;
-    if (p.kind == K_AT) block_child_range(I, p.node, p);
+    if (p.kind == K_AT) block_child_range(I, p.node, p, wide);
     return p;
 }
 
 // The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V):
 // the child search is a block_lower_bound over label_window.  The result is in s_state[0..1] for every thread.
 __device__ __forceinline__ void block_advance(const IndexView& I, i64 node, i64 off, i64 x, u64 V, const i64* eos,
-                                              u32 n_eos, Pos* P, i64* s_state) {
-    const Pos p = block_decode(I, node, off, P);
+                                              u32 n_eos, Pos* P, i64* s_state, bool wide) {
+    const Pos p = block_decode(I, node, off, P, wide);
     bool search = false;
     if (threadIdx.x == 0) {
         i64 nn = ST_DEAD, no = 0;
@@ -231,7 +243,7 @@ ft_step_advance(const IndexView* __restrict__ view, const i64* node_in, const i6
     __syncthreads();
     const u32 r = blockIdx.x;
     const i64 x = tok_is64 ? ((const i64*)tok)[(u64)r * tok_stride] : (i64)((const int*)tok)[(u64)r * tok_stride];
-    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state);
+    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state, true);
     if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
 }
 
@@ -250,7 +262,7 @@ ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u6
     const i64 c1 = end ? end[r] : end_all;
     i64 node = 0, off = 0;
     for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
-        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state);
+        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state, true);
         node = s_state[0];
         off = s_state[1];
     }
@@ -396,7 +408,8 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
 }
 
 // Block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row (flags bit 0: load the
-// first chunk's logits before the state is decoded, so that the loads overlap the decode).
+// first chunk's logits before the state is decoded, so that the loads overlap the decode; bit 1: the child
+// range's LOUDS zeros searched block-wide, else two select0 side by side).
 struct MaskArgs {
     u64 V;
     u32 per_block, blocks_per_row;
@@ -427,11 +440,12 @@ ft_step_mask(const IndexView* __restrict__ view, const i64* __restrict__ node_in
     row_span(V, per_block, b, v0, v1);
     float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
     unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    const bool wide = (flags & 2u) != 0;
     float4 r[VPT];
     early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
-    const Pos p = block_decode(I, node_in[row], off_in[row], &P);
+    const Pos p = block_decode(I, node_in[row], off_in[row], &P, wide);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
@@ -454,16 +468,17 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const i64* __restrict__
     row_span(V, per_block, b, v0, v1);
     float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
     unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    const bool wide = (flags & 2u) != 0;
     float4 r[VPT];
     early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
     __syncthreads();
     const i64 x = tok_is64 ? ((const i64*)tok)[(u64)row * tok_stride] : (i64)((const int*)tok)[(u64)row * tok_stride];
-    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, s_state);
+    block_advance(I, node_in[row], off_in[row], x, V, eos, n_eos, &P, s_state, wide);
     const i64 nn = s_state[0], no = s_state[1];
     if (threadIdx.x == 0 && b == 0) { node_out[row] = nn; off_out[row] = no; }
     __syncthreads();  // every thread has read s_state and P before P is decoded again
-    const Pos p = block_decode(I, nn, no, &P);
+    const Pos p = block_decode(I, nn, no, &P, wide);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
@@ -485,6 +500,7 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ id
     row_span(V, per_block, b, v0, v1);
     float* rowf = outf ? outf + (u64)row * row_stride : nullptr;
     unsigned char* rowb = outb ? outb + (u64)row * row_stride : nullptr;
+    const bool wide = (flags & 2u) != 0;
     float4 r[VPT];
     early_loads(rowf, v0, v1, flags, r);
     if (threadIdx.x == 0) I = *view;
@@ -493,11 +509,11 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const i64* __restrict__ id
     const i64 c1 = end ? end[row] : end_all;
     i64 node = 0, off = 0;
     for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
-        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, s_state);
+        block_advance(I, node, off, __ldg(&ids[(u64)row * ids_stride + c]), V, eos, n_eos, &P, s_state, wide);
         node = s_state[0];
         off = s_state[1];
     }
-    const Pos p = block_decode(I, node, off, &P);
+    const Pos p = block_decode(I, node, off, &P, wide);
     count_dead(p, b, dead_count);
     if (!(flags & 1u) && rowf) preload(rowf, v0, min(v1, v0 + CHUNK), r);
     mask_span(I, p, v0, v1, V, eos, n_eos, rowf, rowb, bits, r);
