@@ -117,7 +117,8 @@ def test_max_and_where(case, part, workers):
 
 
 @pytest.mark.parametrize("chunk", [1 << 6, 1 << 20])
-def test_node_flag_and_label_checks_in_pieces(monkeypatch, chunk):
+def test_label_and_rank_checks_in_pieces(monkeypatch, chunk):
+    """The label scan and the rank-directory check give the same answers in small pieces as in one."""
     rng = np.random.default_rng(5)
     kws = [rng.integers(0, 3_000_000, size=int(rng.integers(1, 6))).tolist() for _ in range(3000)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
@@ -126,10 +127,10 @@ def test_node_flag_and_label_checks_in_pieces(monkeypatch, chunk):
     _, layout = checks.layout_problem(ix)
     assert checks.content_problem(ix, layout, 2) is None
     assert checks._max_label(ix, 2) == int(ix.labels(np.arange(1, ix.num_nodes)).max())
-    flags = ix.node_flags.copy()
-    flags[flags.size // 2] ^= np.uint32(4 << 8)  # node 8 k + 2: "has children" flipped
-    assert checks.content_problem(_rebuilt(ix, node_flags=flags), layout, 2) \
-        == "node_flags do not match the LOUDS, linked and terminal bits"
+    rank = ix.terminal.rank.copy()
+    rank[rank.size // 2] ^= np.uint64(1 << 40)  # a sub-block count in the middle of the directory
+    bad = BitVector(ix.terminal.words, rank, ix.terminal.nbits, None)
+    assert not checks._ranks_match(bad, 2)
 
 
 @settings(max_examples=150, deadline=None)
