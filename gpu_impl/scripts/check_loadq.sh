@@ -4,7 +4,8 @@
 # (`scale_stages gen`), builds it with the GPU builder where cupy is there (`flashtrie build --gpu`), once
 # with the keyword-id map and once without, times `NarrowLoudsIndex.load(verify=True)` at 1..all cores
 # (`benchmarks/load_speed.py`: GB/s and the split into checks) and 16 dense queries with K = 1000
-# (`scale_stages queries`: the record holds the split of the stage).  Details go to $OUT/loadq/.
+# (`scale_stages queries`: the record holds the split of the stage).  Details go to $OUT/loadq/ and, as one
+# file, $OUT/loadq.tgz; the summary goes to stdout.
 #   LOADQ_N=100M   library size        LOADQ_WORKERS=1,2,4,8,16   core counts of the load benchmark
 #   LOADQ_SKIP_INSTALL=1   use the flashtrie already installed
 set -uo pipefail
@@ -55,4 +56,5 @@ for line in open(sys.argv[1]):
         print(f"queries {r['metrics']['seconds']:.2f} s: " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()))
 PY
 say "loadq total $((SECONDS - T0)) s"
+tar czf "$OUT/loadq.tgz" -C "$OUT" loadq  # one file with every detail (few files come back from a call)
 rm -rf "$D"
