@@ -43,6 +43,15 @@ class _Torch:
 
         self.t = torch
         self.device = torch.device("cuda", device)
+        self.index = device
+        #: the current stream's raw handle without a Stream object (what Triton calls); None: the public API
+        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        try:
+            if self._raw_stream is not None and int(self._raw_stream(device)) != int(
+                    torch.cuda.current_stream(self.device).cuda_stream):
+                self._raw_stream = None
+        except Exception:  # noqa: BLE001 - the public API then
+            self._raw_stream = None
         self.int64, self.float32, self.bool = torch.int64, torch.float32, torch.bool
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -55,7 +64,14 @@ class _Torch:
         return self.t.as_tensor(a, device=self.device)
 
     def stream(self) -> int:
+        raw = self._raw_stream
+        if raw is not None:
+            return int(raw(self.index))
         return int(self.t.cuda.current_stream(self.device).cuda_stream)
+
+    def states(self, n: int) -> tuple[Any, Any]:
+        """Two int64 device arrays of n (one allocation)."""
+        return self.t.empty((2, n), dtype=self.int64, device=self.device).unbind(0)
 
     def cumsum(self, a: Any) -> Any:
         return self.t.cumsum(a, 0)
@@ -85,6 +101,10 @@ class _Cupy:
 
     def stream(self) -> int:
         return int(self.cp.cuda.get_current_stream().ptr)
+
+    def states(self, n: int) -> tuple[Any, Any]:
+        with self.dev:
+            return self.cp.empty((n,), dtype=self.int64), self.cp.empty((n,), dtype=self.int64)
 
     def cumsum(self, a: Any) -> Any:
         return self.cp.cumsum(a)
@@ -128,7 +148,7 @@ class GpuTrieStepper:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
         torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
-        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute; None: about 32 blocks per
+        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute; None: about 4 blocks per
         SM in all, at most one per chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
@@ -151,9 +171,9 @@ class GpuTrieStepper:
                    ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill")}
         #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
         self.prefetch = True
-        #: blocks per row of a mask (None: ``_target_blocks`` (32 per SM) in all); results do not depend on it
+        #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
-        self._target_blocks = 32 * _sm_count(self.device)
+        self._target_blocks = 4 * _sm_count(self.device)
         #: how mask kernels find a node's children: "block" (a block-wide search of its LOUDS zeros over
         #: rank1) or "select" (two select0 side by side); results do not depend on it
         self.child_search = "block"
@@ -255,7 +275,7 @@ class GpuTrieStepper:
         return eos, dev
 
     def _new_states(self, n: int) -> StepStates:
-        return StepStates(self.xp.empty((n,), self.xp.int64), self.xp.empty((n,), self.xp.int64))
+        return StepStates(*self.xp.states(n))
 
     # ------------------------------------------------------------------ the API
     def start(self, n: int) -> StepStates:

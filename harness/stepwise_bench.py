@@ -482,6 +482,27 @@ def table(records: list[Record]) -> str:
     return "\n".join(lines)
 
 
+def brief(records: list[Record]) -> str:
+    """One short line per measurement (device and host µs), for a terminal."""
+    out = ["case rows states: device us fused / 2 launches | host us fused / 2 launches | host+sync fused"]
+    for r in records:
+        c, m = r.config, r.metrics
+        head = f"{r.workload.get('case', '?')} {c.get('batch', '')}x{c.get('beams', '')}"
+        if r.status != "ok":
+            out.append(f"{head} {r.sweep} {r.status}: {(r.message or '')[:80]}")
+        elif r.sweep in ("stepwise", "stepwise-chunk"):
+            knobs = "" if r.sweep == "stepwise" else f" chunk={c['chunk']} bpr={c['bpr']} {c.get('child_search', '')}"
+            out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, 'graph_step_us')} | "
+                       f"{_f(m, 'host_fused_us')} / {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')}")
+        elif r.sweep == "stepwise-hf":
+            out.append(f"{head} hf depth {m['depth']}: {m['hf_ms']:.2f} ms vs {m['ours_ms'] * 1e3:.0f} us = "
+                       f"{m['speedup']:.0f}x same={m['same_scores']}")
+        elif r.sweep == "stepwise-generate":
+            out.append(f"{head} generate: ours {m['ours_over_unconstrained']:.2f}x, dict "
+                       f"{m['hf_over_unconstrained']:.2f}x of unconstrained {m['unconstrained_ms']:.1f} ms")
+    return "\n".join(out)
+
+
 def render(records: list[Record], out_dir: str | Path) -> Path:
     """reports/<dir>/stepwise.md with a figure of device µs per step by case, from the records only."""
     from .plots import _new, _save
@@ -514,8 +535,12 @@ def main(argv: list[str] | None = None) -> int:
         p = argparse.ArgumentParser(prog="stepwise_bench render")
         p.add_argument("records", nargs="+")
         p.add_argument("--out-dir", default="reports/h200-stepwise")
+        p.add_argument("--brief", action="store_true", help="print one short line per record instead of the tables")
         a = p.parse_args(argv[1:])
         recs = read_records(*a.records)
+        if a.brief:
+            print(brief(recs))
+            return 0
         print(render(recs, a.out_dir))
         print(table(recs))
         return 0
@@ -529,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sweep-cases", default="", help="libraries of the chunk / blocks-per-row sweep")
     p.add_argument("--sweep-shapes", default="2x70")
     p.add_argument("--sweep-chunks", default="1024,2048,4096,8192,32768")
-    p.add_argument("--sweep-bpr", default="auto,1,4,16,64", help="blocks per row (auto: 32 blocks per SM in all)")
+    p.add_argument("--sweep-bpr", default="auto,1,2,3,9,32", help="blocks per row (auto: 4 blocks per SM in all)")
     p.add_argument("--hf-shapes", default="2x70,8x64", help="batch x beams of the transformers comparison")
     p.add_argument("--hf-depths", default="0,1,2,3", help="depths of the rows of the transformers comparison")
     p.add_argument("--max-logits-gb", type=float, default=32.0, help="skip shapes with larger logits + mask")
