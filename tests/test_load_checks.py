@@ -36,14 +36,13 @@ def _depths(ix: NarrowLoudsIndex, deg: np.ndarray):
 
 
 @settings(max_examples=80, deadline=None)
-@given(keyword_lists, st.sampled_from([1, 2, 3, 1 << 18]), st.integers(1, 3), st.booleans())
-def test_louds_pass_matches_plain_recomputation(kws, chunk, workers, gil_free):
+@given(keyword_lists, st.sampled_from([1, 2, 3, 1 << 18]), st.integers(1, 3))
+def test_louds_pass_matches_plain_recomputation(kws, chunk, workers):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     problem, layout = checks.layout_problem(ix)
     assert problem is None and layout.levels[-1] == ix.num_nodes
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(louds_pass, "CHUNK_NODES", chunk)  # several pieces per level even on small tries
-        mp.setattr(louds_pass, "GIL_FREE_WORKERS", 0 if gil_free else 99)  # both ways to the children's depths
         f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels,
                                    ix.max_keyword_length, workers, has_children=True)
     deg, longest = plain_facts(ix)
