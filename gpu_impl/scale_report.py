@@ -253,7 +253,7 @@ def _stage_tables(records: Sequence[Record]) -> list[str]:
         if any(r.metrics.get("rss_scope") != "stage" for r in recs if size_of(r) == n):
             lines += ["Peak RSS: the stage's own (the high-water mark reset as it starts); * the process's peak so "
                       "far (no reset possible, or a record written outside a stage).", ""]
-        lines += _substages(recs, n) + _array_bytes(recs, n)
+        lines += _substages(recs, n) + _query_split(recs, n) + _array_bytes(recs, n)
     return lines
 
 
@@ -267,6 +267,20 @@ def _substages(recs: Sequence[Record], n: int) -> list[str]:
     head = (f"Build sub-stages ({b.backend} builder; {b.metrics.get('num_unique', 0):,} distinct keywords, "
             f"{b.metrics.get('num_nodes', 0):,} nodes):")
     return [head, ""] + _table(["sub-stage", "seconds", "of the build"], rows) + [""]
+
+
+def _query_split(recs: Sequence[Record], n: int) -> list[str]:
+    """The query generator's seconds per step (``split``, where the generator reports them)."""
+    gens = [r for r in recs if size_of(r) == n and str(r.config.get("stage", "")).startswith("generate ")
+            and "queries" in str(r.config.get("stage")) and isinstance(r.metrics.get("split"), dict)]
+    if not gens or not gens[-1].metrics["split"]:
+        return []
+    g = gens[-1]
+    total = float(g.metrics["seconds"])
+    rows = [[name, sec, f"{100 * float(sec) / total:.0f} %" if total > 0 else None]
+            for name, sec in g.metrics["split"].items()]
+    return ([f"Query generation by step ({g.config['stage']}):", ""]
+            + _table(["step", "seconds", "of the stage"], rows) + [""])
 
 
 def _array_bytes(recs: Sequence[Record], n: int) -> list[str]:

@@ -35,7 +35,8 @@ def _synthetic() -> list[Record]:
         _stage("build", M, 50.0, rss=70e9, stages=[["sort", 20.0], ["arrays", 30.0]], num_nodes=9,
                num_unique=4 * M // 5, backend="gpu"),
         _stage("save index", M, 5.0, bytes=3 * M, array_bytes={"keyword_ids.words": M, "labels_lo": 2 * M}),
-        _stage("generate 16 queries", M, 20.0, K=1000, queries=16, backend="datasets"),
+        _stage("generate 16 queries", M, 20.0, K=1000, queries=16, backend="datasets",
+               split={"library passes": 15.0, "queries": 5.0}),
         _stage("load index (verify)", 10**7, 0.1, bytes=3 * 10**8, gb_per_s=3.0, process="serve"),
         _stage("upload (GpuSearcher)", 10**7, 2.5, bytes=10**7, gb_per_s=0.004, process="serve", backend="gpu",
                upload_seconds=0.5, index_bytes=10**7, copy_bytes=10**7, copy_seconds=0.25, copy_gb_per_s=0.04,
@@ -68,6 +69,7 @@ def test_every_section_and_its_numbers(tmp_path) -> None:
     assert "| build | prepare | gpu | 50 | 70.0 |" in text
     assert "| sort | 20 | 40 % |" in text and "| arrays | 30 | 60 % |" in text
     assert "| keyword_ids.words | 800,000,000 | 1.000 |" in text
+    assert "Query generation by step (generate 16 queries):" in text and "| library passes | 15 | 75 % |" in text
     assert "| Test GPU (128 GiB" in text and "580.1" in text and "16 cores" in text and "numpy 2.5.2" in text
     # p50 / p99 at the largest size, GPU first, by batch then beam
     assert "| gpu | 10 | 1 | 1.667 | 2.5 | 5 | 0.09 | 0.2 | 160 | ok |" in text
