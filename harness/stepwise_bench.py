@@ -384,7 +384,7 @@ def _sweep(args: argparse.Namespace, gpu: Any, index: NarrowLoudsIndex, keywords
             for chunk in [int(c) for c in args.sweep_chunks.split(",")]:
                 g = gpu if chunk == gpu.chunk else GpuTrieStepper(index, chunk=chunk, searcher=shared)
                 bprs = args.sweep_bpr.split(",") if chunk == gpu.chunk else ["auto"]
-                runs = [(x, "block") for x in bprs] + ([("auto", "select")] if chunk == gpu.chunk else [])
+                runs = [(x, "select") for x in bprs] + ([("auto", "block")] if chunk == gpu.chunk else [])
                 for bpr, how in [(None if x == "auto" else int(x), how) for x, how in runs]:
                     g.blocks_per_row, g.child_search = bpr, how
                     cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
@@ -395,7 +395,7 @@ def _sweep(args: argparse.Namespace, gpu: Any, index: NarrowLoudsIndex, keywords
                     except Exception as e:  # noqa: BLE001
                         emit(Record("latency", "gpu-stepwise", "error", f"{type(e).__name__}: {e}", "stepwise-chunk",
                                     wl, cfg))
-                g.blocks_per_row, g.child_search = None, "block"
+                g.blocks_per_row, g.child_search = None, "select"
 
 
 def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: KeywordSet, wl: dict[str, Any],
@@ -457,7 +457,7 @@ def table(records: list[Record]) -> str:
         for r in sw:
             c, m = r.config, r.metrics
             lines.append(f"| {r.workload['case']} | {c['batch']}x{c['beams']} | {c['states']} | {c['chunk']} | "
-                         f"{c['bpr']} | {c.get('child_search', 'block')} | {_f(m, 'graph_fused_us')} | "
+                         f"{c['bpr']} | {c.get('child_search', '')} | {_f(m, 'graph_fused_us')} | "
                          f"{_f(m, 'graph_step_us')} | "
                          f"{_f(m, 'host_fused_us')} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]

@@ -5,7 +5,7 @@
 // Every kernel gives exactly what the numpy backend gives (flashtrie.stepwise.TrieStepper); a state that is
 // not valid for the index (node or off out of range) reads as DEAD here, where numpy refuses it.
 //   ft_step_advance  one block per state: the state after one token (EOS handling included; the child
-//                    range and the child found block-wide)
+//                    found block-wide)
 //   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root
 //   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries:
 //                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
@@ -243,7 +243,7 @@ ft_step_advance(const IndexView* __restrict__ view, const i64* node_in, const i6
     __syncthreads();
     const u32 r = blockIdx.x;
     const i64 x = tok_is64 ? ((const i64*)tok)[(u64)r * tok_stride] : (i64)((const int*)tok)[(u64)r * tok_stride];
-    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state, true);
+    block_advance(I, node_in[r], off_in[r], x, NO_VOCAB, eos, n_eos, &P, s_state, false);
     if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
 }
 
@@ -262,7 +262,7 @@ ft_step_walk(const IndexView* __restrict__ view, const i64* __restrict__ ids, u6
     const i64 c1 = end ? end[r] : end_all;
     i64 node = 0, off = 0;
     for (i64 c = c0; c < c1; ++c) {  // s_state is read here before block_advance writes it again (after a sync)
-        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state, true);
+        block_advance(I, node, off, __ldg(&ids[(u64)r * row_stride + c]), NO_VOCAB, eos, n_eos, &P, s_state, false);
         node = s_state[0];
         off = s_state[1];
     }
