@@ -433,30 +433,39 @@ def _f(m: dict[str, Any], key: str) -> str:
     return "-" if v is None else f"{v['mean'] if isinstance(v, dict) else v:.1f}"
 
 
+def commit_of(r: Record) -> str:
+    """The commit a record was measured at (short), from its environment snapshot."""
+    return str((r.env.get("git") or {}).get("commit") or "?")[:7]
+
+
 def table(records: list[Record]) -> str:
-    """Markdown tables of the step records, the chunk sweep, then the HF comparisons."""
-    lines = ["| library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
+    """Markdown tables of the step records, the chunk sweep, then the HF comparisons (each row with its commit)."""
+    lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
              "mask / advance / bool fused / bool 2 launches / mask without preload µs | host µs fused | "
              "host µs 2 launches | host+sync µs fused |",
-             "| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
         w, c, m = r.workload, r.config, r.metrics
         if r.status != "ok":
-            lines.append(f"| {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: {r.message} | | | | | |")
+            lines.append(f"| {commit_of(r)} | {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: "
+                         f"{r.message} | | | | | |")
             continue
         parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or m.get("graph_error", "-")
-        lines.append(f"| {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | {c['batch']}x{c['beams']} | "
-                     f"{c['states']} | {_f(m, 'graph_fused_us')} | {_f(m, 'graph_step_us')} | {parts} | "
+        lines.append(f"| {commit_of(r)} | {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | "
+                     f"{c['batch']}x{c['beams']} | {c['states']} | {_f(m, 'graph_fused_us')} | "
+                     f"{_f(m, 'graph_step_us')} | {parts} | "
                      f"{_f(m, 'host_fused_us')} | {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')} |")
     sw = [r for r in records if r.sweep == "stepwise-chunk" and r.status == "ok"]
     if sw:
-        lines += ["", "| library | rows | states | chunk | blocks per row | child search | device µs fused | "
-                  "mask + advance | host µs fused |", "| --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+        lines += ["", "| commit | library | rows | states | chunk | blocks per row | child search | device µs fused | "
+                  "mask + advance | host µs fused |",
+                  "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
         for r in sw:
             c, m = r.config, r.metrics
-            lines.append(f"| {r.workload['case']} | {c['batch']}x{c['beams']} | {c['states']} | {c['chunk']} | "
+            lines.append(f"| {commit_of(r)} | {r.workload['case']} | {c['batch']}x{c['beams']} | {c['states']} | "
+                         f"{c['chunk']} | "
                          f"{c['bpr']} | {c.get('child_search', '')} | {_f(m, 'graph_fused_us')} | "
                          f"{_f(m, 'graph_step_us')} | "
                          f"{_f(m, 'host_fused_us')} |")
@@ -511,18 +520,20 @@ def render(records: list[Record], out_dir: str | Path) -> Path:
     ok = [r for r in records if r.sweep == "stepwise" and r.status == "ok" and "graph_fused_us" in r.metrics]
     fig, (ax,) = _new("Per-step constraint cost (advance + mask, one launch), device time", "rows (batch x beams)",
                       "µs per step", logx=True, logy=True)
-    for key in sorted({(r.workload["case"], r.config["states"]) for r in ok}):
+    several = len({commit_of(r) for r in ok}) > 1  # then one line per commit too
+    for key in sorted({(r.workload["case"], r.config["states"], commit_of(r) if several else "") for r in ok}):
         pts = sorted((r.config["rows"], r.metrics["graph_fused_us"]) for r in ok
-                     if (r.workload["case"], r.config["states"]) == key)
-        ax.plot(*zip(*pts, strict=True), marker="o", label=f"{key[0]} ({key[1]})")
+                     if (r.workload["case"], r.config["states"], commit_of(r) if several else "") == key)
+        ax.plot(*zip(*pts, strict=True), marker="o", label=f"{key[0]} ({key[1]}{', ' + key[2] if several else ''})")
     if ok:
         ax.legend(fontsize=7)
     _save(fig, out, "stepwise_device_us")
     from .env import summary_line
 
-    env = records[0].env if records else {}
-    text = ["## Autoregressive decoding: per-step constraint cost", "", f"Environment: {summary_line(env)}.", "",
-            "![device µs per step](stepwise_device_us.png)", "", table(records), ""]
+    envs = {commit_of(r): r.env for r in records}  # one environment line per commit measured
+    text = ["## Autoregressive decoding: per-step constraint cost", ""]
+    text += [f"Environment: {summary_line(e)}." for e in envs.values()] + [""]
+    text += ["![device µs per step](stepwise_device_us.png)", "", table(records), ""]
     path = out / "stepwise.md"
     out.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(text))

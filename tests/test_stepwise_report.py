@@ -1,0 +1,34 @@
+"""The stepwise benchmark's report: rendered from records only, each row naming the commit it was measured at."""
+
+from __future__ import annotations
+
+from flashtrie.harness import stepwise_bench
+from flashtrie.harness.records import Record
+
+
+def _step(commit: str, fused: float, rows: tuple[int, int] = (2, 70)) -> Record:
+    return Record("latency", "gpu-stepwise", sweep="stepwise",
+                  workload={"case": "fixed:20M:32768", "name": "fixed-8", "num_keywords": 20_000_000,
+                            "vocab_size": 32_768},
+                  config={"batch": rows[0], "beams": rows[1], "rows": rows[0] * rows[1], "states": "root"},
+                  metrics={"graph_fused_us": fused, "graph_step_us": fused + 1, "host_fused_us": 30.0,
+                           "host_us": 40.0, "sync_fused_us": 60.0},
+                  env={"git": {"commit": commit + "0" * 33}})
+
+
+def test_rows_carry_their_commit_and_every_commit_gets_an_environment_line(tmp_path) -> None:
+    recs = [_step("aaaaaaa", 20.9), _step("bbbbbbb", 14.8), _step("bbbbbbb", 50.0, (8, 64))]
+    text = stepwise_bench.table(recs)
+    rows = [line for line in text.splitlines() if "fixed-8" in line]
+    assert [r.split("|")[1].strip() for r in rows] == ["aaaaaaa", "bbbbbbb", "bbbbbbb"]
+    assert "| 20.9 |" in rows[0] and "| 14.8 |" in rows[1]
+    md = stepwise_bench.render(recs, tmp_path).read_text()
+    assert md.count("Environment:") == 2
+    assert (tmp_path / "stepwise_device_us.png").exists()
+
+
+def test_a_failed_case_is_a_row_with_its_reason() -> None:
+    bad = Record("latency", "gpu-stepwise", "error", "time budget spent", "stepwise", {"case": "var:100M"},
+                 {"rows": 140}, env={"git": {"commit": "c" * 40}})
+    line = [x for x in stepwise_bench.table([bad]).splitlines() if "var:100M" in x][0]
+    assert line.startswith("| ccccccc | var:100M |") and "error: time budget spent" in line
