@@ -1,10 +1,10 @@
-"""Per-node facts derived from the bit vectors: the GPU's flag nibbles, the largest degrees, trie heights.
+"""Per-node facts derived from the bit vectors: the GPU's flag nibbles and the largest degrees.
 
 The builder stores the largest degrees in the metadata (``max_degree``, ``max_degree_nonroot``); the node
 flags are not stored (index format 3): `NarrowLoudsIndex.node_flags` derives them here on first use, and the
 GPU derives its own copy at upload (``gpu_impl/kernels/node_flags.cu``, the same words).  ``load(verify=True)``
-derives the degrees again and compares.  Everything works on ranges of nodes (multiples of 8) on threads;
-numpy releases the GIL.
+recomputes the degrees in its own pass over the LOUDS (`louds_pass`).  Everything works on ranges of nodes
+(multiples of 8) on threads; numpy releases the GIL.
 """
 
 from __future__ import annotations
@@ -84,16 +84,15 @@ def degrees(louds: BitVector, n: int, workers: int | None = None) -> np.ndarray:
 
 
 def node_flags(louds: BitVector, linked: BitVector, terminal: BitVector, n: int,
-               workers: int | None = None, deg: np.ndarray | None = None) -> tuple[np.ndarray, int, int]:
-    """``(node_flags, max_degree, max_degree_nonroot)`` of a trie of ``n`` nodes (``deg``: its `degrees`,
-    computed here when not given).
+               workers: int | None = None) -> tuple[np.ndarray, int, int]:
+    """``(node_flags, max_degree, max_degree_nonroot)`` of a trie of ``n`` nodes (its `degrees` on threads).
 
     ``node_flags`` is uint32, node j in bits ``4 (j % 8) ..`` of word ``j // 8``: bit 0 linked, bit 1 terminal,
     bit 2 has children; zero nodes pad it to `flag_word_count` words.  The flag vectors' bits past ``n``
     must be clear.
     """
     workers = workers or usable_cpus()
-    deg = degrees(louds, n, workers) if deg is None else deg
+    deg = degrees(louds, n, workers)
     out = np.zeros(flag_word_count(n), dtype=np.uint32)
     cuts = list(range(0, n, CHUNK_NODES)) + [n]
 
