@@ -16,7 +16,7 @@ from flashtrie.harness.records import Record
 
 from flashtrie.io_util import atomic_write_with
 
-__all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "ticks_125", "CURVE_NAME"]
+__all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "size_of", "ticks_125", "CURVE_NAME"]
 
 CURVE_NAME = "latency_vs_size"
 _STYLE = {"gpu": ("-", "^"), "numpy": ("--", "s"), "marisa": (":", "o")}
@@ -26,7 +26,8 @@ def _n_text(n: int) -> str:
     return plain_number(float(n))
 
 
-def _size(r: Record) -> int | None:
+def size_of(r: Record) -> int | None:
+    """Library size of a stage record (``N``) or of a latency record (``library_size``)."""
     w = r.workload
     n = w.get("N", w.get("library_size", w.get("num_keywords")))
     return int(n) if isinstance(n, (int, float)) else None
@@ -39,7 +40,7 @@ def curve_series(records: Sequence[Record], metric: str = "mean_ms", batch: int 
     for r in records:
         if r.kind != "latency" or r.status != "ok" or r.config.get("batch_size", 1) != batch:
             continue
-        n, beam, v = _size(r), r.config.get("beam_width"), r.metrics.get(metric)
+        n, beam, v = size_of(r), r.config.get("beam_width"), r.metrics.get(metric)
         if n is None or not isinstance(beam, int) or not isinstance(v, (int, float)):
             continue
         points.setdefault((r.backend, beam), {})[n] = float(v)
@@ -124,8 +125,8 @@ def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
 def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """Stage seconds at the largest size with two or more ok stages, the build split into its sub-stages."""
     recs = [r for r in records if r.sweep == "scale" and r.kind == "build"]
-    top = max((_size(r) or 0 for r in recs), default=0)
-    at = [r for r in recs if _size(r) == top and r.status == "ok"]
+    top = max((size_of(r) or 0 for r in recs), default=0)
+    at = [r for r in recs if size_of(r) == top and r.status == "ok"]
     if len(at) < 2:
         return []
     import matplotlib

@@ -24,20 +24,13 @@ from flashtrie.harness.report import _fmt, _table, command_text
 
 from flashtrie.io_util import atomic_write_with
 
-from .scale_plots import curve_plot, curve_series, process_of, stage_plot
+from .scale_plots import curve_plot, curve_series, process_of, size_of, stage_plot
 
 __all__ = ["BARS", "Bar", "bar_rows", "render", "main", "stage_plot", "curve_plot"]
 
 PAPER_N = 800_000_000
 GB = 1e9
 NOT_MEASURED = "not measured in this run"
-
-
-def size_of(r: Record) -> int | None:
-    """Library size of a stage record (``N``) or of a latency record (``library_size``)."""
-    w = r.workload
-    n = w.get("N", w.get("library_size", w.get("num_keywords")))
-    return int(n) if isinstance(n, (int, float)) else None
 
 
 def _n_text(n: int | None) -> str:
