@@ -190,8 +190,10 @@ class Recorder:
         try:
             if state is None:
                 self.marker.unlink(missing_ok=True)
-            else:
-                self.marker.write_text(json.dumps(state))
+            else:  # temp + rename: a process killed mid-write leaves the old marker, never half of one
+                tmp = self.marker.with_name(f".{self.marker.name}.{os.getpid()}.tmp")
+                tmp.write_text(json.dumps(state))
+                os.replace(tmp, self.marker)
         except OSError:
             pass
 

@@ -45,6 +45,7 @@ import numpy as np
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
 from flashtrie.cli.common import count
+from flashtrie.io_util import atomic_write
 from flashtrie.stepwise import StepStates, TrieStepper
 
 from .records import Record, append_record, new_run_id, read_records
@@ -536,7 +537,7 @@ def render(records: list[Record], out_dir: str | Path) -> Path:
     text += ["![device µs per step](stepwise_device_us.png)", "", table(records), ""]
     path = out / "stepwise.md"
     out.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(text))
+    atomic_write(path, "\n".join(text).encode())
     return path
 
 
