@@ -18,6 +18,7 @@ import sys
 import time
 
 from flashtrie import NarrowLoudsIndex
+from flashtrie.io_util import atomic_write
 
 
 def measure(path: str, workers: int, repeats: int) -> dict:
@@ -42,6 +43,24 @@ def measure(path: str, workers: int, repeats: int) -> dict:
             "split": {k: round(v, 4) for k, v in split.items()}}
 
 
+def _warm(path: str) -> None:
+    """Read the whole file once, so that the timed loads find it in the page cache."""
+    with open(path, "rb", buffering=0) as f:
+        while f.read(16 << 20):
+            pass
+
+
+def _worker_counts(text: str, usable: int) -> list[int]:
+    """The CPU counts of ``--workers`` (each at least 1, capped at the ``usable`` CPUs)."""
+    try:
+        wanted = [int(w) for w in text.split(",") if w.strip()]
+    except ValueError:
+        raise SystemExit(f"--workers: expected comma-separated CPU counts such as 1,2,16, got {text!r}") from None
+    if not wanted or min(wanted) < 1:
+        raise SystemExit(f"--workers: every CPU count must be at least 1, got {text!r}")
+    return sorted({min(w, usable) for w in wanted})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
@@ -49,11 +68,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        raise SystemExit(f"--repeats: expected at least 1, got {args.repeats}")
     usable = len(os.sched_getaffinity(0))
-    counts = sorted({min(int(w), usable) for w in args.workers.split(",")})
+    counts = _worker_counts(args.workers, usable)
     results = []
     for path in args.files:
-        NarrowLoudsIndex.load(path, verify=False)  # page cache warm
+        _warm(path)
         for w in counts:
             r = measure(path, w, args.repeats)
             results.append(r)
@@ -62,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['gb_per_s']:.3f} GB/s ({r['gb_per_s'] / w:.3f} per core); CPU {r['cpu_seconds']:.3f} s, "
                   f"{r['gb_per_cpu_s']:.3f} GB per CPU-second | {split}", flush=True)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"results": results, "cpus": usable, "python": sys.version.split()[0]}, f, indent=1)
+        doc = {"results": results, "cpus": usable, "python": sys.version.split()[0]}
+        atomic_write(args.json, json.dumps(doc, indent=1).encode())
     return 0
 
 
