@@ -2,7 +2,7 @@
 
 The same assembly as `builder.build_arrays` (read them side by side), but every array is finished on the
 device: the bit vectors' words in `BitVector.word_count` words, the packed integers in `PackedInts`'
-own layout (`PackedInts.num_words`, one strided write per residue class of the period, as
+own layout (`PackedInts.pack` on ``xp``: one strided write per residue class of the period, as
 `PackedInts.from_values` does), ``labels_lo``, and the node flags.  Only these words go back to the host,
 where `BitVector.from_words` adds the rank directories and select0 hints (their layout belongs to
 `flashtrie/index/bits.py`).  With ``xp=numpy`` the same code runs on the CPU (the tests without a GPU).
@@ -44,29 +44,9 @@ def pack_bits(xp: ModuleType, bools: Any) -> Any:
     return buf.view(xp.uint64)
 
 
-def _check_width(need: int, width: int, top: int) -> None:
-    if width < need or width > 32:
-        raise ValueError(f"width {width} cannot hold values up to {top} (max width 32)")
-
-
 def pack_ints(xp: ModuleType, values: Any, width: int | None = None) -> tuple[Any, int, int]:
     """``(words, width, size)`` of `PackedInts.from_values(values, width)`, packed on ``xp``."""
-    n = int(values.size)
-    top = int(values.max()) if n else 0
-    need = top.bit_length()
-    w = need if width is None else int(width)
-    _check_width(need, w, top)
-    words = xp.zeros(PackedInts.num_words(n, w), dtype=xp.uint64)
-    period, wpp = PackedInts._period(w)
-    v = values.astype(xp.uint64)
-    for c in range(period if n and w else 0):
-        vals = v[c::period]
-        bit = c * w
-        wi, sh = bit >> 6, bit & 63
-        words[wi : wi + wpp * vals.size : wpp] |= vals << xp.uint64(sh)
-        if sh + w > 64:
-            words[wi + 1 : wi + 1 + wpp * vals.size : wpp] |= vals >> xp.uint64(64 - sh)
-    return words, w, n
+    return PackedInts.pack(xp, values, width)
 
 
 def _louds(xp: ModuleType, out: DeviceArrays, parent: Any, n: int) -> Any:

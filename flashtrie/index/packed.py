@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -28,24 +30,31 @@ class PackedInts:
 
     @classmethod
     def from_values(cls, values: np.ndarray, width: int | None = None) -> PackedInts:
-        v = np.asarray(values).astype(np.uint64)
-        need = int(v.max()).bit_length() if v.size else 0
+        return cls(*cls.pack(np, np.asarray(values), width))
+
+    @classmethod
+    def pack(cls, xp: ModuleType, values: Any, width: int | None = None) -> tuple[Any, int, int]:
+        """``(words, width, size)`` of ``values`` (an ``xp`` array) packed on ``xp`` (numpy, or cupy for the
+        GPU builder); ``width`` defaults to the bits of the largest value."""
+        v = values.astype(xp.uint64)
+        n = int(v.size)
+        top = int(v.max()) if n else 0
+        need = top.bit_length()
         w = need if width is None else int(width)
         if w < need or w > 32:
-            raise ValueError(f"width {w} cannot hold values up to {int(v.max()) if v.size else 0} (max width 32)")
-        n = int(v.size)
+            raise ValueError(f"width {w} cannot hold values up to {top} (max width 32)")
         # Values i, i + P, i + 2P, ... (P = 64 / gcd(w, 64) values fill W = w / gcd words exactly) sit at
         # the same bit offset of their period, so each residue class is one strided, vectorised write.
         period, wpp = cls._period(w)
-        words = np.zeros(cls.num_words(n, w), dtype=np.uint64)
+        words = xp.zeros(cls.num_words(n, w), dtype=xp.uint64)
         for c in range(period if n and w else 0):
             vals = v[c::period]
             bit = c * w
             wi, sh = bit >> 6, bit & 63
-            words[wi : wi + wpp * vals.size : wpp] |= vals << np.uint64(sh)
+            words[wi : wi + wpp * vals.size : wpp] |= vals << xp.uint64(sh)
             if sh + w > 64:
-                words[wi + 1 : wi + 1 + wpp * vals.size : wpp] |= vals >> np.uint64(64 - sh)
-        return cls(words, w, n)
+                words[wi + 1 : wi + 1 + wpp * vals.size : wpp] |= vals >> xp.uint64(64 - sh)
+        return words, w, n
 
     @staticmethod
     def _period(width: int) -> tuple[int, int]:
