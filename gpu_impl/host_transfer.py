@@ -95,11 +95,11 @@ class Stager:
         self.stream.synchronize()
         return dev
 
-    def download(self, dev: Any, out: np.ndarray | None = None) -> np.ndarray:
-        """``dev`` copied into ``out`` (a fresh array where not given)."""
+    def download(self, dev: Any) -> np.ndarray:
+        """``dev`` copied into a fresh host array."""
         cp = self.cp
         dev = cp.ascontiguousarray(dev)
-        out = np.empty(dev.shape, dtype=dev.dtype) if out is None else out
+        out = np.empty(dev.shape, dtype=dev.dtype)
         if dev.nbytes < SMALL_BYTES:
             dev.get(out=out)
             return out
