@@ -28,10 +28,11 @@ from .layout import INDEX_VIEW
 from .workspace import Layout
 
 __all__ = ["DeviceIndex", "HostIndex", "UploadStats", "host_index", "upload_host_index", "upload_index",
-           "check_index_for_gpu", "GPU_MAX_KEYWORD_LENGTH", "GPU_MAX_SUFFIX"]
+           "check_index_for_gpu", "GPU_MAX_KEYWORD_LENGTH", "GPU_MAX_SUFFIX", "GPU_MAX_NODES"]
 
 GPU_MAX_KEYWORD_LENGTH = 65535  # L is 16 bits of a hypothesis
 GPU_MAX_SUFFIX = 1 << 30  # suffix indices are 30 bits of a hypothesis
+GPU_MAX_NODES = (1 << 32) - 1  # node ids are u32 (0xFFFFFFFF is NO_NODE), rank1 returns u32
 
 #: IndexView pointer fields and the index arrays they point at (in INDEX_VIEW's order; nflags, derived, last)
 _ARRAYS = (("louds_words", "louds.words"), ("louds_rank", "louds.rank"), ("louds_sel0", "louds.select0"),
@@ -83,7 +84,11 @@ def check_index_for_gpu(ix: NarrowLoudsIndex) -> None:
 
 
 def _check_louds(ix: NarrowLoudsIndex) -> None:
-    """`IndexFormatError` unless the LOUDS has one zero per node (the kernels' node numbering)."""
+    """`InputError` for more nodes than the kernels' 32-bit node ids and ranks address; `IndexFormatError`
+    unless the LOUDS has one zero per node (the kernels' node numbering)."""
+    if int(ix.num_nodes) >= GPU_MAX_NODES:
+        raise InputError(f"index: {ix.num_nodes:,} nodes is over the GPU limit of 2**32 - 2 nodes (32-bit node "
+                         "ids and ranks)")
     if int(ix.louds.num_zeros) != int(ix.num_nodes):
         raise IndexFormatError(f"index: LOUDS has {ix.louds.num_zeros} zeros, expected one per node "
                                f"({ix.num_nodes}); the index is damaged: rebuild it with `flashtrie build`")

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from strategies import keyword_lists
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
-from flashtrie.errors import IndexFormatError
+from flashtrie.errors import IndexFormatError, InputError
 from flashtrie.index import derived
 
 _FILL = 0xA5  # what an allocation holds before the copies: bytes nobody writes stay this
@@ -238,6 +238,14 @@ def test_damaged_louds_is_refused_as_before() -> None:
     with pytest.raises(IndexFormatError, match="LOUDS has"):
         GpuTrieStepper._upload_index(types.SimpleNamespace(index=ix, ctx=_Recorder()))
 
+
+
+def test_more_nodes_than_32_bit_ids_are_refused_before_any_copy() -> None:
+    ix = _index([[1, 2], [1, 3], [4]], "input")
+    ix.num_nodes = iu.GPU_MAX_NODES  # node ids and ranks are u32 on the device (0xFFFFFFFF: no node)
+    for call in (iu.check_index_for_gpu, iu.host_index):
+        with pytest.raises(InputError, match=r"4,294,967,295 nodes is over the GPU limit of 2\*\*32 - 2"):
+            call(ix)
 
 # ---------------------------------------------------------------- the stepper's wiring, device faked
 @pytest.fixture
