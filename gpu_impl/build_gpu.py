@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 
 from flashtrie.cpus import in_parallel, usable_cpus
-from flashtrie.errors import DeviceError, InputError
+from flashtrie.errors import DeviceError
 from flashtrie.index.bits import BitVector
-from flashtrie.index.builder import BuiltArrays, _Preorder
+from flashtrie.index.builder import BuiltArrays, _Preorder, check_build_request
 from flashtrie.index.packed import PackedInts
 from flashtrie.keywords import KeywordSet
 
@@ -275,12 +275,7 @@ def build_arrays_gpu(keywords: KeywordSet, progress: Progress | None = None, *, 
     (for tests).  ``BuiltArrays.order`` is filled only with ``return_order`` (else it is empty: it costs
     a download of 4 or 8 bytes per keyword).
     """
-    if not isinstance(keywords, KeywordSet):
-        raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
-    if ids not in ("input", "index"):
-        raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
-    if len(keywords) == 0:
-        raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
+    check_build_request(keywords, ids)
     mod = cupy_module() if xp is None else xp
     on_gpu = hasattr(mod, "cuda")
     say = progress or (lambda stage: None)

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
+from ..errors import InputError
 from ..keywords import KeywordSet
 from .bits import BitVector
 from .derived import node_flags
@@ -343,6 +344,17 @@ def _sort_and_order(ks: KeywordSet, max_len: int, say: Progress) -> tuple[np.nda
     order, pre = _sorted_preorder(ks, max_len)
     say("order")
     return order, _level_order(pre, max_len)
+
+
+def check_build_request(keywords: object, ids: str) -> None:
+    """`InputError` unless ``keywords`` is a non-empty `KeywordSet` and ``ids`` is "input" or "index" (every
+    builder checks this before any work)."""
+    if not isinstance(keywords, KeywordSet):
+        raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
+    if ids not in ("input", "index"):
+        raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
+    if len(keywords) == 0:
+        raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
 
 
 def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input") -> BuiltArrays:

@@ -15,7 +15,7 @@ from ..errors import IndexFormatError, InputError
 from ..keywords import KeywordSet
 from ..tokens import check_token_sequence
 from .bits import BitVector
-from .builder import BuiltArrays, build_arrays
+from .builder import BuiltArrays, build_arrays, check_build_request
 from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem
 from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
@@ -100,12 +100,7 @@ class NarrowLoudsIndex:
         returns ``order`` (int64): ``order[i]`` is the input position (the smallest of its duplicates) of
         the keyword at index rank i, so a caller of ``ids="index"`` keeps its own mapping.
         """
-        if not isinstance(keywords, KeywordSet):
-            raise InputError(f"keywords: expected a flashtrie.KeywordSet, got {type(keywords).__name__}")
-        if ids not in ("input", "index"):
-            raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
-        if len(keywords) == 0:
-            raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
+        check_build_request(keywords, ids)
         t0 = time.perf_counter()
         cb = _progress_printer(len(keywords)) if progress is True else (progress or None)
         built = build_arrays(keywords, cb, ids=ids)
