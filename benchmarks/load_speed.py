@@ -1,17 +1,20 @@
 """Verified-load speed of index files: ``NarrowLoudsIndex.load(path, verify=True)`` at several core counts.
 
     python benchmarks/load_speed.py FILE... [--workers 1,2,16] [--repeats 3] [--json OUT]
+                                   [--set louds_pass.PIECE_BITS=262144 ...]
 
 Each worker count w runs with the process's CPU affinity set to w CPUs (so `flashtrie.cpus.usable_cpus`,
 and with it every threaded check, sees w).  Prints the best seconds and GB/s (file bytes per second) per
 file and count, the least CPU time of a load (GB per CPU-second: per-core speed, less sensitive than
 the wall clock to a busy machine), and the split of the fastest load into its steps; ``--json`` writes
-the same as one JSON object.
+the same as one JSON object.  ``--set MODULE.NAME=INT`` sets a piece-size constant of
+``flashtrie.index.MODULE`` first (to compare piece sizes on one machine).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -61,13 +64,33 @@ def _worker_counts(text: str, usable: int) -> list[int]:
     return sorted({min(w, usable) for w in wanted})
 
 
+def _set_constants(items: list[str]) -> dict[str, int]:
+    """Apply ``MODULE.NAME=INT`` settings to the integer constants of ``flashtrie.index`` modules."""
+    done = {}
+    for item in items:
+        target, _, value = item.partition("=")
+        mod, _, name = target.rpartition(".")
+        try:
+            module = importlib.import_module(f"flashtrie.index.{mod}")
+            if not isinstance(getattr(module, name), int):
+                raise AttributeError(name)
+            setattr(module, name, int(value))
+        except (ImportError, AttributeError, ValueError):
+            raise SystemExit(f"--set: expected MODULE.CONSTANT=INT of flashtrie.index, got {item!r}") from None
+        done[target] = int(value)
+    return done
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--workers", default="1,2", help="comma-separated CPU counts (capped at the usable ones)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
+                    help="set a piece-size constant of flashtrie.index.MODULE (repeatable)")
     args = ap.parse_args(argv)
+    settings = _set_constants(args.set)
     if args.repeats < 1:
         raise SystemExit(f"--repeats: expected at least 1, got {args.repeats}")
     usable = len(os.sched_getaffinity(0))
@@ -83,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['gb_per_s']:.3f} GB/s ({r['gb_per_s'] / w:.3f} per core); CPU {r['cpu_seconds']:.3f} s, "
                   f"{r['gb_per_cpu_s']:.3f} GB per CPU-second | {split}", flush=True)
     if args.json:
-        doc = {"results": results, "cpus": usable, "python": sys.version.split()[0]}
+        doc = {"results": results, "cpus": usable, "python": sys.version.split()[0], "settings": settings}
         atomic_write(args.json, json.dumps(doc, indent=1).encode())
     return 0
 

@@ -10,6 +10,7 @@ token from the bits, and bounds the keyword ids.  Each returns what is wrong, or
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -158,27 +159,40 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
 
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).
-RANK_CHUNK_WORDS = 1 << 18
+RANK_CHUNK_WORDS = 1 << 16
 #: Nodes per thread task of the hint and label scans.
 NODE_CHUNK = 1 << 20
 
 
-def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
-    """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
+def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
+    """One call per piece of whole blocks: (ones in the piece, the one offset by which every stored entry of
+    the piece exceeds the entries recomputed from zero, or -1 when they differ by more than one offset)."""
     per_block = BLOCK_BITS // 64
     step = max(per_block, RANK_CHUNK_WORDS - RANK_CHUNK_WORDS % per_block)
-    cuts = list(range(0, bv.words.size, step)) + [bv.words.size]
-    ones = in_parallel([lambda a=a, b=b: int(np.bitwise_count(bv.words[a:b]).sum(dtype=np.int64))
-                        for a, b in zip(cuts[:-1], cuts[1:], strict=True)], workers)
-    before = np.concatenate(([0], np.cumsum(ones, dtype=np.int64)))
-    if int(before[-1]) >= 1 << ABS_BITS or int(bv.rank[-1]) != int(before[-1]):
-        return False
 
-    def piece(k: int) -> bool:
-        a, b = cuts[k], cuts[k + 1]
-        return np.array_equal(rank_entries(bv.words[a:b], int(before[k]))[0], bv.rank[a // per_block : b // per_block])
+    def piece(a: int) -> tuple[int, int]:
+        b = min(a + step, bv.words.size)
+        entries, ones = rank_entries(bv.words[a:b], 0)
+        diff = bv.rank[a // per_block : b // per_block] - entries  # uint64: wraps where a stored one is less
+        return ones, int(diff[0]) if bool((diff == diff[0]).all()) else -1
 
-    if not all(in_parallel([lambda k=k: piece(k) for k in range(len(cuts) - 1)], workers)):
+    return [partial(piece, a) for a in range(0, bv.words.size, step)]
+
+
+def _rank_results_match(bv: BitVector, parts: list[tuple[int, int]]) -> bool:
+    """Whether the pieces' results of `_rank_tasks` make ``bv``'s directory: each piece's offset is the ones
+    before it (no entry's count then reaches the relative fields, since the total is below 2**ABS_BITS)."""
+    before = 0
+    for ones, offset in parts:
+        if offset != before:
+            return False
+        before += ones
+    return before < 1 << ABS_BITS and int(bv.rank[-1]) == before
+
+
+def _ranks_match(bv: BitVector, workers: int = 1) -> bool:
+    """The rank directory (and select0 hints) recomputed from the bits, in pieces on threads."""
+    if not _rank_results_match(bv, in_parallel(_rank_tasks(bv), workers)):
         return False
     return bv.select0_hints is None or _hints_match(bv, workers)
 
@@ -207,15 +221,39 @@ def _hints_match(bv: BitVector, workers: int) -> bool:
                                                       workers))
 
 
-def _max_label(ix: NarrowLoudsIndex, workers: int = 1) -> int:
+def _label_lo_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], int]]:
+    """Calls whose largest result is the largest low label part (the root's entry excluded)."""
+    return [partial(lambda a: int(ix.labels_lo[max(a, 1) : a + NODE_CHUNK].max(initial=0)), a)
+            for a in range(0, ix.num_nodes, NODE_CHUNK)]
+
+
+def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
+               top_where: tuple[int, np.ndarray] | None = None) -> int:
     """The largest edge label (the root's entry excluded): the largest high part, then the largest low part
-    among the flagged nodes that carry it."""
-    lo = max(in_parallel([lambda a=a: int(ix.labels_lo[max(a, 1) : a + NODE_CHUNK].max(initial=0))
-                          for a in range(0, ix.num_nodes, NODE_CHUNK)], workers))
+    among the flagged nodes that carry it (``hi_flag``'s directory must be verified).  ``lo`` and
+    ``top_where`` (`PackedInts.max_and_where` of ``labels_hi``): the scans' results when already known."""
+    if lo is None:
+        lo = max(in_parallel(_label_lo_tasks(ix), workers))
     if ix.labels_hi.size == 0:
         return lo
-    top, ranks = ix.labels_hi.max_and_where(workers)
+    top, ranks = top_where or ix.labels_hi.max_and_where(workers)
     return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
+
+
+def _scans(ix: NarrowLoudsIndex, workers: int) -> dict[str, Any]:
+    """Every check that needs only the bits, as one pool of pieces on threads: the four rank directories
+    (results per `_rank_tasks` piece), the largest low label part, the largest high part and where it is,
+    the largest tail token and the largest keyword id."""
+    groups: dict[str, list[Callable[[], Any]]] = {b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS}
+    groups["lo"] = _label_lo_tasks(ix)
+    groups["suffix"] = ix.suffix.max_tasks()
+    groups["ids"] = ix.keyword_ids.max_tasks()
+    groups["hi"] = ix.labels_hi.where_tasks()
+    flat = in_parallel([t for g in groups.values() for t in g], workers)
+    out, k = {}, 0
+    for name, tasks in groups.items():
+        out[name], k = flat[k : k + len(tasks)], k + len(tasks)
+    return out
 
 
 def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
@@ -225,11 +263,13 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     ``timings`` (optional) receives the seconds of each check."""
     workers = workers or usable_cpus()
     clock = _Clock(timings)
-    ok = [_ranks_match(getattr(ix, b), workers) for b in BITVECTORS]
-    clock("rank directories")
-    for name, good in zip(BITVECTORS, ok, strict=True):
-        if not good:
+    scan = _scans(ix, workers)
+    clock("rank directories, token and id scans")
+    for name in BITVECTORS:
+        bv = getattr(ix, name)
+        if not (_rank_results_match(bv, scan[name]) and (bv.select0_hints is None or _hints_match(bv, workers))):
             return f"bit vector {name}: its rank directory does not match its bits"
+    clock("select0 hints")
     L = ix.max_keyword_length
     try:
         facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, L, workers)
@@ -245,14 +285,12 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
         return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
     if facts.longest != L:
         return f"max_keyword_length is {L}, the longest keyword has {facts.longest} tokens"
-    label = _max_label(ix, workers)
-    tail = ix.suffix.max_value(workers)
+    label = _max_label(ix, workers, max(scan["lo"]), PackedInts.where_combined(scan["hi"]))
+    tail = max(scan["suffix"], default=0)
     clock("largest token")
     if max(label, tail) != ix.max_token:
         return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
-    kid = ix.keyword_ids.max_value(workers)
-    clock("keyword ids")
-    if ix.keyword_ids.size and kid >= ix.num_keywords:
+    if ix.keyword_ids.size and max(scan["ids"], default=0) >= ix.num_keywords:
         return f"a keyword id is not below the {ix.num_keywords} keywords"
     return None
 

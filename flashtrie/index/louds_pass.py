@@ -19,11 +19,16 @@ import numpy as np
 from ..cpus import in_parallel
 from .bits import BitVector
 
-__all__ = ["CHUNK_NODES", "LoudsFacts", "depth_dtype", "level_starts", "louds_facts", "tail_lengths"]
+__all__ = ["CHUNK_NODES", "PIECE_BITS", "SAMPLE_NODES", "LoudsFacts", "depth_dtype", "level_starts", "louds_facts",
+           "tail_lengths"]
 
-#: Parent nodes per thread task: small enough that a piece's temporaries stay in a core's cache.
-CHUNK_NODES = 1 << 18
-
+#: At most this many parent nodes per thread task.
+CHUNK_NODES = 1 << 16
+#: LOUDS bits per thread task aimed at (whole codes: a parent with more children makes a larger piece), so
+#: that a piece's temporaries (about 20 bytes per bit) stay in a core's L2 cache.
+PIECE_BITS = 1 << 16
+#: Parents between the candidate cuts whose code starts are looked up (one vectorised select0 each).
+SAMPLE_NODES = 1 << 10
 
 @dataclass(frozen=True)
 class LoudsFacts:
@@ -99,7 +104,7 @@ class _Pass:
     def reserve(self, children: int) -> None:
         """Make `count` long enough for a piece with this many children."""
         if self.count.size < children:
-            self.count = np.arange(max(children, 2 * CHUNK_NODES))
+            self.count = np.arange(max(children, 2 * PIECE_BITS))
 
     def piece(self, p: int, q: int, cs_p: int, cs_q: int, r0: int, pd: np.ndarray,
               out: np.ndarray | None) -> tuple[int, int, int]:
@@ -110,28 +115,53 @@ class _Pass:
         zeros = np.flatnonzero(bits == 0)
         if zeros.size != q - p:
             raise ValueError(f"LOUDS bits [{cs_p}, {cs_q}) hold {zeros.size} node ends, expected {q - p}")
-        deg = np.empty_like(zeros)
-        deg[0] = zeros[0]
-        np.subtract(zeros[1:], zeros[:-1], out=deg[1:])
-        deg[1:] -= 1
-        leaf = deg == 0
-        leaf &= _bits(self.terminal, p, q) == 0
-        bad = int(np.argmax(leaf)) + p if leaf.any() else -1
+        z0 = int(zeros[0])  # the first parent's degree; the others' are the gaps between zeros, less one
+        gap = np.diff(zeros)
+        deg = max(z0, int(gap.max(initial=1)) - 1)
+        bad = np.empty(q - p, dtype=bool)  # a leaf (no ones before its zero) that is not terminal
+        bad[0] = z0 == 0
+        np.equal(gap, 1, out=bad[1:])
+        np.greater(bad, _bits(self.terminal, p, q).view(bool), out=bad)
+        first_bad = int(np.argmax(bad))  # stops at the first True
+        leaf = first_bad + p if bad[first_bad] else -1
         if self.has is not None:
-            np.greater(deg, 0, out=self.has[p:q])
-        if out is None:
-            return int(deg.max()), 0, bad
-        # child j's parent: the zeros before the j-th one (np.repeat(pd, deg) would hold the GIL)
-        parent = np.flatnonzero(bits.view(bool))  # nonzero of bools: several times faster than of bytes
-        parent -= self.count[: parent.size]
-        child = np.take(pd, parent)
-        child += 1
+            self.has[p] = z0 > 0
+            np.greater(gap, 1, out=self.has[p + 1 : q])
+        if out is None or out.size == 0:
+            return deg, 0, leaf
+        top = int(pd.max())
+        if int(pd.min()) == top:  # one depth for every parent: no parent lookup
+            out.fill(top + 1)
+        else:  # child j's parent: the zeros before the j-th one (np.repeat(pd, deg) would hold the GIL)
+            parent = np.flatnonzero(bits.view(bool))  # nonzero of bools: several times faster than of bytes
+            np.subtract(parent, self.count[: parent.size], out=parent)
+            np.take(pd, parent, out=out)
+            out += 1
         first = cs_p - p + 1
-        lk = np.flatnonzero(_bits(self.linked, first, first + child.size).view(bool))
+        lk = np.flatnonzero(_bits(self.linked, first, first + out.size).view(bool))
         if lk.size:
-            child[lk] += self.tails[r0 : r0 + lk.size]
-        out[:] = child
-        return int(deg.max()), int(child.max()) if child.size else 0, bad
+            out[lk] += self.tails[r0 : r0 + lk.size]
+        return deg, int(out.max()), leaf
+
+
+def _piece_cuts(louds: BitVector, levels: list[int], workers: int) -> tuple[np.ndarray, np.ndarray]:
+    """The parents where the pieces start (every level's first node and ``n`` among them) and their code
+    starts: candidates every `SAMPLE_NODES` parents (at most `CHUNK_NODES` apart), kept where the bits
+    since the level's start pass another multiple of `PIECE_BITS` or the parents another `CHUNK_NODES`."""
+    step = max(1, min(SAMPLE_NODES, CHUNK_NODES))
+    cand = np.unique(np.concatenate([np.arange(a, b, step, dtype=np.int64) for a, b in zip(levels[:-1], levels[1:],
+                                                                                           strict=True)]
+                                    + [np.array(levels, dtype=np.int64)]))
+    part = 1 << 14
+    cs = np.concatenate(in_parallel([partial(_code_starts, louds, cand[i : i + part])
+                                     for i in range(0, cand.size, part)], workers))
+    lv = np.searchsorted(np.array(levels, dtype=np.int64), cand, side="right") - 1
+    level_first = np.array(levels, dtype=np.int64)[lv]
+    bucket_bits = (cs - cs[np.searchsorted(cand, level_first)]) // PIECE_BITS
+    bucket_nodes = (cand - level_first) // CHUNK_NODES
+    keep = np.ones(cand.size, dtype=bool)
+    keep[1:] = (lv[1:] != lv[:-1]) | (bucket_bits[1:] != bucket_bits[:-1]) | (bucket_nodes[1:] != bucket_nodes[:-1])
+    return cand[keep], cs[keep]
 
 
 def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails: np.ndarray,
@@ -144,28 +174,24 @@ def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails:
     n = levels[-1]
     dt = depth_dtype(limit)
     tails = tails.astype(dt, copy=False)
-    cuts = [sorted(set(range(a, b, CHUNK_NODES)) | {a, b}) for a, b in zip(levels[:-1], levels[1:], strict=True)]
-    points = np.unique(np.concatenate([np.array(c, dtype=np.int64) for c in cuts]))
-    cs = _code_starts(louds, points)
-    at = {int(p): k for k, p in enumerate(points.tolist())}
+    points, cs = _piece_cuts(louds, levels, workers)
     firsts = cs - points + 1
     ranks = linked.rank1(np.minimum(firsts, linked.nbits))
+    bounds = np.searchsorted(points, np.array(levels, dtype=np.int64))  # each level's first cut
     has = np.zeros(n, dtype=bool) if has_children else None
     run = _Pass(louds, linked, terminal, tails, has)
+    run.reserve(int(np.diff(firsts).max(initial=0)))
     pd = np.zeros(1, dtype=dt)
     md = mdn = longest = 0
     bad = -1
-    for lv, cut in enumerate(cuts):
-        last = lv == len(cuts) - 1
-        b = levels[lv + 1]
-        nxt = None if last else np.empty(levels[lv + 2] - b, dtype=dt)
-        a, tasks = levels[lv], []
-        for p, q in zip(cut[:-1], cut[1:], strict=True):
-            i, j = at[p], at[q]
-            f, g = int(firsts[i]), int(firsts[j])
-            run.reserve(g - f)
+    for lv in range(len(levels) - 1):
+        a, b = levels[lv], levels[lv + 1]
+        nxt = None if lv == len(levels) - 2 else np.empty(levels[lv + 2] - b, dtype=dt)
+        tasks = []
+        for i in range(int(bounds[lv]), int(bounds[lv + 1])):
+            p, q, f, g = int(points[i]), int(points[i + 1]), int(firsts[i]), int(firsts[i + 1])
             dest = None if nxt is None else nxt[f - b : g - b]
-            tasks.append(partial(run.piece, p, q, int(cs[i]), int(cs[j]), int(ranks[i]), pd[p - a : q - a], dest))
+            tasks.append(partial(run.piece, p, q, int(cs[i]), int(cs[i + 1]), int(ranks[i]), pd[p - a : q - a], dest))
         for d, deepest, leaf in in_parallel(tasks, workers):
             md = max(md, d)
             mdn = max(mdn, d) if lv > 0 else 0  # level 0 is the root alone

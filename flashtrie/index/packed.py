@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -13,8 +15,9 @@ from ..cpus import in_parallel
 
 __all__ = ["PackedInts"]
 
-#: Values per thread task when a packed array is decoded or scanned.
-PART_VALUES = 1 << 22
+#: Values per thread task when a packed array is decoded or scanned (a task's temporaries are a few values
+#: per period, its words are read once per residue class: a few MB keeps them in a core's cache).
+PART_VALUES = 1 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,13 +125,37 @@ class PackedInts:
 
     def max_value(self, workers: int = 1) -> int:
         """The largest value (0 when empty), without materialising the values; in pieces on threads."""
-        def one(part: PackedInts) -> int:
-            return max((int(vals.max()) for _, vals in part._residues()), default=0)
+        return max(in_parallel(self.max_tasks(), workers), default=0)
 
-        return max(in_parallel([lambda p=p: one(p) for p in self._parts()], workers), default=0)
+    def max_tasks(self) -> list[Callable[[], int]]:
+        """Independent calls whose largest result is `max_value` (to run in a pool with other work)."""
+        return [partial(PackedInts._part_max, p) for p in self._parts()]
+
+    def _part_max(self) -> int:
+        """The largest value, per residue class with no full decode: the values' bits in place (masked
+        where a value lies in one word, shifted to the top where it spans two) sort as the values do."""
+        n, w = self.size, self.width
+        period, wpp = self._period(w)
+        best = 0
+        for c in range(min(period, n) if w else 0):
+            count = -(-(n - c) // period)
+            bit = c * w
+            wi, sh = bit >> 6, bit & 63
+            words = self.words[wi : wi + wpp * count : wpp]
+            if sh + w <= 64:
+                best = max(best, int(np.bitwise_and(words, np.uint64(((1 << w) - 1) << sh)).max()) >> sh)
+            else:  # the value in the top w bits, lower bits of the first word below it
+                top = self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(128 - sh - w)
+                top |= words >> np.uint64(sh + w - 64)
+                best = max(best, int(top.max()) >> (64 - w))
+        return best
 
     def max_and_where(self, workers: int = 1) -> tuple[int, np.ndarray]:
         """The largest value (0 when empty) and the indices (ascending) that hold it; in pieces on threads."""
+        return self.where_combined(in_parallel(self.where_tasks(), workers))
+
+    def where_tasks(self) -> list[Callable[[], tuple[int, np.ndarray]]]:
+        """Independent calls whose results `where_combined` turns into `max_and_where`."""
         period = self._period(self.width)[0]
 
         def one(part: PackedInts, start: int) -> tuple[int, np.ndarray]:
@@ -141,13 +168,17 @@ class PackedInts:
                     where.append(np.flatnonzero(vals == m) * period + (start + c))
             return best, np.concatenate(where)
 
-        parts, start, tasks = self._parts(), 0, []
-        for part in parts:
-            tasks.append(lambda part=part, start=start: one(part, start))
+        tasks, start = [], 0
+        for part in self._parts():
+            tasks.append(partial(one, part, start))
             start += part.size
-        found = in_parallel(tasks, workers)
+        return tasks
+
+    @staticmethod
+    def where_combined(found: list[tuple[int, np.ndarray]]) -> tuple[int, np.ndarray]:
+        """The largest value and its indices (ascending) from the results of `where_tasks`."""
         top = max((m for m, _ in found), default=0)
-        return top, np.sort(np.concatenate([w for m, w in found if m == top]))
+        return top, np.sort(np.concatenate([w for m, w in found if m == top] or [np.zeros(0, dtype=np.int64)]))
 
     def padding_is_clear(self) -> bool:
         """True when every bit past the last value is zero (reads only the last words)."""

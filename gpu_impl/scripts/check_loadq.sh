@@ -8,6 +8,7 @@
 # file, $OUT/loadq.tgz; the summary goes to stdout.
 #   LOADQ_N=100M   library size        LOADQ_WORKERS=1,2,4,8,16   core counts of the load benchmark
 #   LOADQ_SKIP_INSTALL=1   use the flashtrie already installed
+#   LOADQ_SKIP_QUERIES=1   no query stage     LOADQ_KEEP=1   keep the library and index files in $LOADQ_DIR
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
 L="$OUT/loadq"
@@ -46,7 +47,7 @@ FILES=$(ls "$D"/index.ftrie "$D"/input.ftrie 2>/dev/null)
 timeout 60 python3 benchmarks/load_speed.py $FILES --workers "${LOADQ_WORKERS:-1,2,4,8,16}" --repeats 2 \
   --json "$L/load.json" 2>&1 | tee -a "$S"
 
-timeout 60 python3 -m flashtrie.gpu_impl.scale_stages queries --n "$N" --dir "$D" --out "$REC" 2>&1 | tee -a "$S"
+[[ -n "${LOADQ_SKIP_QUERIES:-}" ]] || timeout 60 python3 -m flashtrie.gpu_impl.scale_stages queries --n "$N" --dir "$D" --out "$REC" 2>&1 | tee -a "$S"
 python3 - "$REC" <<'PY' 2>&1 | tee -a "$S"
 import json, sys
 for line in open(sys.argv[1]):
@@ -57,4 +58,4 @@ for line in open(sys.argv[1]):
 PY
 say "loadq total $((SECONDS - T0)) s"
 tar czf "$OUT/loadq.tgz" -C "$OUT" loadq  # one file with every detail (few files come back from a call)
-rm -rf "$D"
+[[ -n "${LOADQ_KEEP:-}" ]] || rm -rf "$D"
