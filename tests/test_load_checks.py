@@ -35,14 +35,21 @@ def _depths(ix: NarrowLoudsIndex, deg: np.ndarray):
     return above.items()
 
 
-@settings(max_examples=80, deadline=None)
-@given(keyword_lists, st.sampled_from([1, 2, 3, 1 << 18]), st.integers(1, 3))
-def test_louds_pass_matches_plain_recomputation(kws, chunk, workers):
+@settings(max_examples=120, deadline=None)
+@given(keyword_lists, st.sampled_from([1, 2, 3, 1 << 18]), st.sampled_from([1, 5, 64, 1 << 16]),
+       st.sampled_from([1, 3, 1 << 10]), st.sampled_from([0.0, 1 / 16, 1.0]), st.integers(1, 3))
+def test_louds_pass_matches_plain_recomputation(kws, chunk, piece_bits, sample, sparse, workers):
+    """Any cut of the levels into pieces (by parents, by bits, from any candidate spacing) and either way
+    of finding the children's depths (one by one for the parents off the piece's least depth, or through
+    every child's parent) give the plain recomputation's answers."""
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     problem, layout = checks.layout_problem(ix)
     assert problem is None and layout.levels[-1] == ix.num_nodes
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(louds_pass, "CHUNK_NODES", chunk)  # several pieces per level even on small tries
+        mp.setattr(louds_pass, "PIECE_BITS", piece_bits)
+        mp.setattr(louds_pass, "SAMPLE_NODES", sample)
+        mp.setattr(louds_pass, "SPARSE_PARENTS", sparse)
         f = louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels,
                                    ix.max_keyword_length, workers, has_children=True)
     deg, longest = plain_facts(ix)

@@ -27,6 +27,9 @@ CHUNK_NODES = 1 << 16
 #: LOUDS bits per thread task aimed at (whole codes: a parent with more children makes a larger piece), so
 #: that a piece's temporaries (about 20 bytes per bit) stay in a core's L2 cache.
 PIECE_BITS = 1 << 16
+#: Fraction of a piece's parents whose children's depths are written one by one (those whose depth differs
+#: from the piece's least); past it, every child's parent is looked up.
+SPARSE_PARENTS = 1 / 16
 #: Parents between the candidate cuts whose code starts are looked up (one vectorised select0 each).
 SAMPLE_NODES = 1 << 10
 
@@ -64,7 +67,13 @@ def level_starts(louds: BitVector, n: int, limit: int) -> list[int]:
 
 def _bits(bv: BitVector, start: int, stop: int) -> np.ndarray:
     """Bits ``[start, stop)`` as uint8 zeros and ones."""
-    raw = bv.words.view(np.uint8)[start >> 3 : (stop + 7) >> 3]
+    return _word_bits(bv.words, start, stop)
+
+
+def _word_bits(words: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """Bits ``[start, stop)`` of the uint64 ``words`` as uint8 zeros and ones (on plain arrays: a memmap's
+    slices cost several microseconds of Python each)."""
+    raw = words.view(np.uint8)[start >> 3 : (stop + 7) >> 3]
     off = start & 7
     return np.unpackbits(raw, bitorder="little")[off : off + stop - start]
 
@@ -94,11 +103,12 @@ def tail_lengths(starts: np.ndarray, limit: int, workers: int) -> tuple[np.ndarr
 
 
 class _Pass:
-    """The shared inputs of the pieces of one `louds_facts` call."""
+    """The shared inputs of the pieces of one `louds_facts` call (the words as plain arrays)."""
 
     def __init__(self, louds: BitVector, linked: BitVector, terminal: BitVector, tails: np.ndarray,
                  has: np.ndarray | None) -> None:
-        self.louds, self.linked, self.terminal, self.tails, self.has = louds, linked, terminal, tails, has
+        self.louds, self.linked, self.terminal = (np.asarray(v.words) for v in (louds, linked, terminal))
+        self.tails, self.has = np.asarray(tails), has
         self.count = np.arange(0)  # 0, 1, 2, ... (read-only, shared by the pieces); see `reserve`
 
     def reserve(self, children: int) -> None:
@@ -111,37 +121,59 @@ class _Pass:
         """Parents ``[p, q)`` with depths ``pd`` and codes in bits ``[cs_p, cs_q)``: their children's depths
         go to ``out`` (None on the last level); returns (largest degree, largest child depth, a leaf that
         ends no keyword or -1)."""
-        bits = _bits(self.louds, cs_p, cs_q)
-        zeros = np.flatnonzero(bits == 0)
+        bits = _word_bits(self.louds, cs_p, cs_q)
+        zeros = np.equal(bits, 0).nonzero()[0]
         if zeros.size != q - p:
             raise ValueError(f"LOUDS bits [{cs_p}, {cs_q}) hold {zeros.size} node ends, expected {q - p}")
         z0 = int(zeros[0])  # the first parent's degree; the others' are the gaps between zeros, less one
-        gap = np.diff(zeros)
-        deg = max(z0, int(gap.max(initial=1)) - 1)
+        gap = np.subtract(zeros[1:], zeros[:-1])
+        deg = max(z0, int(_MAX(gap)) - 1 if gap.size else 0)
         bad = np.empty(q - p, dtype=bool)  # a leaf (no ones before its zero) that is not terminal
         bad[0] = z0 == 0
         np.equal(gap, 1, out=bad[1:])
-        np.greater(bad, _bits(self.terminal, p, q).view(bool), out=bad)
-        first_bad = int(np.argmax(bad))  # stops at the first True
+        np.greater(bad, _word_bits(self.terminal, p, q).view(bool), out=bad)
+        first_bad = int(bad.argmax())  # stops at the first True
         leaf = first_bad + p if bad[first_bad] else -1
         if self.has is not None:
             self.has[p] = z0 > 0
             np.greater(gap, 1, out=self.has[p + 1 : q])
         if out is None or out.size == 0:
             return deg, 0, leaf
-        top = int(pd.max())
-        if int(pd.min()) == top:  # one depth for every parent: no parent lookup
-            out.fill(top + 1)
-        else:  # child j's parent: the zeros before the j-th one (np.repeat(pd, deg) would hold the GIL)
-            parent = np.flatnonzero(bits.view(bool))  # nonzero of bools: several times faster than of bytes
-            np.subtract(parent, self.count[: parent.size], out=parent)
-            np.take(pd, parent, out=out)
-            out += 1
+        self._child_depths(bits, zeros, gap, pd, out)
         first = cs_p - p + 1
-        lk = np.flatnonzero(_bits(self.linked, first, first + out.size).view(bool))
+        lk = _word_bits(self.linked, first, first + out.size).view(bool).nonzero()[0]
         if lk.size:
             out[lk] += self.tails[r0 : r0 + lk.size]
-        return deg, int(out.max()), leaf
+        return deg, int(_MAX(out)), leaf
+
+    def _child_depths(self, bits: np.ndarray, zeros: np.ndarray, gap: np.ndarray, pd: np.ndarray,
+                      out: np.ndarray) -> None:
+        """The children's depths before their tails: their parent's plus one.  Most parents of a piece share
+        one depth (a depth grows past its level only below a linked edge), so those children are one fill
+        and the few others come from their parents' code positions; where many differ, each child's parent
+        comes from the zeros before its one."""
+        base = int(_MIN(pd))
+        other = np.not_equal(pd, base)  # parents of another depth that have children
+        other[0] &= bool(zeros[0] > 0)
+        np.logical_and(other[1:], np.greater(gap, 1), out=other[1:])
+        odd = other.nonzero()[0]
+        if odd.size <= SPARSE_PARENTS * pd.size:
+            out.fill(base + 1)
+            if odd.size:
+                deg = np.where(odd == 0, zeros[0], gap[odd - 1] - 1)
+                first = zeros[odd] - odd - deg  # ones before the parent's code: its first child
+                ends = np.cumsum(deg)
+                at = np.repeat(first - (ends - deg), deg) + np.arange(int(ends[-1]))
+                out[at] = np.repeat(pd[odd] + 1, deg)
+            return
+        # child j's parent: the zeros before the j-th one (np.repeat(pd, deg) would hold the GIL)
+        parent = bits.view(bool).nonzero()[0]  # nonzero of bools: several times faster than of bytes
+        np.subtract(parent, self.count[: parent.size], out=parent)
+        np.take(pd, parent, out=out)
+        out += 1
+
+
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce  # without the method wrappers' Python
 
 
 def _piece_cuts(louds: BitVector, levels: list[int], workers: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,8 +15,8 @@ from ..cpus import in_parallel
 
 __all__ = ["PackedInts"]
 
-#: Values per thread task when a packed array is decoded or scanned (a task's temporaries are a few values
-#: per period, its words are read once per residue class: a few MB keeps them in a core's cache).
+#: Values per thread task when a packed array is decoded or scanned (a task reads its words once per class
+#: of 8 values and allocates one eighth of its values at a time: a few MB stays in a core's cache).
 PART_VALUES = 1 << 20
 
 
@@ -85,20 +85,23 @@ class PackedInts:
         mask = np.uint64((1 << self.width) - 1)
         return ((lo | hi) & mask).astype(np.int64)
 
-    def _residues(self):
-        """(c, values c, c + P, c + 2P, ... as uint64) for each residue class c of the period P."""
+    def _classes(self, masked: bool = True):
+        """(c, values c, c + 8, c + 16, ... as uint64) for c < 8: every 8 values span exactly ``width`` bytes,
+        so each class is one unaligned uint64 read per value at a fixed byte stride (the value within its
+        first 39 bits), shifted down and masked; ``masked=False`` leaves them in place (and-masked, not
+        shifted: they sort as the values do) and yields the shift as well."""
         n, w = self.size, self.width
-        period, wpp = self._period(w)
-        mask = np.uint64((1 << w) - 1)
-        for c in range(min(period, n) if w else 0):
-            count = -(-(n - c) // period)
-            bit = c * w
-            wi, sh = bit >> 6, bit & 63
-            vals = self.words[wi : wi + wpp * count : wpp] >> np.uint64(sh)
-            if sh + w > 64:
-                vals = vals | (self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(64 - sh))
-            vals &= mask
-            yield c, vals
+        raw = self.words.view(np.uint8)  # the padding word keeps every 8-byte read inside
+        for c in range(min(8, n) if w else 0):
+            count = -(-(n - c) // 8)
+            at, sh = (c * w) >> 3, (c * w) & 7
+            view = np.ndarray((count,), dtype="<u8", buffer=raw, offset=at, strides=(w,))
+            vals = np.bitwise_and(view, np.uint64(((1 << w) - 1) << sh))
+            if masked:
+                vals >>= np.uint64(sh)
+                yield c, vals
+            else:
+                yield c, vals, sh
 
     def _parts(self) -> list[PackedInts]:
         """The values in pieces of about `PART_VALUES` (whole periods), each a PackedInts over the same words."""
@@ -108,13 +111,12 @@ class PackedInts:
                 for i in range(0, self.size, step)] or [self]
 
     def _decode_into(self, out: np.ndarray) -> None:
-        period = self._period(self.width)[0]
-        for c, vals in self._residues():
-            out[c::period] = vals.view(np.int64)
+        for c, vals in self._classes():
+            out[c::8] = vals.view(np.int64)
 
     def to_array(self, workers: int = 1) -> np.ndarray:
-        """Every value (int64), decoded one residue class of the period at a time (strided, no gathers),
-        in pieces on up to ``workers`` threads."""
+        """Every value (int64), decoded one class of `_classes` at a time (strided, no gathers), in pieces
+        on up to ``workers`` threads."""
         out = np.zeros(self.size, dtype=np.int64)
         parts, start = [], 0
         for part in self._parts():
@@ -132,23 +134,8 @@ class PackedInts:
         return [partial(PackedInts._part_max, p) for p in self._parts()]
 
     def _part_max(self) -> int:
-        """The largest value, per residue class with no full decode: the values' bits in place (masked
-        where a value lies in one word, shifted to the top where it spans two) sort as the values do."""
-        n, w = self.size, self.width
-        period, wpp = self._period(w)
-        best = 0
-        for c in range(min(period, n) if w else 0):
-            count = -(-(n - c) // period)
-            bit = c * w
-            wi, sh = bit >> 6, bit & 63
-            words = self.words[wi : wi + wpp * count : wpp]
-            if sh + w <= 64:
-                best = max(best, int(np.bitwise_and(words, np.uint64(((1 << w) - 1) << sh)).max()) >> sh)
-            else:  # the value in the top w bits, lower bits of the first word below it
-                top = self.words[wi + 1 : wi + 1 + wpp * count : wpp] << np.uint64(128 - sh - w)
-                top |= words >> np.uint64(sh + w - 64)
-                best = max(best, int(top.max()) >> (64 - w))
-        return best
+        """The largest value, per class of `_classes` with no shift of every value (masked in place)."""
+        return max((int(vals.max()) >> sh for _, vals, sh in self._classes(masked=False)), default=0)
 
     def max_and_where(self, workers: int = 1) -> tuple[int, np.ndarray]:
         """The largest value (0 when empty) and the indices (ascending) that hold it; in pieces on threads."""
@@ -156,16 +143,14 @@ class PackedInts:
 
     def where_tasks(self) -> list[Callable[[], tuple[int, np.ndarray]]]:
         """Independent calls whose results `where_combined` turns into `max_and_where`."""
-        period = self._period(self.width)[0]
-
         def one(part: PackedInts, start: int) -> tuple[int, np.ndarray]:
             best, where = 0, [np.zeros(0, dtype=np.int64)]
-            for c, vals in part._residues():
+            for c, vals in part._classes():
                 m = int(vals.max())
                 if m > best:
                     best, where = m, []
                 if m == best:
-                    where.append(np.flatnonzero(vals == m) * period + (start + c))
+                    where.append(np.flatnonzero(vals == m) * 8 + (start + c))
             return best, np.concatenate(where)
 
         tasks, start = [], 0
