@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, KeywordSet, NarrowLoudsIndex
 from flashtrie.index import checks, louds_pass
-from flashtrie.index.bits import BitVector
+from flashtrie.index.bits import BitVector, rank_entries
 from flashtrie.index.packed import PackedInts
 from flashtrie.limits import MAX_TOKEN
 
@@ -151,3 +151,19 @@ def test_select0_hint_check_agrees_with_recomputing_them(bools, which, delta, ch
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(checks, "NODE_CHUNK", chunk)
         assert checks._hints_match(crafted, 2) == np.array_equal(hints, bv.select0_hints)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 40), st.floats(0, 1), st.integers(0, 2**33), st.integers(0, 2**32))
+def test_rank_entries_match_plain_counts(blocks, density, before, seed):
+    """Each entry: the ones before its block (plus ``before``), and the ones in its words [0, 4k), k = 1..3."""
+    rng = np.random.default_rng(seed)
+    words = np.packbits(rng.random(blocks * 1024) < density, bitorder="little").view(np.uint64)
+    entries, total = rank_entries(words, before)
+    ones = np.bitwise_count(words).astype(np.int64).reshape(blocks, 16)
+    assert total == before + int(ones.sum())
+    ahead = before + np.concatenate(([0], np.cumsum(ones.sum(axis=1))[:-1]))
+    np.testing.assert_array_equal(entries & np.uint64((1 << 34) - 1), ahead.astype(np.uint64))
+    for k in (1, 2, 3):
+        rel = (entries >> np.uint64(34 + 10 * (k - 1))) & np.uint64(1023)
+        np.testing.assert_array_equal(rel, ones[:, : 4 * k].sum(axis=1).astype(np.uint64))

@@ -76,16 +76,27 @@ def _sub_rel(entry: np.ndarray, sub: np.ndarray) -> np.ndarray:
 
 def rank_entries(words: np.ndarray, ones_before: int) -> tuple[np.ndarray, int]:
     """Rank-directory entries of the whole 16-word blocks in ``words``, counting ``ones_before`` ones before
-    the first, and the ones counted after the last (so a directory can be built or checked in pieces)."""
-    subs = popcount64(words).reshape(-1, BLOCK_WORDS // SUB_WORDS, SUB_WORDS).sum(axis=2)
-    abs_before = np.empty(subs.shape[0] + 1, dtype=np.int64)
+    the first, and the ones counted after the last (so a directory can be built or checked in pieces).
+
+    The sub-block counts come from the words' byte popcounts summed in place, two then four at a time
+    (wider views of the same bytes), rather than through a reduction over a short axis."""
+    pairs = np.bitwise_count(words).view(np.uint16)
+    two = pairs >> np.uint16(8)
+    two += pairs & np.uint16(0xFF)  # ones in words 2k, 2k + 1 (at most 128)
+    quads = two.view(np.uint32)
+    subs = quads >> np.uint32(16)
+    subs += quads & np.uint32(0xFFFF)  # ones in each 4-word sub-block (at most 256)
+    subs = subs.reshape(-1, BLOCK_WORDS // SUB_WORDS)
+    rel1 = subs[:, 0].astype(np.uint64)
+    rel2 = rel1 + subs[:, 1]
+    rel3 = rel2 + subs[:, 2]
+    abs_before = np.empty(subs.shape[0] + 1, dtype=np.uint64)
     abs_before[0] = ones_before
-    np.cumsum(subs.sum(axis=1), out=abs_before[1:])
-    abs_before[1:] += ones_before
-    rel = np.cumsum(subs[:, :3], axis=1).astype(np.uint64)
-    entries = abs_before[:-1].astype(np.uint64)
-    for k in range(3):
-        entries |= rel[:, k] << np.uint64(ABS_BITS + REL_BITS * k)
+    np.cumsum(rel3 + subs[:, 3], out=abs_before[1:])
+    abs_before[1:] += np.uint64(ones_before)
+    entries = abs_before[:-1].copy()
+    for k, rel in enumerate((rel1, rel2, rel3)):
+        entries |= rel << np.uint64(ABS_BITS + REL_BITS * k)
     return entries, int(abs_before[-1])
 
 

@@ -170,13 +170,15 @@ def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
     per_block = BLOCK_BITS // 64
     step = max(per_block, RANK_CHUNK_WORDS - RANK_CHUNK_WORDS % per_block)
 
+    words, rank = np.asarray(bv.words), np.asarray(bv.rank)  # plain arrays: a memmap's slices cost more
+
     def piece(a: int) -> tuple[int, int]:
-        b = min(a + step, bv.words.size)
-        entries, ones = rank_entries(bv.words[a:b], 0)
-        diff = bv.rank[a // per_block : b // per_block] - entries  # uint64: wraps where a stored one is less
+        b = min(a + step, words.size)
+        entries, ones = rank_entries(words[a:b], 0)
+        diff = rank[a // per_block : b // per_block] - entries  # uint64: wraps where a stored one is less
         return ones, int(diff[0]) if bool((diff == diff[0]).all()) else -1
 
-    return [partial(piece, a) for a in range(0, bv.words.size, step)]
+    return [partial(piece, a) for a in range(0, words.size, step)]
 
 
 def _rank_results_match(bv: BitVector, parts: list[tuple[int, int]]) -> bool:
@@ -223,7 +225,8 @@ def _hints_match(bv: BitVector, workers: int) -> bool:
 
 def _label_lo_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], int]]:
     """Calls whose largest result is the largest low label part (the root's entry excluded)."""
-    return [partial(lambda a: int(ix.labels_lo[max(a, 1) : a + NODE_CHUNK].max(initial=0)), a)
+    lo = np.asarray(ix.labels_lo)
+    return [partial(lambda a: int(lo[max(a, 1) : a + NODE_CHUNK].max(initial=0)), a)
             for a in range(0, ix.num_nodes, NODE_CHUNK)]
 
 

@@ -23,15 +23,17 @@ __all__ = ["CHUNK_NODES", "PIECE_BITS", "SAMPLE_NODES", "LoudsFacts", "depth_dty
            "tail_lengths"]
 
 #: At most this many parent nodes per thread task.
-CHUNK_NODES = 1 << 16
-#: LOUDS bits per thread task aimed at (whole codes: a parent with more children makes a larger piece), so
-#: that a piece's temporaries (about 20 bytes per bit) stay in a core's L2 cache.
-PIECE_BITS = 1 << 16
+CHUNK_NODES = 1 << 17
+#: LOUDS bits per thread task aimed at (whole codes: a parent with more children makes a larger piece): a
+#: piece's temporaries (about 12 bytes per bit, some 3 MB) stay in a core's cache, while its few dozen numpy
+#: calls (the Python between them holds the GIL) are a small part of its time.
+PIECE_BITS = 1 << 18
 #: Fraction of a piece's parents whose children's depths are written one by one (those whose depth differs
 #: from the piece's least); past it, every child's parent is looked up.
 SPARSE_PARENTS = 1 / 16
 #: Parents between the candidate cuts whose code starts are looked up (one vectorised select0 each).
 SAMPLE_NODES = 1 << 10
+
 
 @dataclass(frozen=True)
 class LoudsFacts:

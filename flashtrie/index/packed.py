@@ -107,7 +107,8 @@ class PackedInts:
         """The values in pieces of about `PART_VALUES` (whole periods), each a PackedInts over the same words."""
         period, wpp = self._period(self.width)
         step = max(period, PART_VALUES - PART_VALUES % period)
-        return [PackedInts(self.words[i // period * wpp :], self.width, min(step, self.size - i))
+        words = np.asarray(self.words)  # a plain array: a memmap's slices and views cost more
+        return [PackedInts(words[i // period * wpp :], self.width, min(step, self.size - i))
                 for i in range(0, self.size, step)] or [self]
 
     def _decode_into(self, out: np.ndarray) -> None:
