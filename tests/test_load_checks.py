@@ -167,3 +167,20 @@ def test_rank_entries_match_plain_counts(blocks, density, before, seed):
     for k in (1, 2, 3):
         rel = (entries >> np.uint64(34 + 10 * (k - 1))) & np.uint64(1023)
         np.testing.assert_array_equal(rel, ones[:, : 4 * k].sum(axis=1).astype(np.uint64))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=300), st.sampled_from([1, 3, 64, 1 << 20]),
+       st.integers(1, 3), st.integers(1, 300))
+def test_tail_lengths_in_pieces(starts, part, workers, limit):
+    """Differences, their least and largest, and the first and last start, whatever the piece cuts; the
+    differences are stored exactly when they all lie in [0, limit]."""
+    v = np.array(starts, dtype=np.int64)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("flashtrie.index.packed.PART_VALUES", part)
+        out, lo, hi, first, last = louds_pass.tail_lengths(PackedInts.from_values(v), limit, workers)
+    d = np.diff(v)
+    assert (lo, hi) == ((int(d.min()), int(d.max())) if d.size else (0, 0))
+    assert (first, last) == (starts[0], starts[-1]) and out.size == d.size
+    if d.size and 0 <= lo and hi <= limit:
+        np.testing.assert_array_equal(out, d)

@@ -112,8 +112,7 @@ class Layout:
     levels: list[int]
 
 
-def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, tails: tuple[np.ndarray, int, int],
-            levels: list[int]) -> str | None:
+def _bounds(ix: NarrowLoudsIndex, tails: tuple[np.ndarray, int, int, int, int], levels: list[int]) -> str | None:
     """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
     n, m = ix.num_nodes, ix.meta
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
@@ -129,9 +128,10 @@ def _bounds(ix: NarrowLoudsIndex, starts: np.ndarray, tails: tuple[np.ndarray, i
         return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
     if ix.labels_hi.width > 16:
         return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
-    if starts[0] != 0 or starts[-1] != ix.suffix.size or (starts.size > 1 and tails[1] < 1):
+    linked = ix.link_starts.size - 1
+    if tails[3] != 0 or tails[4] != ix.suffix.size or (linked > 0 and tails[1] < 1):
         return "link_starts do not cover the suffix store"
-    longest_edge = 1 + tails[2] if starts.size > 1 else 1
+    longest_edge = 1 + tails[2] if linked > 0 else 1
     L = ix.max_keyword_length
     height = len(levels) - 2  # level_starts stops past L + 1 levels
     if height > L or longest_edge > L:
@@ -152,10 +152,10 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
         if problem:
             return problem, None
     workers = usable_cpus()
-    starts = ix.link_starts.to_array(workers)  # always: a bad link would send the GPU outside the suffix
-    tails = tail_lengths(starts, ix.max_keyword_length, workers)
+    # always: a bad link would send the GPU outside the suffix
+    tails = tail_lengths(ix.link_starts, ix.max_keyword_length, workers)
     levels = level_starts(ix.louds, ix.num_nodes, ix.max_keyword_length)
-    return _bounds(ix, starts, tails, levels), Layout(tails[0], levels)
+    return _bounds(ix, tails, levels), Layout(tails[0], levels)
 
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).

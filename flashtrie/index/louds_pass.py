@@ -18,6 +18,7 @@ import numpy as np
 
 from ..cpus import in_parallel
 from .bits import BitVector
+from .packed import PackedInts
 
 __all__ = ["CHUNK_NODES", "PIECE_BITS", "SAMPLE_NODES", "LoudsFacts", "depth_dtype", "level_starts", "louds_facts",
            "tail_lengths"]
@@ -87,21 +88,44 @@ def depth_dtype(limit: int) -> type:
     return np.uint8 if top < 1 << 8 else np.uint16 if top < 1 << 16 else np.int32 if top < 1 << 31 else np.int64
 
 
-def tail_lengths(starts: np.ndarray, limit: int, workers: int) -> tuple[np.ndarray, int, int]:
-    """``diff(starts)`` (the tail length of each linked edge) as `depth_dtype` (limit), with its least and
-    largest value (0, 0 when empty), in pieces on threads; values outside ``[0, limit]`` are not stored."""
+def tail_lengths(starts: PackedInts, limit: int, workers: int) -> tuple[np.ndarray, int, int, int, int]:
+    """The differences of the packed ``starts`` (the tail length of each linked edge) as `depth_dtype`
+    (limit), with their least and largest value (0, 0 when there are none) and the first and last start,
+    decoded piece by piece on threads (no int64 copy of the starts); differences outside ``[0, limit]``
+    are not stored."""
     m = max(starts.size - 1, 0)
     out = np.zeros(m, dtype=depth_dtype(limit))
+    parts = starts._parts()
+    at = np.cumsum([0] + [p.size for p in parts])
 
-    def piece(a: int) -> tuple[int, int]:
-        d = np.diff(starts[a : min(a + CHUNK_NODES, m) + 1])
-        lo, hi = int(d.min()), int(d.max())
+    def piece(k: int) -> tuple[int, int, int, int]:
+        v = np.empty(parts[k].size, dtype=np.int64)
+        parts[k]._decode_into(v)
+        d = np.subtract(v[1:], v[:-1])
+        lo, hi = (int(d.min()), int(d.max())) if d.size else (0, 0)
         if 0 <= lo and hi <= limit:
-            out[a : a + d.size] = d
-        return lo, hi
+            out[at[k] : at[k] + d.size] = d
+        return lo, hi, int(v[0]) if v.size else 0, int(v[-1]) if v.size else 0
 
-    parts = in_parallel([partial(piece, a) for a in range(0, m, CHUNK_NODES)], workers)
-    return out, min((p[0] for p in parts), default=0), max((p[1] for p in parts), default=0)
+    found = in_parallel([partial(piece, k) for k in range(len(parts))], workers)
+    lo, hi = _joined(found, at, out, limit)
+    return out, lo, hi, found[0][2], found[-1][3]
+
+
+def _joined(found: list[tuple[int, int, int, int]], at: np.ndarray, out: np.ndarray,
+            limit: int) -> tuple[int, int]:
+    """The least and largest difference of all the pieces of `tail_lengths`, the ones across their
+    boundaries included (and stored when in ``[0, limit]``)."""
+    lo = hi = None
+    for k, (plo, phi, _, last) in enumerate(found):
+        if at[k + 1] - at[k] > 1:
+            lo, hi = (plo, phi) if lo is None else (min(lo, plo), max(hi, phi))
+        if k + 1 < len(found):
+            d = found[k + 1][2] - last
+            lo, hi = (d, d) if lo is None else (min(lo, d), max(hi, d))
+            if 0 <= d <= limit:
+                out[at[k + 1] - 1] = d
+    return (0, 0) if lo is None else (lo, hi)
 
 
 class _Pass:
