@@ -33,7 +33,7 @@ PIECE_BITS = 1 << 18
 #: from the piece's least); past it, every child's parent is looked up.
 SPARSE_PARENTS = 1 / 16
 #: Parents between the candidate cuts whose code starts are looked up (one vectorised select0 each).
-SAMPLE_NODES = 1 << 10
+SAMPLE_NODES = 1 << 12
 
 
 @dataclass(frozen=True)
