@@ -135,12 +135,6 @@ class _Pass:
                  has: np.ndarray | None) -> None:
         self.louds, self.linked, self.terminal = (np.asarray(v.words) for v in (louds, linked, terminal))
         self.tails, self.has = np.asarray(tails), has
-        self.count = np.arange(0)  # 0, 1, 2, ... (read-only, shared by the pieces); see `reserve`
-
-    def reserve(self, children: int) -> None:
-        """Make `count` long enough for a piece with this many children."""
-        if self.count.size < children:
-            self.count = np.arange(max(children, 2 * PIECE_BITS))
 
     def piece(self, p: int, q: int, cs_p: int, cs_q: int, r0: int, pd: np.ndarray,
               out: np.ndarray | None) -> tuple[int, int, int]:
@@ -194,7 +188,7 @@ class _Pass:
             return
         # child j's parent: the zeros before the j-th one (np.repeat(pd, deg) would hold the GIL)
         parent = bits.view(bool).nonzero()[0]  # nonzero of bools: several times faster than of bytes
-        np.subtract(parent, self.count[: parent.size], out=parent)
+        parent -= np.arange(parent.size)
         np.take(pd, parent, out=out)
         out += 1
 
@@ -238,13 +232,16 @@ def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails:
     bounds = np.searchsorted(points, np.array(levels, dtype=np.int64))  # each level's first cut
     has = np.zeros(n, dtype=bool) if has_children else None
     run = _Pass(louds, linked, terminal, tails, has)
-    run.reserve(int(np.diff(firsts).max(initial=0)))
-    pd = np.zeros(1, dtype=dt)
+    widths = np.diff(np.array(levels, dtype=np.int64))
+    # two buffers of the widest level, in turn the parents' depths and the children's (each page is touched
+    # once, not once per level)
+    buffers = [np.zeros(int(widths.max()), dtype=dt), np.empty(int(widths[1:].max(initial=1)), dtype=dt)]
+    pd = buffers[0][:1]
     md = mdn = longest = 0
     bad = -1
     for lv in range(len(levels) - 1):
         a, b = levels[lv], levels[lv + 1]
-        nxt = None if lv == len(levels) - 2 else np.empty(levels[lv + 2] - b, dtype=dt)
+        nxt = None if lv == len(levels) - 2 else buffers[(lv + 1) % 2][: levels[lv + 2] - b]
         tasks = []
         for i in range(int(bounds[lv]), int(bounds[lv + 1])):
             p, q, f, g = int(points[i]), int(points[i + 1]), int(firsts[i]), int(firsts[i + 1])

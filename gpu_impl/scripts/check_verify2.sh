@@ -23,7 +23,7 @@ sweep() {  # name, then --set arguments
     > "$V/sweep_$name.log" 2>&1 || echo "sweep $name FAILED (rc $?)"
 }
 if [[ -f $F ]]; then
-  B=$(git merge-base HEAD main 2>/dev/null)  # the same load at the branch point, for comparison
+  B=$(git rev-parse -q --verify 9e7ac22^{commit} 2>/dev/null)  # the checks before this branch, for comparison
   if [[ -n $B ]] && mkdir -p $D/base && git archive "$B" flashtrie | tar -x -C $D/base 2>/dev/null; then
     PYTHONPATH=$D/base${PYTHONPATH:+:$PYTHONPATH} timeout 20 python3 benchmarks/load_speed.py "$F" --workers 16 \
       --repeats 2 --json "$V/sweep_base.json" > "$V/sweep_base.log" 2>&1 || echo "sweep base FAILED (rc $?)"
