@@ -37,6 +37,25 @@ if [[ -f $F ]]; then
   sweep rank_2e14 --set checks.RANK_CHUNK_WORDS=16384
   sweep rank_2e18 --set checks.RANK_CHUNK_WORDS=262144
 fi
+[[ -f $F ]] && timeout 30 python3 - "$F" <<'PY' > "$V/levels.log" 2>&1  # the LOUDS pass level by level
+import os, sys, time
+from flashtrie import NarrowLoudsIndex
+from flashtrie.index import checks, louds_pass
+ix = NarrowLoudsIndex.load(sys.argv[1], verify=False)
+_, layout = checks.layout_problem(ix)
+inner = louds_pass.in_parallel
+for w in (1, 4, 16):
+    calls = []
+    def timed(tasks, workers, calls=calls):
+        t = time.perf_counter(); out = inner(tasks, workers); calls.append((len(tasks), time.perf_counter() - t))
+        return out
+    louds_pass.in_parallel = timed
+    t, c = time.perf_counter(), time.process_time()
+    louds_pass.louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, ix.max_keyword_length, w)
+    t, c = time.perf_counter() - t, time.process_time() - c
+    print(f"LOUDS pass {w:>2} cores: {t:.3f} s (CPU {c:.3f} s); calls (tasks, s): "
+          + " ".join(f"({k},{s:.3f})" for k, s in calls))
+PY
 python3 - "$V" <<'PY' 2>&1 | tee "$V/table.txt"
 import glob, json, os, sys
 v = sys.argv[1]
@@ -50,5 +69,6 @@ for path in [os.path.join(v, "loadq", "load.json")] + sorted(glob.glob(os.path.j
         print(f"{name:<12} {os.path.basename(r['path']):<12} {r['workers']:>5} {r['seconds']:>6.3f} "
               f"{r['gb_per_s']:>6.3f} {r['cpu_seconds']:>6.2f} | {split}")
 PY
+cut -c1-300 "$V/levels.log"
 echo "verify2 total $((SECONDS - T0)) s"
 rm -rf "$D"
