@@ -149,7 +149,7 @@ def test_select0_hint_check_agrees_with_recomputing_them(bools, which, delta, ch
     hints[k] = min(max(hints[k] + delta, 0), bv.rank.size - 2)
     crafted = BitVector(bv.words, bv.rank, bv.nbits, hints.astype(np.uint32))
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(checks, "NODE_CHUNK", chunk)
+        mp.setattr(checks, "HINT_CHUNK", chunk)
         assert checks._hints_match(crafted, 2) == np.array_equal(hints, bv.select0_hints)
 
 

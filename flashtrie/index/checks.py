@@ -159,9 +159,11 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
 
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).
-RANK_CHUNK_WORDS = 1 << 16
-#: Nodes per thread task of the hint and label scans.
-NODE_CHUNK = 1 << 20
+RANK_CHUNK_WORDS = 1 << 18
+#: Nodes per thread task of the label scan.
+NODE_CHUNK = 1 << 21
+#: Hints per thread task of the select0-hint check (each hint costs a few dozen reads).
+HINT_CHUNK = 1 << 16
 
 
 def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
@@ -203,23 +205,25 @@ def _hints_match(bv: BitVector, workers: int) -> bool:
     """Every select0 hint names the block that holds its zero (`bits.select0_hints`: the last block whose
     zeros before it are at most the zero's number; then the last block), checked through the verified
     rank directory in pieces on threads."""
-    hints = bv.select0_hints
+    hints = np.asarray(bv.select0_hints)
     assert hints is not None
     last = bv.rank.size - 2  # blocks 0 .. last
 
-    def zeros_before(blocks: np.ndarray) -> np.ndarray:
-        at = np.minimum(blocks * BLOCK_BITS, bv.nbits)
-        return at - bv.rank1(at)
+    rank = np.asarray(bv.rank)
+
+    def zeros_before(blocks: np.ndarray) -> np.ndarray:  # the verified entries: ones before each block
+        ones = (rank[blocks] & np.uint64((1 << ABS_BITS) - 1)).astype(np.int64)
+        return np.minimum(blocks * BLOCK_BITS, bv.nbits) - ones
 
     def piece(a: int) -> bool:
-        h = hints[a : min(a + NODE_CHUNK, hints.size - 1)].astype(np.int64)
+        h = hints[a : min(a + HINT_CHUNK, hints.size - 1)].astype(np.int64)
         target = (np.arange(a, a + h.size, dtype=np.int64)) * HINT_STEP
         ok = zeros_before(h) <= target
         nxt = np.minimum(h + 1, last)
         ok &= (h == last) | (zeros_before(nxt) > target)
         return bool(ok.all())
 
-    return int(hints[-1]) == last and all(in_parallel([partial(piece, a) for a in range(0, hints.size - 1, NODE_CHUNK)],
+    return int(hints[-1]) == last and all(in_parallel([partial(piece, a) for a in range(0, hints.size - 1, HINT_CHUNK)],
                                                       workers))
 
 
