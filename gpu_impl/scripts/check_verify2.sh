@@ -34,8 +34,8 @@ if [[ -f $F ]]; then
   sweep louds_2e20 --set louds_pass.PIECE_BITS=1048576 --set louds_pass.CHUNK_NODES=524288
   sweep part_2e18 --set packed.PART_VALUES=262144
   sweep part_2e22 --set packed.PART_VALUES=4194304
-  sweep rank_2e14 --set checks.RANK_CHUNK_WORDS=16384
-  sweep rank_2e18 --set checks.RANK_CHUNK_WORDS=262144
+  sweep rank_2e16 --set checks.RANK_CHUNK_WORDS=65536
+  sweep rank_2e20 --set checks.RANK_CHUNK_WORDS=1048576
 fi
 [[ -f $F ]] && timeout 30 python3 - "$F" <<'PY' > "$V/levels.log" 2>&1  # the LOUDS pass level by level
 import os, sys, time
