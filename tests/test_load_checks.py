@@ -184,3 +184,18 @@ def test_tail_lengths_in_pieces(starts, part, workers, limit):
     assert (first, last) == (starts[0], starts[-1]) and out.size == d.size
     if d.size and 0 <= lo and hi <= limit:
         np.testing.assert_array_equal(out, d)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=5000), st.integers(0, 10**6), st.integers(0, 63),
+       st.sampled_from([16, 32, 1 << 18]))
+def test_rank_check_in_pieces_finds_any_flipped_bit(bools, which, bit, chunk):
+    """A directory recomputed piece by piece (each piece's entries from zero, then one offset per piece)
+    accepts the true directory and refuses it with any one bit of any entry flipped."""
+    bv = BitVector.from_bools(np.array(bools))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(checks, "RANK_CHUNK_WORDS", chunk)
+        assert checks._ranks_match(bv, 2)
+        rank = bv.rank.copy()
+        rank[which % rank.size] ^= np.uint64(1 << bit)
+        assert not checks._ranks_match(BitVector(bv.words, rank, bv.nbits, None), 2)
