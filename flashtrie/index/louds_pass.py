@@ -99,7 +99,7 @@ def tail_lengths(starts: PackedInts, limit: int, workers: int) -> tuple[np.ndarr
     at = np.cumsum([0] + [p.size for p in parts])
 
     def piece(k: int) -> tuple[int, int, int, int]:
-        v = np.empty(parts[k].size, dtype=np.int64)
+        v = np.zeros(parts[k].size, dtype=np.int64)  # (values of width 0 are not written)
         parts[k]._decode_into(v)
         d = np.subtract(v[1:], v[:-1])
         lo, hi = (int(d.min()), int(d.max())) if d.size else (0, 0)
@@ -146,36 +146,36 @@ class _Pass:
         if zeros.size != q - p:
             raise ValueError(f"LOUDS bits [{cs_p}, {cs_q}) hold {zeros.size} node ends, expected {q - p}")
         z0 = int(zeros[0])  # the first parent's degree; the others' are the gaps between zeros, less one
-        gap = np.subtract(zeros[1:], zeros[:-1])
+        gap = np.empty(zeros.size - 1, dtype=np.int32 if cs_q - cs_p < 1 << 31 else np.int64)
+        np.subtract(zeros[1:], zeros[:-1], out=gap, casting="unsafe")
         deg = max(z0, int(_MAX(gap)) - 1 if gap.size else 0)
-        bad = np.empty(q - p, dtype=bool)  # a leaf (no ones before its zero) that is not terminal
-        bad[0] = z0 == 0
-        np.equal(gap, 1, out=bad[1:])
-        np.greater(bad, _word_bits(self.terminal, p, q).view(bool), out=bad)
-        first_bad = int(bad.argmax())  # stops at the first True
-        leaf = first_bad + p if bad[first_bad] else -1
+        leaf = np.empty(q - p, dtype=bool)  # no ones before its zero
+        leaf[0] = z0 == 0
+        np.equal(gap, 1, out=leaf[1:])
         if self.has is not None:
-            self.has[p] = z0 > 0
-            np.greater(gap, 1, out=self.has[p + 1 : q])
+            np.logical_not(leaf, out=self.has[p:q])
+        if out is not None and out.size:
+            self._child_depths(bits, zeros, gap, leaf, pd, out)
+        bad = np.greater(leaf, _word_bits(self.terminal, p, q).view(bool), out=leaf)  # leaves not terminal
+        first_bad = int(bad.argmax())  # stops at the first True
+        bad_leaf = first_bad + p if bad[first_bad] else -1
         if out is None or out.size == 0:
-            return deg, 0, leaf
-        self._child_depths(bits, zeros, gap, pd, out)
+            return deg, 0, bad_leaf
         first = cs_p - p + 1
         lk = _word_bits(self.linked, first, first + out.size).view(bool).nonzero()[0]
         if lk.size:
             out[lk] += self.tails[r0 : r0 + lk.size]
-        return deg, int(_MAX(out)), leaf
+        return deg, int(_MAX(out)), bad_leaf
 
-    def _child_depths(self, bits: np.ndarray, zeros: np.ndarray, gap: np.ndarray, pd: np.ndarray,
-                      out: np.ndarray) -> None:
+    def _child_depths(self, bits: np.ndarray, zeros: np.ndarray, gap: np.ndarray, leaf: np.ndarray,
+                      pd: np.ndarray, out: np.ndarray) -> None:
         """The children's depths before their tails: their parent's plus one.  Most parents of a piece share
         one depth (a depth grows past its level only below a linked edge), so those children are one fill
         and the few others come from their parents' code positions; where many differ, each child's parent
         comes from the zeros before its one."""
         base = int(_MIN(pd))
-        other = np.not_equal(pd, base)  # parents of another depth that have children
-        other[0] &= bool(zeros[0] > 0)
-        np.logical_and(other[1:], np.greater(gap, 1), out=other[1:])
+        other = np.not_equal(pd, base)
+        np.greater(other, leaf, out=other)  # parents of another depth that have children
         odd = other.nonzero()[0]
         if odd.size <= SPARSE_PARENTS * pd.size:
             out.fill(base + 1)
