@@ -3,10 +3,11 @@
 The checks of a loaded index need, from the LOUDS bits: the largest degree (at the root and below it),
 that every leaf ends a keyword, and the exact longest root-to-node path in tokens (the node's level plus
 the tails of the linked edges above it).  All three come out of one pass over the levels, each level cut
-into pieces of `CHUNK_NODES` parents that run on threads (numpy releases the GIL), with nothing of size
-``n`` kept but the depths of one level (one byte per node where the longest keyword allows it).  The code
-start of every piece comes from one vectorised ``select0`` and the rank of its first child in ``linked``
-from one vectorised ``rank1``, before any thread starts.
+into pieces of about `PIECE_BITS` LOUDS bits (whole codes, at most `CHUNK_NODES` parents) that run on
+threads (numpy releases the GIL), small enough that a piece's temporaries stay in a core's cache; nothing
+of size ``n`` is kept but the depths of two levels (one byte per node where the longest keyword allows it).
+The code starts of the pieces come from vectorised ``select0`` calls and the rank of each piece's first
+child in ``linked`` from one vectorised ``rank1``, before the pieces run.
 """
 
 from __future__ import annotations
