@@ -199,3 +199,43 @@ def test_rank_check_in_pieces_finds_any_flipped_bit(bools, which, bit, chunk):
         rank = bv.rank.copy()
         rank[which % rank.size] ^= np.uint64(1 << bit)
         assert not checks._ranks_match(BitVector(bv.words, rank, bv.nbits, None), 2)
+
+
+def _problems(ix: NarrowLoudsIndex) -> str | None:
+    """What the cheap and the full checks say about ``ix`` (an exception's type and text where one escapes)."""
+    try:
+        problem, layout = checks.layout_problem(ix)
+        return problem or checks.content_problem(ix, layout, 3)
+    except Exception as e:  # noqa: BLE001 - compared, not hidden: both settings must raise the same
+        return f"{type(e).__name__}: {e}"
+
+
+_FUZZ_ARRAYS = ["louds.words", "louds.rank", "terminal.words", "terminal.rank", "linked.words", "hi_flag.words",
+                "labels_hi.words", "suffix.words", "link_starts.words", "keyword_ids.words"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(_FUZZ_ARRAYS), st.integers(0, 10**6), st.integers(0, 63))
+def test_tiny_pieces_find_the_same_problems(name, where, bit):
+    """Any one bit of any array flipped: the checks in the smallest pieces (cut at every parent, every
+    value, every block) say exactly what they say in the default pieces."""
+    rng = np.random.default_rng(3)
+    kws = [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    part, field = name.split(".")
+    old = getattr(ix, part)
+    arr = getattr(old, field).copy()
+    arr[where % arr.size] ^= np.uint64(1 << bit)
+    if isinstance(old, BitVector):
+        new = BitVector(**{**{k: getattr(old, k) for k in ("words", "rank", "nbits", "select0_hints")}, field: arr})
+    else:
+        new = PackedInts(arr, old.width, old.size)
+    bad = _rebuilt(ix, **{part: new})
+    default = _problems(bad)
+    with pytest.MonkeyPatch.context() as mp:
+        for module, const, value in [(louds_pass, "CHUNK_NODES", 1), (louds_pass, "PIECE_BITS", 1),
+                                     (louds_pass, "SAMPLE_NODES", 1), (checks, "RANK_CHUNK_WORDS", 16),
+                                     (checks, "NODE_CHUNK", 1), (checks, "HINT_CHUNK", 1)]:
+            mp.setattr(module, const, value)
+        mp.setattr("flashtrie.index.packed.PART_VALUES", 1)
+        assert _problems(bad) == default
