@@ -1,7 +1,7 @@
 """Verified-load speed of index files: ``NarrowLoudsIndex.load(path, verify=True)`` at several core counts.
 
     python benchmarks/load_speed.py FILE... [--workers 1,2,16] [--repeats 3] [--json OUT]
-                                   [--set louds_pass.PIECE_BITS=262144 ...]
+                                   [--device auto|cpu|gpu] [--set louds_pass.PIECE_BITS=262144 ...]
 
 Each worker count w runs with the process's CPU affinity set to w CPUs (so `flashtrie.cpus.usable_cpus`,
 and with it every threaded check, sees w).  Prints the best seconds and GB/s (file bytes per second) per
@@ -24,7 +24,7 @@ from flashtrie import NarrowLoudsIndex
 from flashtrie.io_util import atomic_write
 
 
-def measure(path: str, workers: int, repeats: int) -> dict:
+def measure(path: str, workers: int, repeats: int, device: str = "auto") -> dict:
     """Best of ``repeats`` verified loads of ``path`` on ``workers`` CPUs, and the step split of the best."""
     all_cpus = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(0, all_cpus[:workers])
@@ -33,14 +33,14 @@ def measure(path: str, workers: int, repeats: int) -> dict:
         for _ in range(repeats):
             t: dict[str, float] = {}
             c0, t0 = time.process_time(), time.perf_counter()
-            NarrowLoudsIndex.load(path, verify=True, timings=t)
+            NarrowLoudsIndex.load(path, verify=True, timings=t, verify_device=device)
             dt, cpu = time.perf_counter() - t0, min(cpu, time.process_time() - c0)
             if dt < best:
                 best, split = dt, t
     finally:
         os.sched_setaffinity(0, all_cpus)
     size = os.path.getsize(path)
-    return {"path": path, "bytes": size, "workers": workers, "seconds": round(best, 4),
+    return {"path": path, "bytes": size, "workers": workers, "device": device, "seconds": round(best, 4),
             "gb_per_s": round(size / best / 1e9, 3),
             "cpu_seconds": round(cpu, 4), "gb_per_cpu_s": round(size / cpu / 1e9, 3),
             "split": {k: round(v, 4) for k, v in split.items()}}
@@ -87,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,2", help="comma-separated CPU counts (capped at the usable ones)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                    help="where the LOUDS pass runs (load's verify_device)")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
                     help="set a piece-size constant of flashtrie.index.MODULE (repeatable)")
     args = ap.parse_args(argv)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.files:
         _warm(path)
         for w in counts:
-            r = measure(path, w, args.repeats)
+            r = measure(path, w, args.repeats, args.device)
             results.append(r)
             split = ", ".join(f"{k} {v:.3f}" for k, v in r["split"].items())
             print(f"{os.path.basename(path)} ({r['bytes'] / 1e9:.3f} GB) {w:>2} cores: {r['seconds']:.3f} s, "

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashtrie import IndexFormatError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import checks, louds_pass
+from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
+from flashtrie.index import checks, louds_levels, louds_pass
 from flashtrie.index.bits import BitVector, rank_entries
 from flashtrie.index.packed import PackedInts
 from flashtrie.limits import MAX_TOKEN
@@ -239,3 +239,69 @@ def test_tiny_pieces_find_the_same_problems(name, where, bit):
             mp.setattr(module, const, value)
         mp.setattr("flashtrie.index.packed.PART_VALUES", 1)
         assert _problems(bad) == default
+
+
+def _both_passes(xp, kws, limit=None, terminal_off=None):
+    """(threads' facts, whole-level facts on ``xp``) of the trie of ``kws`` (one leaf's keyword end cleared)."""
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    _, layout = checks.layout_problem(ix)
+    terminal = ix.terminal
+    if terminal_off is not None:
+        bits = terminal.to_bools()
+        bits[np.flatnonzero(bits)[terminal_off % int(bits.sum())]] = False
+        terminal = BitVector.from_bools(bits)
+    args = (ix.louds, ix.linked, terminal, layout.tails, layout.levels, limit or ix.max_keyword_length)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(louds_pass, "PIECE_BITS", 7)  # several pieces per level on the threads
+        cpu = louds_pass.louds_facts(*args, 2, has_children=True)
+    return cpu, louds_levels.louds_facts_levels(xp, *args, has_children=True)
+
+
+def _same(a, b) -> None:
+    assert (a.max_degree, a.max_degree_nonroot, a.longest, a.leaf_not_end) == \
+        (b.max_degree, b.max_degree_nonroot, b.longest, b.leaf_not_end)
+    np.testing.assert_array_equal(a.has_children, b.has_children)
+
+
+@settings(max_examples=80, deadline=None)
+@given(keyword_lists, st.one_of(st.none(), st.integers(1, 3)), st.one_of(st.none(), st.integers(0, 10**6)))
+def test_whole_level_pass_matches_the_threads(kws, limit, terminal_off):
+    """The GPU path's code on numpy: the same facts as the threads' pieces, also for a limit the trie
+    passes and for a leaf that ends no keyword."""
+    _same(*_both_passes(np, kws, limit, terminal_off))
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None)
+@given(keyword_lists, st.one_of(st.none(), st.integers(1, 3)), st.one_of(st.none(), st.integers(0, 10**6)))
+def test_whole_level_pass_on_the_gpu_matches_the_threads(kws, limit, terminal_off):
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver or no device
+        pytest.skip("no usable CUDA device")
+    _same(*_both_passes(cupy, kws, limit, terminal_off))
+
+
+def test_verify_device_is_checked_and_cpu_and_auto_agree(tmp_path):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [5]]))
+    ix.save(tmp_path / "a.ftrie")
+    with pytest.raises(InputError, match="verify_device: expected one of"):
+        NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="tpu")
+    t_cpu: dict[str, float] = {}
+    a = NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="cpu", timings=t_cpu)
+    b = NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="auto")
+    assert "LOUDS pass (degrees, leaves, longest keyword)" in t_cpu
+    assert a.meta == b.meta
+
+
+def test_a_bad_leaf_is_refused_on_every_verify_device(tmp_path):
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]), ids="index")
+    bits = ix.terminal.to_bools()
+    leaf = int(np.flatnonzero(bits)[-1])
+    bits[leaf] = False
+    meta = dict(ix.meta, num_unique=ix.num_unique - 1, num_keywords=ix.num_keywords - 1)
+    _rebuilt(ix, terminal=BitVector.from_bools(bits), meta=meta).save(tmp_path / "bad.ftrie")
+    for device in ("cpu", "auto"):
+        with pytest.raises(IndexFormatError, match=f"node {leaf} is a leaf that ends no keyword"):
+            NarrowLoudsIndex.load(tmp_path / "bad.ftrie", verify_device=device)

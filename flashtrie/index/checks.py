@@ -13,14 +13,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
+from ..errors import DeviceError, InputError
 from ..limits import MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
-from .louds_pass import level_starts, louds_facts, tail_lengths
+from .louds_levels import louds_facts_levels
+from .louds_pass import LoudsFacts, level_starts, louds_facts, tail_lengths
 from .packed import PackedInts
 
 if TYPE_CHECKING:
@@ -32,6 +35,7 @@ COUNT_FIELDS = ("num_nodes", "num_keywords", "num_unique", "max_keyword_length",
                 "max_degree_nonroot") + tuple(f"{b}.nbits" for b in BITVECTORS) \
     + tuple(f"{p}.{k}" for p in PACKED for k in ("width", "size"))
 ID_ORDERS = ("input", "index")
+VERIFY_DEVICES = ("auto", "cpu", "gpu")
 _COUNT_LIMIT = 2**48
 
 
@@ -159,11 +163,11 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
 
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).
-RANK_CHUNK_WORDS = 1 << 18
+RANK_CHUNK_WORDS = 1 << 20
 #: Nodes per thread task of the label scan.
-NODE_CHUNK = 1 << 21
+NODE_CHUNK = 1 << 23
 #: Hints per thread task of the select0-hint check (each hint costs a few dozen reads).
-HINT_CHUNK = 1 << 16
+HINT_CHUNK = 1 << 18
 
 
 def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
@@ -263,11 +267,43 @@ def _scans(ix: NarrowLoudsIndex, workers: int) -> dict[str, Any]:
     return out
 
 
+def verify_module(device: str) -> ModuleType | None:
+    """The array module of the LOUDS pass for ``load(verify_device=...)``: None (CPU threads) for 'cpu',
+    cupy for 'gpu' (a `DeviceError` where cupy or a GPU is missing), cupy where usable for 'auto'."""
+    if device not in VERIFY_DEVICES:
+        raise InputError(f"verify_device: expected one of {VERIFY_DEVICES}, got {str(device)[:40]!r}")
+    if device == "cpu":
+        return None
+    from ..gpu_impl.build_gpu import cupy_module  # cupy is optional: imported only here
+
+    try:
+        return cupy_module()
+    except DeviceError:
+        if device == "gpu":
+            raise
+        return None
+
+
+def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleType | None) -> tuple[LoudsFacts, str]:
+    """`louds_facts` on CPU threads, or level by level on ``xp`` (cupy) where given; falls back to the CPU
+    where the GPU runs out of memory.  Returns the facts and where they were found (for the timings)."""
+    args = (ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, ix.max_keyword_length)
+    if xp is not None:
+        try:
+            return louds_facts_levels(xp, *args), " on the GPU"
+        except MemoryError:
+            pass
+        finally:
+            xp.get_default_memory_pool().free_all_blocks()
+    return louds_facts(*args, workers), ""
+
+
 def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
-                    timings: dict[str, float] | None = None) -> str | None:
+                    timings: dict[str, float] | None = None, xp: ModuleType | None = None) -> str | None:
     """Full checks against the bits (after `layout_problem` passed and the checksums matched).
 
-    ``timings`` (optional) receives the seconds of each check."""
+    ``timings`` (optional) receives the seconds of each check; ``xp`` (cupy, optional: see
+    `verify_module`) runs the LOUDS pass on the GPU, with the same answers."""
     workers = workers or usable_cpus()
     clock = _Clock(timings)
     scan = _scans(ix, workers)
@@ -279,10 +315,10 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     clock("select0 hints")
     L = ix.max_keyword_length
     try:
-        facts = louds_facts(ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, L, workers)
+        facts, on = _louds_pass(ix, layout, workers, xp)
     except ValueError as e:
         return f"LOUDS: {e}"
-    clock("LOUDS pass (degrees, leaves, longest keyword)")
+    clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)")
     if facts.longest > L:
         return f"max_keyword_length is {L}, a keyword has more tokens"
     if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):

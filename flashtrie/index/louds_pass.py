@@ -25,11 +25,11 @@ __all__ = ["CHUNK_NODES", "PIECE_BITS", "SAMPLE_NODES", "LoudsFacts", "depth_dty
            "tail_lengths"]
 
 #: At most this many parent nodes per thread task.
-CHUNK_NODES = 1 << 17
+CHUNK_NODES = 1 << 19
 #: LOUDS bits per thread task aimed at (whole codes: a parent with more children makes a larger piece): a
-#: piece's temporaries (about 12 bytes per bit, some 3 MB) stay in a core's cache, while its few dozen numpy
-#: calls (the Python between them holds the GIL) are a small part of its time.
-PIECE_BITS = 1 << 18
+#: piece's temporaries are about 12 bytes per bit; on the 16-core H200 host, tasks of a few milliseconds
+#: (2^20 bits) were fastest: smaller ones lose to the GIL hand-offs between their numpy calls.
+PIECE_BITS = 1 << 20
 #: Fraction of a piece's parents whose children's depths are written one by one (those whose depth differs
 #: from the piece's least); past it, every child's parent is looked up.
 SPARSE_PARENTS = 1 / 16

@@ -16,7 +16,7 @@ from ..keywords import KeywordSet
 from ..tokens import check_token_sequence
 from .bits import BitVector
 from .builder import BuiltArrays, build_arrays, check_build_request
-from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem
+from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem, verify_module
 from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .packed import PackedInts
@@ -154,7 +154,7 @@ class NarrowLoudsIndex:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], verify: bool = True, copy: bool = False, *,
-             timings: dict[str, float] | None = None) -> NarrowLoudsIndex:
+             timings: dict[str, float] | None = None, verify_device: str = "auto") -> NarrowLoudsIndex:
         """Open an index file; refuses corrupt, truncated, foreign, old or newer-version files.
 
         Header, table, sizes and the cheap cross-array checks come first; then, with ``verify=True``, the
@@ -162,8 +162,12 @@ class NarrowLoudsIndex:
         for a file you trust: a damaged directory can then send a search outside an array.
         The arrays are memory-mapped: a file overwritten in place while mapped (``cp`` over it; `save`
         renames instead) can kill the process with SIGBUS.  ``copy=True`` reads them into memory instead.
-        ``timings`` (a dict, optional) receives the seconds of each step.
+        ``timings`` (a dict, optional) receives the seconds of each step.  ``verify_device`` says where the
+        one pass over the LOUDS runs (the largest check): 'cpu' (threads), 'gpu' (cupy; a `DeviceError`
+        without it) or 'auto' (the GPU where cupy and a device are usable, else the CPU); the answers are
+        the same.
         """
+        xp = verify_module(verify_device) if verify else None
         t0 = time.perf_counter()
         f = read_index_file(path, ARRAY_DTYPES, copy=copy)
         problem = meta_problem(f.meta)
@@ -188,7 +192,7 @@ class NarrowLoudsIndex:
                 if timings is not None:
                     timings["checksums"] = time.perf_counter() - t2
                 assert layout is not None
-                problem = content_problem(idx, layout, timings=timings)
+                problem = content_problem(idx, layout, timings=timings, xp=xp)
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:
