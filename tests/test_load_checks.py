@@ -201,11 +201,12 @@ def test_rank_check_in_pieces_finds_any_flipped_bit(bools, which, bit, chunk):
         assert not checks._ranks_match(BitVector(bv.words, rank, bv.nbits, None), 2)
 
 
-def _problems(ix: NarrowLoudsIndex) -> str | None:
-    """What the cheap and the full checks say about ``ix`` (an exception's type and text where one escapes)."""
+def _problems(ix: NarrowLoudsIndex, xp=None) -> str | None:
+    """What the cheap and the full checks say about ``ix`` (an exception's type and text where one escapes),
+    with the LOUDS pass level by level on ``xp`` where given (as on the GPU)."""
     try:
         problem, layout = checks.layout_problem(ix)
-        return problem or checks.content_problem(ix, layout, 3)
+        return problem or checks.content_problem(ix, layout, 3, xp=xp)
     except Exception as e:  # noqa: BLE001 - compared, not hidden: both settings must raise the same
         return f"{type(e).__name__}: {e}"
 
@@ -218,7 +219,8 @@ _FUZZ_ARRAYS = ["louds.words", "louds.rank", "terminal.words", "terminal.rank", 
 @given(st.sampled_from(_FUZZ_ARRAYS), st.integers(0, 10**6), st.integers(0, 63))
 def test_tiny_pieces_find_the_same_problems(name, where, bit):
     """Any one bit of any array flipped: the checks in the smallest pieces (cut at every parent, every
-    value, every block) say exactly what they say in the default pieces."""
+    value, every block), and with the LOUDS pass level by level, say exactly what they say in the default
+    pieces."""
     rng = np.random.default_rng(3)
     kws = [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
@@ -232,6 +234,7 @@ def test_tiny_pieces_find_the_same_problems(name, where, bit):
         new = PackedInts(arr, old.width, old.size)
     bad = _rebuilt(ix, **{part: new})
     default = _problems(bad)
+    assert _problems(bad, np) == default  # the GPU path's code (whole levels, scans beside it) on numpy
     with pytest.MonkeyPatch.context() as mp:
         for module, const, value in [(louds_pass, "CHUNK_NODES", 1), (louds_pass, "PIECE_BITS", 1),
                                      (louds_pass, "SAMPLE_NODES", 1), (checks, "RANK_CHUNK_WORDS", 16),
@@ -305,3 +308,28 @@ def test_a_bad_leaf_is_refused_on_every_verify_device(tmp_path):
     for device in ("cpu", "auto"):
         with pytest.raises(IndexFormatError, match=f"node {leaf} is a leaf that ends no keyword"):
             NarrowLoudsIndex.load(tmp_path / "bad.ftrie", verify_device=device)
+
+
+@pytest.mark.gpu
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(_FUZZ_ARRAYS), st.integers(0, 10**6), st.integers(0, 63))
+def test_gpu_pass_finds_the_same_problems(name, where, bit):
+    """One flipped bit anywhere: the verdict with the LOUDS pass on the GPU is the threads' verdict."""
+    cupy = pytest.importorskip("cupy")
+    try:
+        cupy.cuda.runtime.getDeviceCount()
+    except Exception:  # noqa: BLE001 - no driver or no device
+        pytest.skip("no usable CUDA device")
+    rng = np.random.default_rng(4)
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(
+        [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]))
+    part, field = name.split(".")
+    old = getattr(ix, part)
+    arr = getattr(old, field).copy()
+    arr[where % arr.size] ^= np.uint64(1 << bit)
+    if isinstance(old, BitVector):
+        new = BitVector(**{**{k: getattr(old, k) for k in ("words", "rank", "nbits", "select0_hints")}, field: arr})
+    else:
+        new = PackedInts(arr, old.width, old.size)
+    bad = _rebuilt(ix, **{part: new})
+    assert _problems(bad, cupy) == _problems(bad)

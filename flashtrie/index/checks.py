@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -251,20 +252,29 @@ def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
     return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
 
 
-def _scans(ix: NarrowLoudsIndex, workers: int) -> dict[str, Any]:
-    """Every check that needs only the bits, as one pool of pieces on threads: the four rank directories
-    (results per `_rank_tasks` piece), the largest low label part, the largest high part and where it is,
-    the largest tail token and the largest keyword id."""
-    groups: dict[str, list[Callable[[], Any]]] = {b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS}
-    groups["lo"] = _label_lo_tasks(ix)
-    groups["suffix"] = ix.suffix.max_tasks()
-    groups["ids"] = ix.keyword_ids.max_tasks()
-    groups["hi"] = ix.labels_hi.where_tasks()
-    flat = in_parallel([t for g in groups.values() for t in g], workers)
+def _scan_groups(ix: NarrowLoudsIndex, ranks: bool, tokens: bool) -> dict[str, list[Callable[[], Any]]]:
+    """The tasks of the checks that need only the bits: the four rank directories (``ranks``: results per
+    `_rank_tasks` piece); the largest low label part, the largest high part and where it is, the largest
+    tail token and the largest keyword id (``tokens``)."""
+    groups: dict[str, list[Callable[[], Any]]] = {b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS} if ranks else {}
+    if tokens:
+        groups.update(lo=_label_lo_tasks(ix), suffix=ix.suffix.max_tasks(), ids=ix.keyword_ids.max_tasks(),
+                      hi=ix.labels_hi.where_tasks())
+    return groups
+
+
+def _grouped(groups: dict[str, list[Callable[[], Any]]], flat: list[Any]) -> dict[str, list[Any]]:
+    """The results of the flattened ``groups`` (in their order), per group."""
     out, k = {}, 0
     for name, tasks in groups.items():
         out[name], k = flat[k : k + len(tasks)], k + len(tasks)
     return out
+
+
+def _scans(ix: NarrowLoudsIndex, workers: int, *, ranks: bool = True, tokens: bool = True) -> dict[str, Any]:
+    """`_scan_groups` as one pool of pieces on threads."""
+    groups = _scan_groups(ix, ranks, tokens)
+    return _grouped(groups, in_parallel([t for g in groups.values() for t in g], workers))
 
 
 def verify_module(device: str) -> ModuleType | None:
@@ -294,7 +304,8 @@ def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleTy
         except MemoryError:
             pass
         finally:
-            xp.get_default_memory_pool().free_all_blocks()
+            if hasattr(xp, "get_default_memory_pool"):  # cupy keeps the freed blocks otherwise
+                xp.get_default_memory_pool().free_all_blocks()
     return louds_facts(*args, workers), ""
 
 
@@ -306,19 +317,28 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     `verify_module`) runs the LOUDS pass on the GPU, with the same answers."""
     workers = workers or usable_cpus()
     clock = _Clock(timings)
-    scan = _scans(ix, workers)
-    clock("rank directories, token and id scans")
+    scan = _scans(ix, workers, tokens=xp is None)  # with the GPU: the token scans run beside its pass
+    clock("rank directories, token and id scans" if xp is None else "rank directories")
     for name in BITVECTORS:
         bv = getattr(ix, name)
         if not (_rank_results_match(bv, scan[name]) and (bv.select0_hints is None or _hints_match(bv, workers))):
             return f"bit vector {name}: its rank directory does not match its bits"
     clock("select0 hints")
     L = ix.max_keyword_length
+    pool, pending = None, {}
+    if xp is not None:  # the CPU threads scan the tokens while the GPU walks the LOUDS
+        groups = _scan_groups(ix, False, True)
+        pool = ThreadPoolExecutor(max(1, workers))
+        pending = {name: [pool.submit(t) for t in tasks] for name, tasks in groups.items()}
     try:
         facts, on = _louds_pass(ix, layout, workers, xp)
     except ValueError as e:
         return f"LOUDS: {e}"
-    clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)")
+    finally:
+        if pool is not None:
+            scan.update({name: [f.result() for f in fs] for name, fs in pending.items()})
+            pool.shutdown()
+    clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)" + (" and token and id scans" if pool else ""))
     if facts.longest > L:
         return f"max_keyword_length is {L}, a keyword has more tokens"
     if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):
