@@ -24,6 +24,7 @@ sweep() {  # name, then --set arguments
     > "$V/sweep_$name.log" 2>&1 || echo "sweep $name FAILED (rc $?)"
 }
 if [[ -f $F ]]; then
+  sweep gpu_one_load --repeats 1  # one load in a fresh process: cupy's import and start-up included
   sweep cpu --device cpu
   sweep cpu_louds_2e21 --device cpu --set louds_pass.PIECE_BITS=2097152 --set louds_pass.CHUNK_NODES=1048576
   sweep cpu_louds_2e22 --device cpu --set louds_pass.PIECE_BITS=4194304 --set louds_pass.CHUNK_NODES=2097152
