@@ -20,7 +20,7 @@ from flashtrie.keywords import KeywordSet
 
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH, child_hash, mix64
 
-__all__ = ["LibraryFacts", "library_pass", "PIECE", "BINCOUNT_MAX"]
+__all__ = ["LibraryFacts", "library_pass", "sum_sparse", "PIECE", "BINCOUNT_MAX"]
 
 PIECE = 1 << 17  # keywords per piece
 _FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted (16 MiB)
@@ -89,7 +89,11 @@ def _merge(counters: list[_Counter], top: int, threads: int) -> tuple[np.ndarray
         cnt = np.concatenate(in_parallel([lambda a=a: part(a) for a in range(0, top, step)], threads))
         tok = np.flatnonzero(cnt)
         return tok.astype(np.uint32), cnt[tok].astype(np.int64)
-    pieces = [p for c in counters for p in c.pieces]
+    return sum_sparse([p for c in counters for p in c.pieces])
+
+
+def sum_sparse(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Pieces of (distinct tokens, counts) summed: (distinct tokens ascending as uint32, counts as int64)."""
     if not pieces:
         return np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.int64)
     tok = np.concatenate([t for t, _ in pieces])
@@ -97,7 +101,7 @@ def _merge(counters: list[_Counter], top: int, threads: int) -> tuple[np.ndarray
     order = np.argsort(tok, kind="stable")
     tok, cnt = tok[order], cnt[order]
     first = np.flatnonzero(np.concatenate(([True], tok[1:] != tok[:-1])))
-    return tok[first], np.add.reduceat(cnt, first).astype(np.int64)
+    return tok[first].astype(np.uint32), np.add.reduceat(cnt, first).astype(np.int64)
 
 
 def _child_hash_into(h: np.ndarray, tokens: np.ndarray, tmp: np.ndarray) -> None:
