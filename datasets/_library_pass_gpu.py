@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.errors import DeviceError
 from flashtrie.keywords import KeywordSet
 
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
@@ -140,7 +141,11 @@ def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int 
     from flashtrie.gpu_impl.build_gpu import cupy_module
     from flashtrie.gpu_impl.host_transfer import Stager
 
-    cp = cupy_module()
+    try:
+        cp = cupy_module()
+    except DeviceError as e:
+        raise DeviceError(f"device 'gpu': the query generator's library pass needs cupy and a GPU ({e}); "
+                          "device 'cpu' or 'auto' runs it on the CPU") from None
     stager = Stager(cp)
     try:
         facts = library_pass_xp(cp, ks, num_steps, max_token, stager.upload, stager.download, chunk)
