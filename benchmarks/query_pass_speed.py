@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from flashtrie.datasets import KeywordParams, generate_keywords_from, generate_queries
+from flashtrie.datasets import _library_pass as lp
 from flashtrie.datasets._library_pass import LibraryFacts, library_pass
 from flashtrie.datasets._queries_v2 import max_token
 
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=count, default=100_000_000, help="library size (default 100M)")
     ap.add_argument("--threads", default="1,4,16", help="CPU thread counts of the pass, comma-separated")
+    ap.add_argument("--pieces", default="15,19,21",
+                    help="log2 of other piece sizes (keywords) to time the CPU pass with, at the most threads")
     ap.add_argument("--no-gpu", action="store_true", help="CPU only")
     ap.add_argument("--json", default=None, help="write every measurement here")
     args = ap.parse_args(argv)
@@ -82,6 +85,14 @@ def main(argv: list[str] | None = None) -> int:
         ref = ref or facts
         _, w, c = timed(lambda t=t: library_pass(ks, 0, top, t))
         row(f"CPU pass without counts, {t} threads", w, c)
+    for log in [int(x) for x in args.pieces.split(",") if x]:
+        default = lp.PIECE
+        lp.PIECE = 1 << log
+        try:
+            _, w, c = timed(lambda: library_pass(ks, 8, top, threads[-1]))
+        finally:
+            lp.PIECE = default
+        row(f"CPU pass, {threads[-1]} threads, pieces of 2^{log}", w, c)
     ok = True
     if not args.no_gpu:
         from flashtrie.datasets._library_pass_gpu import library_pass_gpu

@@ -5,8 +5,9 @@ The library is cut into one block of keywords per thread; a thread walks its blo
 keywords (small enough that a piece's hash arrays stay in the core's cache).  Inside a piece the keywords
 are put in order of length (a stable radix sort of bytes), so the keywords still going at depth d are a
 contiguous tail and each depth is one gather of tokens, one hash step and, below ``num_steps``, a count.
-Counts go to a per-thread table (``bincount`` of a buffer of tokens at a time), summed at the end over
-ranges of tokens on threads.  Every result is a pure function of the keywords: the split never shows.
+Counts go to a per-thread table (`_DenseTally`: a cache-sized buffer of (depth, token) keys sorted, runs
+counted), summed at the end over ranges of tokens on threads.  Every result is a pure function of the
+keywords: the split never shows.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH, child_hash, mix64
 __all__ = ["LibraryFacts", "library_pass", "sum_sparse", "PIECE", "BINCOUNT_MAX"]
 
 PIECE = 1 << 17  # keywords per piece
-_FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted (16 MiB)
+_FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted, without dense tables
+_TALLY_KEYS = 1 << 19  # (depth, token) keys buffered per thread before they are counted, with dense tables
 BINCOUNT_MAX = 1 << 26  # counts in a dense table up to this token id; sorted unique counts above
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _LENGTH_TAG = np.uint64(1 << 40)
@@ -44,52 +46,93 @@ _DENSE_BYTES = 8 << 30  # the most that all threads' dense count tables may take
 
 
 def _dense(top: int, depths: int, threads: int) -> bool:
-    """Whether token counts go to dense tables (int32, one per depth and thread)."""
+    """Whether token counts go to dense tables (uint32, one row per depth, one table per thread)."""
     return top <= BINCOUNT_MAX and top * depths * threads * 4 <= _DENSE_BYTES
 
 
-class _Counter:
-    """Token counts of one depth in one thread: a dense table, or sorted (token, count) pieces."""
+class _DenseTally:
+    """One thread's token counts of every depth in one dense table (row d: depth d), a buffer at a time.
 
-    def __init__(self, top: int, dense: bool) -> None:
-        self.dense = np.zeros(top, dtype=np.int32) if dense else None
-        self.pieces: list[tuple[np.ndarray, np.ndarray]] = []
-        self.buf: list[np.ndarray] = []
-        self.held = 0
+    Tokens are buffered as keys ``d * top + token`` (a cache-sized buffer of `_TALLY_KEYS`); a full buffer
+    is sorted in place, each run of equal keys counted and its count added at the key's slot.  No temporary
+    is as large as the vocabulary (``bincount`` zero-fills one per call: page faults and cache misses that
+    do not scale with threads), and there are few numpy calls per token (each one takes the GIL).
+    """
 
-    def add(self, tokens: np.ndarray) -> None:
-        self.buf.append(tokens)
-        self.held += tokens.size
-        if self.held >= _FLUSH:
+    def __init__(self, top: int, depths: int, wide: bool) -> None:
+        self.top = top
+        self.table = np.zeros(depths * top, dtype=np.int64 if wide else np.uint32)
+        self.buf = np.empty(_TALLY_KEYS, dtype=np.uint32 if depths * top <= 1 << 32 else np.uint64)
+        self.fill = 0
+
+    def add(self, d: int, tok: np.ndarray) -> None:
+        """Count ``tok`` (tokens at depth d)."""
+        m = tok.size
+        if self.fill + m > self.buf.size:
             self.flush()
+        if m > self.buf.size:
+            self.buf = np.empty(m, dtype=self.buf.dtype)
+        np.add(tok, d * self.top, out=self.buf[self.fill : self.fill + m], dtype=self.buf.dtype)
+        self.fill += m
 
     def flush(self) -> None:
-        if not self.buf:
+        keys = self.buf[: self.fill]
+        self.fill = 0
+        if keys.size == 0:
             return
-        col = np.concatenate(self.buf) if len(self.buf) > 1 else self.buf[0]
-        self.buf, self.held = [], 0
-        if self.dense is not None:
-            c = np.bincount(col)
-            self.dense[: c.size] += c
-        else:
-            self.pieces.append(np.unique(col, return_counts=True))
+        keys.sort()
+        last = np.append(np.flatnonzero(keys[1:] != keys[:-1]), keys.size - 1)  # the last place of each run
+        cnt = np.diff(last, prepend=-1).astype(self.table.dtype)
+        self.table[keys[last]] += cnt  # distinct keys: no slot is added twice
+
+    def row(self, d: int) -> np.ndarray:
+        return self.table[d * self.top : (d + 1) * self.top]
 
 
-def _merge(counters: list[_Counter], top: int, threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """One depth's counters of every thread summed: (distinct tokens ascending as uint32, counts as int64)."""
-    if counters[0].dense is not None:
-        step = max(1 << 20, -(-top // threads))
+class _SparseTally:
+    """One thread's token counts of every depth as sorted (token, count) pieces, a buffer of tokens at a time
+    (for vocabularies too large for dense tables)."""
 
-        def part(a: int) -> np.ndarray:
-            total = counters[0].dense[a : a + step].copy()
-            for c in counters[1:]:
-                total += c.dense[a : a + step]
-            return total
+    def __init__(self, depths: int) -> None:
+        self.pieces: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(depths)]
+        self.buf: list[list[np.ndarray]] = [[] for _ in range(depths)]
+        self.held = [0] * depths
 
-        cnt = np.concatenate(in_parallel([lambda a=a: part(a) for a in range(0, top, step)], threads))
-        tok = np.flatnonzero(cnt)
-        return tok.astype(np.uint32), cnt[tok].astype(np.int64)
-    return sum_sparse([p for c in counters for p in c.pieces])
+    def add(self, d: int, tok: np.ndarray) -> None:
+        self.buf[d].append(tok)
+        self.held[d] += tok.size
+        if self.held[d] >= _FLUSH:
+            self._flush(d)
+
+    def _flush(self, d: int) -> None:
+        if self.buf[d]:
+            col = np.concatenate(self.buf[d]) if len(self.buf[d]) > 1 else self.buf[d][0]
+            self.buf[d], self.held[d] = [], 0
+            self.pieces[d].append(np.unique(col, return_counts=True))
+
+    def flush(self) -> None:
+        for d in range(len(self.buf)):
+            self._flush(d)
+
+
+def _merge(tallies: list[_DenseTally] | list[_SparseTally], depths: int, top: int,
+           threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Every depth's counts of every thread summed: (distinct tokens ascending as uint32, counts as int64)."""
+    if not isinstance(tallies[0], _DenseTally):
+        return [sum_sparse([p for t in tallies for p in t.pieces[d]]) for d in range(depths)]
+    step = max(1 << 20, -(-top // threads))
+
+    def part(d: int, a: int) -> tuple[np.ndarray, np.ndarray]:
+        total = tallies[0].row(d)[a : a + step].astype(np.int64)
+        for t in tallies[1:]:
+            total += t.row(d)[a : a + step]
+        tok = np.flatnonzero(total)
+        return tok + a, total[tok]
+
+    parts = in_parallel([lambda d=d, a=a: part(d, a) for d in range(depths) for a in range(0, top, step)], threads)
+    per = -(-top // step)
+    return [(np.concatenate([t for t, _ in parts[d * per : (d + 1) * per]]).astype(np.uint32),
+             np.concatenate([c for _, c in parts[d * per : (d + 1) * per]])) for d in range(depths)]
 
 
 def sum_sparse(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -119,17 +162,16 @@ def _child_hash_into(h: np.ndarray, tokens: np.ndarray, tmp: np.ndarray) -> None
 class _Block:
     """One thread's block of keywords ``[s, e)``: writes lengths and hashes, counts tokens."""
 
-    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool) -> None:
+    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool, size: int) -> None:
         self.ks, self.facts, self.depths = ks, facts, depths
-        self.counters = [_Counter(top, dense) for _ in range(depths)]
+        self.tally = _DenseTally(top, depths, size >= 1 << 32) if dense else _SparseTally(depths)
         self.fp = 0
         self.length_counts = np.zeros(1, dtype=np.int64)
 
     def run(self, s: int, e: int) -> _Block:
         for a in range(s, e, PIECE):
             self.piece(a, min(a + PIECE, e))
-        for c in self.counters:
-            c.flush()
+        self.tally.flush()
         return self
 
     def piece(self, a: int, b: int) -> None:
@@ -152,7 +194,7 @@ class _Block:
             tok = tokens[spos[k:]]
             spos[k:] += 1
             if d < self.depths:
-                self.counters[d].add(tok)
+                self.tally.add(d, tok)
             _child_hash_into(h[k:], tok, tmp[k:])
         h = child_hash(h, slen.astype(np.uint64) + _LENGTH_TAG)
         ids = order.astype(np.uint64)
@@ -163,15 +205,25 @@ class _Block:
         self.fp ^= int(np.bitwise_xor.reduce(mix64(ids))) if ids.size else 0
 
 
+def length_dtype(ks: KeywordSet, threads: int) -> type:
+    """uint8 when every keyword is shorter than 256 tokens, else int64 (the longest found over ranges on threads:
+    ``KeywordSet.max_length`` makes one int64 array of every length, on one thread)."""
+    off, n = ks.offsets, len(ks)
+    step = max(1 << 20, -(-n // (4 * threads)))
+    longest = in_parallel([lambda s=s: int(np.diff(off[s : min(s + step, n) + 1]).max()) for s in range(0, n, step)],
+                          threads)
+    return np.uint8 if max(longest, default=0) < 256 else np.int64
+
+
 def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -> LibraryFacts:
     """Lengths, full hashes, fingerprint, length counts and the token counts of depths ``< num_steps``."""
     n = len(ks)
-    facts = LibraryFacts(np.empty(n, dtype=np.uint8 if ks.max_length < 256 else np.int64),
+    facts = LibraryFacts(np.empty(n, dtype=length_dtype(ks, threads)),
                          np.empty(n, dtype=np.uint64), "", np.zeros(0, dtype=np.int64), [])
     step = max(PIECE, -(-n // threads))
     starts = range(0, n, step)
     dense = _dense(max_token + 1, num_steps, len(starts))
-    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, max_token + 1, dense).run(s, min(s + step, n))
+    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, max_token + 1, dense, step).run(s, min(s + step, n))
                           for s in starts], threads)
     fp = 0
     width = max(b.length_counts.size for b in blocks)
@@ -180,5 +232,5 @@ def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -
         fp ^= blk.fp
         facts.length_counts[: blk.length_counts.size] += blk.length_counts
     facts.fingerprint = f"{fp ^ n:016x}"
-    facts.depth_counts = [_merge([b.counters[d] for b in blocks], max_token + 1, threads) for d in range(num_steps)]
+    facts.depth_counts = _merge([b.tally for b in blocks], num_steps, max_token + 1, threads) if num_steps else []
     return facts

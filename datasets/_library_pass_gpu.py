@@ -17,11 +17,12 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.cpus import usable_cpus
 from flashtrie.errors import DeviceError
 from flashtrie.keywords import KeywordSet
 
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
-from ._library_pass import _GOLDEN, _LENGTH_TAG, BINCOUNT_MAX, LibraryFacts, sum_sparse
+from ._library_pass import _GOLDEN, _LENGTH_TAG, BINCOUNT_MAX, LibraryFacts, length_dtype, sum_sparse
 
 __all__ = ["CHUNK", "library_pass_xp", "library_pass_gpu"]
 
@@ -127,7 +128,7 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
     """`library_pass` with array module ``xp``; ``put`` / ``get`` move a host array to it and back."""
     n = len(ks)
     chunk = CHUNK if chunk is None else max(1, int(chunk))
-    acc = _DeviceFacts(xp, n, np.uint8 if ks.max_length < 256 else np.int64, num_steps, max_token + 1)
+    acc = _DeviceFacts(xp, n, length_dtype(ks, usable_cpus()), num_steps, max_token + 1)
     off = ks.offsets
     for a in range(0, n, chunk):
         b = min(a + chunk, n)
