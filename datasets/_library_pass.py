@@ -21,10 +21,11 @@ from flashtrie.keywords import KeywordSet
 
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH, child_hash, mix64
 
-__all__ = ["LibraryFacts", "library_pass", "sum_sparse", "PIECE", "BINCOUNT_MAX"]
+__all__ = ["LibraryFacts", "library_pass", "length_dtype", "sum_sparse", "PIECE", "BINCOUNT_MAX", "BLOCK_PER_TOKEN"]
 
 PIECE = 1 << 17  # keywords per piece
 _FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted, without dense tables
+BLOCK_PER_TOKEN = 0.5  # with dense tables, keywords per block at least, per token of the vocabulary
 _TALLY_KEYS = 1 << 19  # (depth, token) keys buffered per thread before they are counted, with dense tables
 BINCOUNT_MAX = 1 << 26  # counts in a dense table up to this token id; sorted unique counts above
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -220,9 +221,12 @@ def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -
     n = len(ks)
     facts = LibraryFacts(np.empty(n, dtype=length_dtype(ks, threads)),
                          np.empty(n, dtype=np.uint64), "", np.zeros(0, dtype=np.int64), [])
+    top = max_token + 1
+    dense = _dense(top, num_steps, threads)
     step = max(PIECE, -(-n // threads))
+    if dense and num_steps:
+        step = max(step, int(top * BLOCK_PER_TOKEN))  # a block's dense table must be worth its zeroing and sum
     starts = range(0, n, step)
-    dense = _dense(max_token + 1, num_steps, len(starts))
     blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, max_token + 1, dense, step).run(s, min(s + step, n))
                           for s in starts], threads)
     fp = 0

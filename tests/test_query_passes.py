@@ -53,6 +53,7 @@ def test_workloads_are_the_same_as_before_the_fused_passes(name, monkeypatch):
     monkeypatch.setattr(lp, "PIECE", 5_000)  # several pieces and blocks on small libraries
     monkeypatch.setattr(lp, "_FLUSH", 7_000)
     monkeypatch.setattr(lp, "_TALLY_KEYS", 3_000)
+    monkeypatch.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
     for threads in (1, 3):
         t: dict[str, float] = {}
         wl = generate_queries(kw, **query_args, threads=threads, timings=t)
@@ -74,6 +75,7 @@ def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, d
         mp.setattr(lp, "PIECE", piece)
         mp.setattr(lp, "_FLUSH", flush)
         mp.setattr(lp, "_TALLY_KEYS", flush)
+        mp.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
         if not dense:
             mp.setattr(lp, "BINCOUNT_MAX", 0)
         facts = lp.library_pass(ks, steps, top, 3)
