@@ -89,3 +89,36 @@ def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, d
         np.testing.assert_array_equal(tok, want_tok)
         np.testing.assert_array_equal(cnt, want_cnt)
         assert tok.dtype == np.uint32 and cnt.dtype == np.int64
+
+
+@pytest.mark.parametrize("long", [255, 256, 300])
+def test_lengths_of_256_tokens_or_more_are_int64(long):
+    ks = KeywordSet.from_sequences([[1, 2], list(range(long)), [7]] * 3)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lp, "PIECE", 2)
+        facts = lp.library_pass(ks, 3, long, 2)
+    assert facts.lengths.dtype == (np.uint8 if long < 256 else np.int64)
+    np.testing.assert_array_equal(facts.lengths, ks.lengths)
+    np.testing.assert_array_equal(facts.full, full_keyword_hashes(ks, 1))
+    assert lp.length_dtype(ks, 3) == facts.lengths.dtype
+
+
+def test_dense_blocks_of_small_libraries_are_few_and_large(monkeypatch):
+    """With the default BLOCK_PER_TOKEN a small library over a large vocabulary is one block (one table)."""
+    made = []
+    real = lp._DenseTally.__init__
+
+    def spy(self, *a, **k):
+        made.append(1)
+        real(self, *a, **k)
+
+    monkeypatch.setattr(lp._DenseTally, "__init__", spy)
+    ks = KeywordSet.from_sequences([[i % 97, 5] for i in range(300)] + [[1 << 20]])
+    monkeypatch.setattr(lp, "PIECE", 16)
+    lp.library_pass(ks, 2, 1 << 20, 8)
+    assert len(made) == 1
+    made.clear()
+    monkeypatch.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
+    facts = lp.library_pass(ks, 2, 1 << 20, 8)
+    assert len(made) == 8
+    np.testing.assert_array_equal(facts.depth_counts[1][1], [300])
