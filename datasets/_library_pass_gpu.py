@@ -24,7 +24,7 @@ from flashtrie.keywords import KeywordSet
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
 from ._library_pass import _GOLDEN, _LENGTH_TAG, BINCOUNT_MAX, LibraryFacts, length_dtype, sum_sparse
 
-__all__ = ["CHUNK", "library_pass_xp", "library_pass_gpu"]
+__all__ = ["CHUNK", "fitting_chunk", "library_pass_xp", "library_pass_gpu"]
 
 CHUNK = 1 << 26  # keywords per upload (about 1.5 GB of tokens and offsets for 4-token keywords)
 _DENSE_BYTES = 16 << 30  # the most the device's count tables may take
@@ -137,6 +137,20 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
     return acc.finish(n, get)
 
 
+def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
+    """Keywords per chunk (at most `CHUNK`) whose device arrays fit in ``free`` bytes beside the results
+    (hashes and lengths of every keyword, the count tables); `DeviceError` when not even 2^20 fit."""
+    n = max(1, len(ks))
+    per_keyword = 80 + 8 * -(-ks.tokens.size // n)  # the chunk's int64 and uint64 arrays, its tokens twice
+    room = int(0.8 * free) - 9 * n - 16 * num_steps * top
+    fit = min(CHUNK, room // per_keyword)
+    if fit < min(n, 1 << 20):
+        raise DeviceError(f"device 'gpu': the query generator's library pass needs about "
+                          f"{(9 * n + 16 * num_steps * top + per_keyword * min(n, 1 << 20)) / 1e9:.1f} GB of "
+                          f"GPU memory, {free / 1e9:.1f} GB are free; device 'cpu' runs it on the CPU")
+    return max(1, fit)
+
+
 def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int | None = None) -> LibraryFacts:
     """`library_pass` on the GPU (cupy; `flashtrie.errors.DeviceError` where it or a GPU is missing)."""
     from flashtrie.gpu_impl.build_gpu import cupy_module
@@ -147,9 +161,14 @@ def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int 
     except DeviceError as e:
         raise DeviceError(f"device 'gpu': the query generator's library pass needs cupy and a GPU ({e}); "
                           "device 'cpu' or 'auto' runs it on the CPU") from None
+    if chunk is None:
+        chunk = fitting_chunk(ks, num_steps, max_token + 1, cp.cuda.runtime.memGetInfo()[0])
     stager = Stager(cp)
     try:
         facts = library_pass_xp(cp, ks, num_steps, max_token, stager.upload, stager.download, chunk)
+    except cp.cuda.memory.OutOfMemoryError as e:
+        raise DeviceError(f"device 'gpu': the query generator's library pass ran out of GPU memory ({e}); "
+                          "device 'cpu' runs it on the CPU") from None
     finally:
         stager.close()
         cp.get_default_memory_pool().free_all_blocks()

@@ -141,3 +141,17 @@ def test_xor_all_is_the_xor_of_every_element(n):
     want = int(np.bitwise_xor.reduce(x)) if n else 0
     assert lg.xor_all(np, x) == want
     assert x.size == n  # not consumed
+
+
+def test_chunks_fit_in_free_device_memory():
+    n = 3 << 20
+    ks = KeywordSet.from_arrays(np.zeros(2 * n, dtype=np.uint32), np.arange(0, 2 * n + 1, 2, dtype=np.int64))
+    top = 1000
+    per_keyword = 80 + 8 * 2
+    assert lg.fitting_chunk(ks, 8, top, 1 << 40) == lg.CHUNK
+    results = 9 * n + 16 * 8 * top
+    assert lg.fitting_chunk(ks, 8, top, int((results + per_keyword * (2 << 20)) / 0.8) + 10) == 2 << 20
+    with pytest.raises(DeviceError, match=r"GB of GPU memory, 0\.0 GB are free"):
+        lg.fitting_chunk(ks, 8, top, 1000)
+    with pytest.raises(DeviceError):
+        lg.fitting_chunk(ks, 8, top, int((results + per_keyword * ((1 << 20) - 1)) / 0.8))
