@@ -85,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
         ref = ref or facts
         _, w, c = timed(lambda t=t: library_pass(ks, 0, top, t))
         row(f"CPU pass without counts, {t} threads", w, c)
+        lp.COUNTING = "bincount"
+        try:
+            _, w, c = timed(lambda t=t: library_pass(ks, 8, top, t))
+        finally:
+            lp.COUNTING = "sort"
+        row(f"CPU pass, {t} threads, bincount counting", w, c)
     for log in [int(x) for x in args.pieces.split(",") if x]:
         default = lp.PIECE
         lp.PIECE = 1 << log

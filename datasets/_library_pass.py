@@ -19,14 +19,15 @@ import numpy as np
 from flashtrie.cpus import in_parallel
 from flashtrie.keywords import KeywordSet
 
-from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH, child_hash, mix64
+from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
 
 __all__ = ["LibraryFacts", "library_pass", "length_dtype", "sum_sparse", "PIECE", "BINCOUNT_MAX", "BLOCK_PER_TOKEN"]
 
 PIECE = 1 << 17  # keywords per piece
 _FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted, without dense tables
 BLOCK_PER_TOKEN = 0.5  # with dense tables, keywords per block at least, per token of the vocabulary
-_TALLY_KEYS = 1 << 19  # (depth, token) keys buffered per thread before they are counted, with dense tables
+_TALLY_KEYS = 1 << 18  # (depth, token) keys buffered per thread before they are counted, with dense tables
+COUNTING = "sort"  # how dense tables are filled: "sort" (`_DenseTally`) or "bincount" (`_BincountTally`)
 BINCOUNT_MAX = 1 << 26  # counts in a dense table up to this token id; sorted unique counts above
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _LENGTH_TAG = np.uint64(1 << 40)
@@ -90,6 +91,33 @@ class _DenseTally:
         return self.table[d * self.top : (d + 1) * self.top]
 
 
+class _BincountTally(_DenseTally):
+    """`_DenseTally`'s table filled the other way: per depth, a buffer of `_FLUSH` tokens goes through one
+    ``bincount`` (fewer numpy calls, but a vocabulary-sized temporary per call).  ``COUNTING = "bincount"``."""
+
+    def __init__(self, top: int, depths: int, wide: bool) -> None:
+        self.top = top
+        self.table = np.zeros(depths * top, dtype=np.int64 if wide else np.uint32)
+        self.bufs: list[list[np.ndarray]] = [[] for _ in range(depths)]
+        self.held = [0] * depths
+
+    def add(self, d: int, tok: np.ndarray) -> None:
+        self.bufs[d].append(tok.copy())  # tok is the caller's scratch
+        self.held[d] += tok.size
+        if self.held[d] >= _FLUSH:
+            self._flush(d)
+
+    def _flush(self, d: int) -> None:
+        if self.bufs[d]:
+            c = np.bincount(np.concatenate(self.bufs[d]))
+            self.bufs[d], self.held[d] = [], 0
+            self.row(d)[: c.size] += c.astype(self.table.dtype)
+
+    def flush(self) -> None:
+        for d in range(len(self.bufs)):
+            self._flush(d)
+
+
 class _SparseTally:
     """One thread's token counts of every depth as sorted (token, count) pieces, a buffer of tokens at a time
     (for vocabularies too large for dense tables)."""
@@ -100,7 +128,7 @@ class _SparseTally:
         self.held = [0] * depths
 
     def add(self, d: int, tok: np.ndarray) -> None:
-        self.buf[d].append(tok)
+        self.buf[d].append(tok.copy())  # tok is the caller's scratch
         self.held[d] += tok.size
         if self.held[d] >= _FLUSH:
             self._flush(d)
@@ -119,16 +147,16 @@ class _SparseTally:
 def _merge(tallies: list[_DenseTally] | list[_SparseTally], depths: int, top: int,
            threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every depth's counts of every thread summed: (distinct tokens ascending as uint32, counts as int64)."""
-    if not isinstance(tallies[0], _DenseTally):
+    if isinstance(tallies[0], _SparseTally):
         return [sum_sparse([p for t in tallies for p in t.pieces[d]]) for d in range(depths)]
     step = max(1 << 20, -(-top // threads))
 
     def part(d: int, a: int) -> tuple[np.ndarray, np.ndarray]:
-        total = tallies[0].row(d)[a : a + step].astype(np.int64)
+        total = tallies[0].row(d)[a : a + step]  # summed in place: its dtype holds the library's size
         for t in tallies[1:]:
             total += t.row(d)[a : a + step]
         tok = np.flatnonzero(total)
-        return tok + a, total[tok]
+        return tok + a, total[tok].astype(np.int64)
 
     parts = in_parallel([lambda d=d, a=a: part(d, a) for d in range(depths) for a in range(0, top, step)], threads)
     per = -(-top // step)
@@ -152,6 +180,11 @@ def _child_hash_into(h: np.ndarray, tokens: np.ndarray, tmp: np.ndarray) -> None
     """``h = child_hash(h, tokens)`` in place (``tmp``: scratch of h's size): the same bits, no allocations."""
     h *= _GOLDEN
     h ^= tokens
+    _mix_into(h, tmp)
+
+
+def _mix_into(h: np.ndarray, tmp: np.ndarray) -> None:
+    """``mix64(h)`` in place, through ``tmp``."""
     for shift, mult in ((_S30, _M1), (_S27, _M2)):
         np.right_shift(h, shift, out=tmp)
         h ^= tmp
@@ -161,13 +194,23 @@ def _child_hash_into(h: np.ndarray, tokens: np.ndarray, tmp: np.ndarray) -> None
 
 
 class _Block:
-    """One thread's block of keywords ``[s, e)``: writes lengths and hashes, counts tokens."""
+    """One thread's block of keywords ``[s, e)``: writes lengths and hashes, counts tokens.
 
-    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool, size: int) -> None:
+    A piece's arrays live in scratch buffers of the block (allocated once, reused: they stay in the core's
+    cache, and no piece asks the allocator for memory but its one argsort).
+    """
+
+    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool) -> None:
         self.ks, self.facts, self.depths = ks, facts, depths
-        self.tally = _DenseTally(top, depths, size >= 1 << 32) if dense else _SparseTally(depths)
+        dense_tally = _BincountTally if COUNTING == "bincount" else _DenseTally
+        self.tally = dense_tally(top, depths, len(ks) >= 1 << 32) if dense else _SparseTally(depths)
         self.fp = 0
         self.length_counts = np.zeros(1, dtype=np.int64)
+        self.slen = np.empty(PIECE, dtype=facts.lengths.dtype)
+        self.spos = np.empty(PIECE, dtype=np.int64)
+        self.h = np.empty(PIECE, dtype=np.uint64)
+        self.tmp = np.empty(PIECE, dtype=np.uint64)
+        self.tok = np.empty(PIECE, dtype=ks.tokens.dtype)
 
     def run(self, s: int, e: int) -> _Block:
         for a in range(s, e, PIECE):
@@ -176,34 +219,36 @@ class _Block:
         return self
 
     def piece(self, a: int, b: int) -> None:
-        off, tokens, f = self.ks.offsets, self.ks.tokens, self.facts
-        lens = np.diff(off[a : b + 1])
-        f.lengths[a:b] = lens
-        lens = f.lengths[a:b]  # in the stored dtype (uint8 sorts by radix)
-        order = np.argsort(lens, kind="stable")
-        slen = lens[order]
-        spos = off[a:b][order]  # a copy: advanced one token per depth
+        off, tokens, f, m = self.ks.offsets, self.ks.tokens, self.facts, b - a
+        lens = f.lengths[a:b]
+        np.subtract(off[a + 1 : b + 1], off[a:b], out=lens, casting="unsafe")  # every length fits its dtype
+        order = np.argsort(lens, kind="stable")  # uint8 lengths sort by radix
+        slen = np.take(lens, order, out=self.slen[:m])
+        spos = np.take(off[a:b], order, out=self.spos[:m])  # advanced one token per depth
         by_len = np.bincount(slen)
         if by_len.size > self.length_counts.size:
             self.length_counts = np.pad(self.length_counts, (0, by_len.size - self.length_counts.size))
         self.length_counts[: by_len.size] += by_len
-        live = np.concatenate(([0], np.cumsum(by_len)))  # keywords [live[d + 1], b - a) are longer than d
-        h = np.full(b - a, ROOT_HASH, dtype=np.uint64)
-        tmp = np.empty_like(h)
+        live = np.concatenate(([0], np.cumsum(by_len)))  # keywords [live[d + 1], m) are longer than d
+        h, tmp = self.h[:m], self.tmp[:m]
+        h.fill(ROOT_HASH)
         for d in range(by_len.size - 1):
             k = int(live[d + 1])
-            tok = tokens[spos[k:]]
+            tok = np.take(tokens, spos[k:], out=self.tok[: m - k])
             spos[k:] += 1
             if d < self.depths:
                 self.tally.add(d, tok)
             _child_hash_into(h[k:], tok, tmp[k:])
-        h = child_hash(h, slen.astype(np.uint64) + _LENGTH_TAG)
-        ids = order.astype(np.uint64)
-        ids += np.uint64(a)
-        f.full[ids] = h
+        tag = np.add(slen, _LENGTH_TAG, out=self.spos[:m].view(np.uint64), dtype=np.uint64,
+                     casting="unsafe")  # spos is done; lengths are >= 0
+        _child_hash_into(h, tag, tmp)
+        order += a  # keyword ids
+        f.full[order] = h
+        ids = order.view(np.uint64)
         ids *= _GOLDEN
         ids ^= h
-        self.fp ^= int(np.bitwise_xor.reduce(mix64(ids))) if ids.size else 0
+        _mix_into(ids, tmp)
+        self.fp ^= int(np.bitwise_xor.reduce(ids)) if m else 0
 
 
 def length_dtype(ks: KeywordSet, threads: int) -> type:
@@ -227,7 +272,7 @@ def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -
     if dense and num_steps:
         step = max(step, int(top * BLOCK_PER_TOKEN))  # a block's dense table must be worth its zeroing and sum
     starts = range(0, n, step)
-    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, max_token + 1, dense, step).run(s, min(s + step, n))
+    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, top, dense).run(s, min(s + step, n))
                           for s in starts], threads)
     fp = 0
     width = max(b.length_counts.size for b in blocks)

@@ -54,9 +54,10 @@ def test_workloads_are_the_same_as_before_the_fused_passes(name, monkeypatch):
     monkeypatch.setattr(lp, "_FLUSH", 7_000)
     monkeypatch.setattr(lp, "_TALLY_KEYS", 3_000)
     monkeypatch.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
-    for threads in (1, 3):
+    for threads, counting in ((1, "sort"), (3, "sort"), (3, "bincount")):
+        monkeypatch.setattr(lp, "COUNTING", counting)
         t: dict[str, float] = {}
-        wl = generate_queries(kw, **query_args, threads=threads, timings=t)
+        wl = generate_queries(kw, **query_args, threads=threads, timings=t, device="cpu")
         assert digest(wl) == want
         assert {pass_key("cpu"), "per-query draws"} <= set(t)
 
@@ -67,8 +68,8 @@ libraries = st.lists(st.lists(st.one_of(st.integers(0, 40), st.integers(MAX_TOKE
 
 @settings(max_examples=60, deadline=None)
 @given(libraries, st.integers(1, 4), st.sampled_from([1, 3, 64]), st.sampled_from([1, 5, 1 << 23]),
-       st.booleans())
-def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, dense):
+       st.sampled_from(["sort", "bincount", "sparse"]))
+def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, mode):
     ks = KeywordSet.from_sequences(seqs)
     top = int(ks.tokens.max())
     with pytest.MonkeyPatch.context() as mp:
@@ -76,8 +77,10 @@ def test_library_pass_matches_the_plain_definitions(seqs, steps, piece, flush, d
         mp.setattr(lp, "_FLUSH", flush)
         mp.setattr(lp, "_TALLY_KEYS", flush)
         mp.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
-        if not dense:
+        if mode == "sparse":
             mp.setattr(lp, "BINCOUNT_MAX", 0)
+        else:
+            mp.setattr(lp, "COUNTING", mode)
         facts = lp.library_pass(ks, steps, top, 3)
     np.testing.assert_array_equal(facts.lengths, ks.lengths)
     np.testing.assert_array_equal(facts.full, full_keyword_hashes(ks, 1))
