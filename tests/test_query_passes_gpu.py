@@ -63,8 +63,8 @@ libraries = st.lists(st.lists(st.one_of(st.integers(0, 40), st.integers(MAX_TOKE
 
 
 @pytest.mark.parametrize("on_gpu", GPU)
-@settings(max_examples=40, deadline=None)
-@given(seqs=libraries, steps=st.integers(0, 4), chunk=st.sampled_from([1, 3, 7, 1 << 20]), dense=st.booleans())
+@settings(max_examples=25, deadline=None)
+@given(seqs=libraries, steps=st.integers(0, 4), chunk=st.sampled_from([1, 7, 1 << 20]), dense=st.booleans())
 def test_array_module_pass_equals_the_cpu_pass(on_gpu, seqs, steps, chunk, dense):
     xp, put, get = _xp(on_gpu)
     ks = KeywordSet.from_sequences(seqs)
