@@ -18,7 +18,9 @@ the same distributions with per-query work proportional to the samples:
 
 One-off passes over the library run over ranges of keywords on threads, none repeated per query, their
 results independent of the thread count: the largest token; one fused pass (`datasets._library_pass`:
-lengths, keyword hashes, the library fingerprint, token counts per depth, from one read of each token);
+lengths, keyword hashes, the library fingerprint, token counts per depth, from one read of each token; on
+the GPU with ``device="gpu"``, or ``"auto"`` where cupy finds one: `datasets._library_pass_gpu`, the same
+facts bit for bit);
 the members of the chosen topics by length (first tokens looked up in a table of the chosen topics); the
 canonical ids.  ``generate_queries(..., timings=dict)`` reports the seconds of each.
 """
