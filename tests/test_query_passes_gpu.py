@@ -155,3 +155,25 @@ def test_chunks_fit_in_free_device_memory():
         lg.fitting_chunk(ks, 8, top, 1000)
     with pytest.raises(DeviceError):
         lg.fitting_chunk(ks, 8, top, int((results + per_keyword * ((1 << 20) - 1)) / 0.8))
+
+
+def test_gen_queries_device_flag(tmp_path, capsys):
+    from flashtrie.cli import main
+
+    kw = tmp_path / "kw.npz"
+    assert main(["gen-keywords", "-n", "4000", "--seed", "2", "-o", str(kw), "--quiet"]) == 0
+    outs = {}
+    for device in ("cpu", "auto") + (("gpu",) if _cupy_reason() is None else ()):
+        q = tmp_path / f"q_{device}.npz"
+        assert main(["gen-queries", str(kw), "-n", "2", "-K", "16", "--device", device, "-o", str(q)]) == 0
+        said = capsys.readouterr().err
+        ran = "GPU" if device == "gpu" or (device == "auto" and _cupy_reason() is None) else "CPU"
+        assert f"library pass on the {ran}:" in said, said
+        with np.load(q) as z:
+            outs[device] = {k: z[k].tobytes() for k in z.files if k != "meta"}
+    assert all(o == outs["cpu"] for o in outs.values())
+    if _cupy_reason() is not None:
+        assert main(["gen-queries", str(kw), "--device", "gpu", "-o", str(tmp_path / "g.npz"), "--quiet"]) != 0
+        assert "device 'gpu'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["gen-queries", str(kw), "--device", "tpu", "-o", str(tmp_path / "t.npz")])
