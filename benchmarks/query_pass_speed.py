@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for rep in (1, 2):
             try:
-                facts, w, c = timed(lambda: library_pass_gpu(ks, 8, top))
+                parts: dict[str, float] = {}
+                facts, w, c = timed(lambda p=parts: library_pass_gpu(ks, 8, top, timings=p))
             except Exception as e:  # record it, go on with the CPU rows
                 print(f"GPU pass failed: {type(e).__name__}: {e}", flush=True)
                 rows.append({"what": "GPU pass", "seconds": float("nan"), "cpu_seconds": float("nan"),
@@ -114,7 +115,9 @@ def main(argv: list[str] | None = None) -> int:
                 break
             bad = same_facts(ref, facts)
             ok &= not bad
-            row(f"GPU pass (run {rep})", w, c, differs=bad)
+            moved = (ks.tokens.nbytes + ks.offsets.nbytes) / 1e9
+            row(f"GPU pass (run {rep})", w, c, differs=bad, split={k: round(v, 3) for k, v in parts.items()},
+                upload_GBps=round(moved / parts["upload"], 2))
     for device in ("cpu",) + (("gpu",) if gpu else ()):
         split: dict[str, float] = {}
         wl, w, c = timed(lambda d=device, s=split: generate_queries(ks, 16, proposals_per_step=1000, preset="dense",

@@ -11,7 +11,9 @@ arithmetic (wrapping multiply, xor, shifts): the same bits on both array modules
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -122,10 +124,27 @@ class _DeviceFacts:
                             depth_counts)
 
 
+@contextmanager
+def _timed(timings: dict[str, float] | None, key: str, sync: Callable[[], None]) -> Iterator[None]:
+    """Adds the block's seconds (after ``sync``) to ``timings[key]`` when timings are asked for."""
+    if timings is None:
+        yield
+        return
+    t = time.perf_counter()
+    yield
+    sync()
+    timings[key] = timings.get(key, 0.0) + time.perf_counter() - t
+
+
 def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: int,
                     put: Callable[[np.ndarray], Any], get: Callable[[Any], np.ndarray],
-                    chunk: int | None = None) -> LibraryFacts:
-    """`library_pass` with array module ``xp``; ``put`` / ``get`` move a host array to it and back."""
+                    chunk: int | None = None, timings: dict[str, float] | None = None,
+                    sync: Callable[[], None] = lambda: None) -> LibraryFacts:
+    """`library_pass` with array module ``xp``; ``put`` / ``get`` move a host array to it and back.
+
+    ``timings`` (optional) receives the seconds of the uploads, the work on the device and the results'
+    download (``sync`` waits for the device, so that each is timed apart).
+    """
     n = len(ks)
     chunk = CHUNK if chunk is None else max(1, int(chunk))
     acc = _DeviceFacts(xp, n, length_dtype(ks, usable_cpus()), num_steps, max_token + 1)
@@ -133,8 +152,13 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
     for a in range(0, n, chunk):
         b = min(a + chunk, n)
         s, e = int(off[a]), int(off[b])
-        acc.chunk(a, put(off[a : b + 1]) - s, put(ks.tokens[s:e]), get)  # put may return a view
-    return acc.finish(n, get)
+        with _timed(timings, "upload", sync):
+            offs, toks = put(off[a : b + 1]) - s, put(ks.tokens[s:e])  # put may return a view: "- s" copies
+        with _timed(timings, "on the device", sync):
+            acc.chunk(a, offs, toks, get)
+        del offs, toks
+    with _timed(timings, "download", sync):
+        return acc.finish(n, get)
 
 
 def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
@@ -151,8 +175,10 @@ def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
     return max(1, fit)
 
 
-def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int | None = None) -> LibraryFacts:
-    """`library_pass` on the GPU (cupy; `flashtrie.errors.DeviceError` where it or a GPU is missing)."""
+def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int | None = None,
+                     timings: dict[str, float] | None = None) -> LibraryFacts:
+    """`library_pass` on the GPU (cupy; `flashtrie.errors.DeviceError` where it or a GPU is missing);
+    ``timings`` as in `library_pass_xp`."""
     from flashtrie.gpu_impl.build_gpu import cupy_module
     from flashtrie.gpu_impl.host_transfer import Stager
 
@@ -165,7 +191,8 @@ def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int 
         chunk = fitting_chunk(ks, num_steps, max_token + 1, cp.cuda.runtime.memGetInfo()[0])
     stager = Stager(cp)
     try:
-        facts = library_pass_xp(cp, ks, num_steps, max_token, stager.upload, stager.download, chunk)
+        facts = library_pass_xp(cp, ks, num_steps, max_token, stager.upload, stager.download, chunk, timings,
+                                cp.cuda.Device().synchronize)
     except cp.cuda.memory.OutOfMemoryError as e:
         raise DeviceError(f"device 'gpu': the query generator's library pass ran out of GPU memory ({e}); "
                           "device 'cpu' runs it on the CPU") from None

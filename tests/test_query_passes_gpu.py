@@ -82,8 +82,10 @@ def test_array_module_pass_on_a_generated_library(on_gpu):
     ks = generate_keywords(300_000, seed=2, duplicate_fraction=0.02)
     top = int(ks.tokens.max())
     assert_same_facts(library_pass(ks, 8, top, 2), lg.library_pass_xp(xp, ks, 8, top, put, get, 70_001))
-    got = lg.library_pass_xp(xp, ks, 8, top, put, get, 70_001)
+    t: dict[str, float] = {}
+    got = lg.library_pass_xp(xp, ks, 8, top, put, get, 70_001, timings=t)
     assert got.fingerprint == library_pass(ks, 8, top, 1).fingerprint  # twice: no state left behind
+    assert set(t) == {"upload", "on the device", "download"} and min(t.values()) >= 0
 
 
 @pytest.mark.gpu
