@@ -65,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,4,16", help="CPU thread counts of the pass, comma-separated")
     ap.add_argument("--pieces", default="15,19,21",
                     help="log2 of other piece sizes (keywords) to time the CPU pass with, at the most threads")
+    ap.add_argument("--tally-keys", default="16,20",
+                    help="log2 of other count buffer sizes (keys) to time the CPU pass with, at the most threads")
     ap.add_argument("--no-gpu", action="store_true", help="CPU only")
     ap.add_argument("--json", default=None, help="write every measurement here")
     args = ap.parse_args(argv)
@@ -99,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             lp.PIECE = default
         row(f"CPU pass, {threads[-1]} threads, pieces of 2^{log}", w, c)
+    for log in [int(x) for x in args.tally_keys.split(",") if x]:
+        default = lp._TALLY_KEYS
+        lp._TALLY_KEYS = 1 << log
+        try:
+            _, w, c = timed(lambda: library_pass(ks, 8, top, threads[-1]))
+        finally:
+            lp._TALLY_KEYS = default
+        row(f"CPU pass, {threads[-1]} threads, count buffer of 2^{log}", w, c)
     ok, gpu = True, not args.no_gpu
     if gpu:
         from flashtrie.datasets._library_pass_gpu import library_pass_gpu
