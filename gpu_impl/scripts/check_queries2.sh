@@ -3,7 +3,8 @@
 # Issue 13's query bar: the query generator's library pass over 100M keywords of `flashtrie gen-keywords`'
 # default library on the CPU (1/4/8/16 threads; with and without the token counts; counting by sort and by
 # bincount; other piece and buffer sizes) and on the GPU, the GPU's facts checked equal to the CPU's bit for
-# bit, then 16 dense queries (K = 1000) with device=cpu and device=gpu (same workload digest).  Details: $OUT/queries2/ (summary.log, queries2.json, gpu_tests.log).
+# bit, then 16 dense queries (K = 1000) with device=cpu and device=gpu (same workload digest).
+# Details: $OUT/queries2/ (summary.log, bench.log, queries2.json, gpu_tests.log).
 #   Q2_N=100M   library size        Q2_THREADS=1,4,8,16   CPU thread counts
 #   Q2_SKIP_INSTALL=1   use the flashtrie already installed
 set -uo pipefail
