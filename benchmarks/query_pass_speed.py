@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import sys
 import time
@@ -38,6 +39,33 @@ def timed(fn: Any) -> tuple[Any, float, float]:
     return out, time.perf_counter() - t, cpu_seconds() - c
 
 
+def forked_blocks(ks: Any, top: int, workers: int) -> tuple[float, float]:
+    """Wall and CPU seconds of the CPU pass's blocks (lengths, hashes, counts; no merge) in ``workers`` forked
+    processes: a diagnostic of what threads lose to the GIL (the results are dropped)."""
+    n = len(ks)
+    step = -(-n // workers)
+    c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    pids = []
+    for s in range(0, n, step):
+        pid = os.fork()
+        if pid == 0:  # the child: its block, then out without Python's shutdown
+            code = 1
+            try:
+                facts = LibraryFacts(np.empty(n, np.uint8), np.empty(n, np.uint64), "", np.zeros(0, np.int64), [])
+                lp._Block(ks, facts, 8, top + 1, True).run(s, min(s + step, n))
+                code = 0
+            finally:
+                os._exit(code)
+        pids.append(pid)
+    bad = sum(os.waitpid(pid, 0)[1] != 0 for pid in pids)
+    wall = time.perf_counter() - t
+    c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if bad:
+        raise RuntimeError(f"{bad} forked blocks failed")
+    return wall, c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
+
+
 def same_facts(a: LibraryFacts, b: LibraryFacts) -> list[str]:
     """Names of the fields that differ (dtype or values)."""
     bad = [f for f in ("lengths", "full", "length_counts")
@@ -59,6 +87,71 @@ def digest(wl: Any) -> str:
     return h.hexdigest()[:16]
 
 
+class Bench:
+    """The measurements, one row each (printed as they come)."""
+
+    def __init__(self, ks: Any, threads: list[int]) -> None:
+        self.ks, self.threads, self.top = ks, threads, max_token(ks)
+        self.rows: list[dict[str, Any]] = []
+        self.ref: LibraryFacts | None = None
+        self.ok = True
+
+    def row(self, what: str, wall: float, cpu: float, **extra: Any) -> None:
+        self.rows.append({"what": what, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), **extra})
+        print(f"{what:48s} {wall:8.2f} s  (CPU {cpu:7.2f} s) {extra or ''}", flush=True)
+
+    def cpu(self) -> None:
+        ks, top = self.ks, self.top
+        for t in self.threads:
+            facts, w, c = timed(lambda t=t: library_pass(ks, 8, top, t))
+            self.row(f"CPU pass, {t} threads", w, c)
+            self.ref = self.ref or facts
+            _, w, c = timed(lambda t=t: library_pass(ks, 0, top, t))
+            self.row(f"CPU pass without counts, {t} threads", w, c)
+        for t in sorted({self.threads[0], self.threads[-1]}):  # before any GPU use: no driver threads to fork
+            w, c = forked_blocks(ks, top, t)
+            self.row(f"CPU blocks in {t} forked processes (no GIL)", w, c)
+
+    def gpu(self) -> bool:
+        from flashtrie.datasets._library_pass_gpu import library_pass_gpu
+
+        moved = (self.ks.tokens.nbytes + self.ks.offsets.nbytes) / 1e9
+        for rep in (1, 2):
+            parts: dict[str, float] = {}
+            try:
+                facts, w, c = timed(lambda p=parts: library_pass_gpu(self.ks, 8, self.top, timings=p))
+            except Exception as e:  # record it, go on with the CPU rows
+                print(f"GPU pass failed: {type(e).__name__}: {e}", flush=True)
+                self.rows.append({"what": "GPU pass", "seconds": float("nan"), "cpu_seconds": float("nan"),
+                                  "error": f"{type(e).__name__}: {e}"})
+                self.ok = False
+                return False
+            bad = same_facts(self.ref, facts) if self.ref is not None else ["no CPU reference"]
+            self.ok &= not bad
+            self.row(f"GPU pass (run {rep})", w, c, differs=bad, split={k: round(v, 3) for k, v in parts.items()},
+                     upload_GBps=round(moved / max(parts["upload"], 1e-9), 2))
+        return True
+
+    def queries(self, devices: tuple[str, ...]) -> None:
+        for device in devices:
+            split: dict[str, float] = {}
+            wl, w, c = timed(lambda d=device, s=split: generate_queries(
+                self.ks, 16, proposals_per_step=1000, preset="dense", seed=0, timings=s, device=d))
+            self.row(f"16 dense queries, device={device}", w, c, digest=digest(wl),
+                     split={k: round(v, 3) for k, v in split.items()})
+        self.ok &= len({r["digest"] for r in self.rows if "digest" in r}) == 1
+
+    def variant(self, what: str, name: str, value: Any, threads: int) -> None:
+        """The CPU pass with ``lp.<name> = value``."""
+        default = getattr(lp, name)
+        setattr(lp, name, value)
+        try:
+            _, w, c = timed(lambda: library_pass(self.ks, 8, self.top, threads))
+        finally:
+            setattr(lp, name, default)
+        self.row(f"CPU pass, {threads} threads, {what}", w, c)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=count, default=100_000_000, help="library size (default 100M)")
@@ -70,80 +163,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-gpu", action="store_true", help="CPU only")
     ap.add_argument("--json", default=None, help="write every measurement here")
     args = ap.parse_args(argv)
-    threads = [int(x) for x in args.threads.split(",")]
-    rows: list[dict[str, Any]] = []
-
-    def row(what: str, wall: float, cpu: float, **extra: Any) -> None:
-        rows.append({"what": what, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), **extra})
-        print(f"{what:48s} {wall:8.2f} s  (CPU {cpu:7.2f} s) {extra or ''}", flush=True)
-
     ks, w, c = timed(lambda: generate_keywords_from(KeywordParams(n=args.n, seed=0)))
-    row(f"generate {args.n:,} keywords", w, c, tokens=int(ks.tokens.size))
-    top = max_token(ks)
-    ref = None
-    for t in threads:
-        facts, w, c = timed(lambda t=t: library_pass(ks, 8, top, t))
-        row(f"CPU pass, {t} threads", w, c)
-        ref = ref or facts
-        _, w, c = timed(lambda t=t: library_pass(ks, 0, top, t))
-        row(f"CPU pass without counts, {t} threads", w, c)
-        lp.COUNTING = "bincount"
-        try:
-            _, w, c = timed(lambda t=t: library_pass(ks, 8, top, t))
-        finally:
-            lp.COUNTING = "sort"
-        row(f"CPU pass, {t} threads, bincount counting", w, c)
+    b = Bench(ks, [int(x) for x in args.threads.split(",")])
+    b.row(f"generate {args.n:,} keywords", w, c, tokens=int(ks.tokens.size))
+    b.cpu()
+    gpu = not args.no_gpu and b.gpu()
+    b.queries(("cpu", "gpu") if gpu else ("cpu",))
+    if args.no_gpu:
+        b.ok = False  # nothing compared
+    most = b.threads[-1]
+    for t in b.threads:
+        b.variant("bincount counting", "COUNTING", "bincount", t)
     for log in [int(x) for x in args.pieces.split(",") if x]:
-        default = lp.PIECE
-        lp.PIECE = 1 << log
-        try:
-            _, w, c = timed(lambda: library_pass(ks, 8, top, threads[-1]))
-        finally:
-            lp.PIECE = default
-        row(f"CPU pass, {threads[-1]} threads, pieces of 2^{log}", w, c)
+        b.variant(f"pieces of 2^{log}", "PIECE", 1 << log, most)
     for log in [int(x) for x in args.tally_keys.split(",") if x]:
-        default = lp._TALLY_KEYS
-        lp._TALLY_KEYS = 1 << log
-        try:
-            _, w, c = timed(lambda: library_pass(ks, 8, top, threads[-1]))
-        finally:
-            lp._TALLY_KEYS = default
-        row(f"CPU pass, {threads[-1]} threads, count buffer of 2^{log}", w, c)
-    ok, gpu = True, not args.no_gpu
-    if gpu:
-        from flashtrie.datasets._library_pass_gpu import library_pass_gpu
-
-        for rep in (1, 2):
-            try:
-                parts: dict[str, float] = {}
-                facts, w, c = timed(lambda p=parts: library_pass_gpu(ks, 8, top, timings=p))
-            except Exception as e:  # record it, go on with the CPU rows
-                print(f"GPU pass failed: {type(e).__name__}: {e}", flush=True)
-                rows.append({"what": "GPU pass", "seconds": float("nan"), "cpu_seconds": float("nan"),
-                             "error": f"{type(e).__name__}: {e}"})
-                ok = gpu = False
-                break
-            bad = same_facts(ref, facts)
-            ok &= not bad
-            moved = (ks.tokens.nbytes + ks.offsets.nbytes) / 1e9
-            row(f"GPU pass (run {rep})", w, c, differs=bad, split={k: round(v, 3) for k, v in parts.items()},
-                upload_GBps=round(moved / parts["upload"], 2))
-    for device in ("cpu",) + (("gpu",) if gpu else ()):
-        split: dict[str, float] = {}
-        wl, w, c = timed(lambda d=device, s=split: generate_queries(ks, 16, proposals_per_step=1000, preset="dense",
-                                                                     seed=0, timings=s, device=d))
-        row(f"16 dense queries, device={device}", w, c, digest=digest(wl),
-            split={k: round(v, 3) for k, v in split.items()})
-    digests = {r["digest"] for r in rows if "digest" in r}
-    ok &= len(digests) == 1
+        b.variant(f"count buffer of 2^{log}", "_TALLY_KEYS", 1 << log, most)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"n": args.n, "rows": rows, "same": ok}, f, indent=1)
+            json.dump({"n": args.n, "rows": b.rows, "same": b.ok}, f, indent=1)
     print("\n| step | seconds | CPU seconds |\n| --- | ---: | ---: |")
-    for r in rows:
+    for r in b.rows:
         print(f"| {r['what']} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} |")
-    print(f"GPU == CPU (facts and workload digests): {'yes' if ok else 'NO'}")
-    return 0 if ok else 1
+    print(f"GPU == CPU (facts and workload digests): {'yes' if b.ok else 'NO'}")
+    return 0 if b.ok else 1
 
 
 if __name__ == "__main__":

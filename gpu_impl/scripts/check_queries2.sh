@@ -25,12 +25,12 @@ fi
   || { say "project install FAILED"; tail -20 "$L/install.log"; }
 say "queries2: N=${Q2_N:-100M}, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
-timeout 80 python3 benchmarks/query_pass_speed.py --n "${Q2_N:-100M}" \
+timeout 85 python3 benchmarks/query_pass_speed.py --n "${Q2_N:-100M}" \
   --threads "${Q2_THREADS:-1,4,8,16}" --json "$L/queries2.json" > "$L/bench.log" 2>&1
 rc=$?
 cat "$L/bench.log" >> "$S"
 # after the benchmark, so that its first GPU pass shows cupy's kernel compiles on a fresh machine
-timeout 35 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_query_passes_gpu.py > "$L/gpu_tests.log" 2>&1
+timeout 30 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_query_passes_gpu.py > "$L/gpu_tests.log" 2>&1
 say "GPU tests (-m gpu tests/test_query_passes_gpu.py): rc $? :: $(tail -1 "$L/gpu_tests.log")"
 say "benchmark rc $rc; total $((SECONDS - T0)) s"
 # the short table last
