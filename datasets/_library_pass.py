@@ -13,6 +13,7 @@ keywords: the split never shows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -52,8 +53,19 @@ def _dense(top: int, depths: int, threads: int) -> bool:
     return top <= BINCOUNT_MAX and top * depths * threads * 4 <= _DENSE_BYTES
 
 
-class _DenseTally:
-    """One thread's token counts of every depth in one dense table (row d: depth d), a buffer at a time.
+class _Table:
+    """One thread's dense count table of every depth (row d: depth d)."""
+
+    def __init__(self, top: int, depths: int, wide: bool) -> None:
+        self.top = top
+        self.table = np.zeros(depths * top, dtype=np.int64 if wide else np.uint32)
+
+    def row(self, d: int) -> np.ndarray:
+        return self.table[d * self.top : (d + 1) * self.top]
+
+
+class _DenseTally(_Table):
+    """Counts into the table, a buffer at a time (``COUNTING = "sort"``, the default).
 
     Tokens are buffered as keys ``d * top + token`` (a cache-sized buffer of `_TALLY_KEYS`); a full buffer
     is sorted in place, each run of equal keys counted and its count added at the key's slot.  No temporary
@@ -62,8 +74,7 @@ class _DenseTally:
     """
 
     def __init__(self, top: int, depths: int, wide: bool) -> None:
-        self.top = top
-        self.table = np.zeros(depths * top, dtype=np.int64 if wide else np.uint32)
+        super().__init__(top, depths, wide)
         self.buf = np.empty(_TALLY_KEYS, dtype=np.uint32 if depths * top <= 1 << 32 else np.uint64)
         self.fill = 0
 
@@ -87,19 +98,16 @@ class _DenseTally:
         cnt = np.diff(last, prepend=-1).astype(self.table.dtype)
         self.table[keys[last]] += cnt  # distinct keys: no slot is added twice
 
-    def row(self, d: int) -> np.ndarray:
-        return self.table[d * self.top : (d + 1) * self.top]
 
+class _Buffered:
+    """Tokens buffered per depth, `_FLUSH` at a time, each full buffer handed to ``count``."""
 
-class _BincountTally(_DenseTally):
-    """`_DenseTally`'s table filled the other way: per depth, a buffer of `_FLUSH` tokens goes through one
-    ``bincount`` (fewer numpy calls, but a vocabulary-sized temporary per call).  ``COUNTING = "bincount"``."""
-
-    def __init__(self, top: int, depths: int, wide: bool) -> None:
-        self.top = top
-        self.table = np.zeros(depths * top, dtype=np.int64 if wide else np.uint32)
+    def __init__(self, depths: int) -> None:
         self.bufs: list[list[np.ndarray]] = [[] for _ in range(depths)]
         self.held = [0] * depths
+
+    def count(self, d: int, col: np.ndarray) -> None:
+        raise NotImplementedError
 
     def add(self, d: int, tok: np.ndarray) -> None:
         self.bufs[d].append(tok.copy())  # tok is the caller's scratch
@@ -109,42 +117,40 @@ class _BincountTally(_DenseTally):
 
     def _flush(self, d: int) -> None:
         if self.bufs[d]:
-            c = np.bincount(np.concatenate(self.bufs[d]))
+            col = np.concatenate(self.bufs[d]) if len(self.bufs[d]) > 1 else self.bufs[d][0]
             self.bufs[d], self.held[d] = [], 0
-            self.row(d)[: c.size] += c.astype(self.table.dtype)
+            self.count(d, col)
 
     def flush(self) -> None:
         for d in range(len(self.bufs)):
             self._flush(d)
 
 
-class _SparseTally:
-    """One thread's token counts of every depth as sorted (token, count) pieces, a buffer of tokens at a time
-    (for vocabularies too large for dense tables)."""
+class _BincountTally(_Buffered, _Table):
+    """Counts into the table by one ``bincount`` per buffer of a depth (``COUNTING = "bincount"``: fewer numpy
+    calls, but a vocabulary-sized temporary per call)."""
+
+    def __init__(self, top: int, depths: int, wide: bool) -> None:
+        _Buffered.__init__(self, depths)
+        _Table.__init__(self, top, depths, wide)
+
+    def count(self, d: int, col: np.ndarray) -> None:
+        c = np.bincount(col)
+        self.row(d)[: c.size] += c.astype(self.table.dtype)
+
+
+class _SparseTally(_Buffered):
+    """Counts as sorted (token, count) pieces per depth (for vocabularies too large for dense tables)."""
 
     def __init__(self, depths: int) -> None:
+        super().__init__(depths)
         self.pieces: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(depths)]
-        self.buf: list[list[np.ndarray]] = [[] for _ in range(depths)]
-        self.held = [0] * depths
 
-    def add(self, d: int, tok: np.ndarray) -> None:
-        self.buf[d].append(tok.copy())  # tok is the caller's scratch
-        self.held[d] += tok.size
-        if self.held[d] >= _FLUSH:
-            self._flush(d)
-
-    def _flush(self, d: int) -> None:
-        if self.buf[d]:
-            col = np.concatenate(self.buf[d]) if len(self.buf[d]) > 1 else self.buf[d][0]
-            self.buf[d], self.held[d] = [], 0
-            self.pieces[d].append(np.unique(col, return_counts=True))
-
-    def flush(self) -> None:
-        for d in range(len(self.buf)):
-            self._flush(d)
+    def count(self, d: int, col: np.ndarray) -> None:
+        self.pieces[d].append(np.unique(col, return_counts=True))
 
 
-def _merge(tallies: list[_DenseTally] | list[_SparseTally], depths: int, top: int,
+def _merge(tallies: list[Any], depths: int, top: int,
            threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every depth's counts of every thread summed: (distinct tokens ascending as uint32, counts as int64)."""
     if isinstance(tallies[0], _SparseTally):
