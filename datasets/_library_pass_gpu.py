@@ -26,7 +26,7 @@ from flashtrie.keywords import KeywordSet
 from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
 from ._library_pass import _GOLDEN, _LENGTH_TAG, BINCOUNT_MAX, LibraryFacts, length_dtype, sum_sparse
 
-__all__ = ["CHUNK", "fitting_chunk", "library_pass_xp", "library_pass_gpu"]
+__all__ = ["CHUNK", "device_dense", "fitting_chunk", "library_pass_xp", "library_pass_gpu"]
 
 CHUNK = 1 << 26  # keywords per upload (about 1.5 GB of tokens and offsets for 4-token keywords)
 _DENSE_BYTES = 16 << 30  # the most the device's count tables may take
@@ -59,6 +59,11 @@ def xor_all(xp: ModuleType, x: Any) -> int:
     return int(x[0]) if x.size else 0
 
 
+def device_dense(top: int, num_steps: int) -> bool:
+    """Whether the device counts tokens in dense tables (int64, one per depth)."""
+    return top <= BINCOUNT_MAX and top * num_steps * 8 <= _DENSE_BYTES
+
+
 class _DeviceFacts:
     """What the chunks add up to, on the device until `finish`."""
 
@@ -66,7 +71,7 @@ class _DeviceFacts:
         self.xp, self.num_steps, self.top = xp, num_steps, top
         self.lengths = xp.empty(n, dtype=len_dtype)
         self.full = xp.empty(n, dtype=np.uint64)
-        self.dense = top <= BINCOUNT_MAX and top * num_steps * 8 <= _DENSE_BYTES
+        self.dense = device_dense(top, num_steps)
         self.counts = xp.zeros((num_steps, top), dtype=np.int64) if self.dense else None
         self.pieces: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(num_steps)]
         self.length_counts = np.zeros(1, dtype=np.int64)
@@ -163,16 +168,17 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
 
 def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
     """Keywords per chunk (at most `CHUNK`) whose device arrays fit in ``free`` bytes beside the results
-    (hashes and lengths of every keyword, the count tables); `DeviceError` when not even 2^20 fit."""
+    (hashes and lengths of every keyword, the dense count tables); `DeviceError` when not even
+    ``min(len(ks), 2**20)`` fit."""
     n = max(1, len(ks))
     per_keyword = 80 + 8 * -(-ks.tokens.size // n)  # the chunk's int64 and uint64 arrays, its tokens twice
-    room = int(0.8 * free) - 9 * n - 16 * num_steps * top
-    fit = min(CHUNK, room // per_keyword)
+    results = 9 * n + (16 * num_steps * top if device_dense(top, num_steps) else 0)
+    fit = (int(0.8 * free) - results) // per_keyword
     if fit < min(n, 1 << 20):
         raise DeviceError(f"device 'gpu': the query generator's library pass needs about "
-                          f"{(9 * n + 16 * num_steps * top + per_keyword * min(n, 1 << 20)) / 1e9:.1f} GB of "
-                          f"GPU memory, {free / 1e9:.1f} GB are free; device 'cpu' runs it on the CPU")
-    return max(1, fit)
+                          f"{(results + per_keyword * min(n, 1 << 20)) / 0.8e9:.1f} GB of GPU memory, "
+                          f"{free / 1e9:.1f} GB are free; device 'cpu' runs it on the CPU")
+    return max(1, min(CHUNK, fit))
 
 
 def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int | None = None,

@@ -145,7 +145,7 @@ def test_xor_all_is_the_xor_of_every_element(n):
     assert x.size == n  # not consumed
 
 
-def test_chunks_fit_in_free_device_memory():
+def test_chunks_fit_in_free_device_memory(monkeypatch):
     n = 3 << 20
     ks = KeywordSet.from_arrays(np.zeros(2 * n, dtype=np.uint32), np.arange(0, 2 * n + 1, 2, dtype=np.int64))
     top = 1000
@@ -157,6 +157,11 @@ def test_chunks_fit_in_free_device_memory():
         lg.fitting_chunk(ks, 8, top, 1000)
     with pytest.raises(DeviceError):
         lg.fitting_chunk(ks, 8, top, int((results + per_keyword * ((1 << 20) - 1)) / 0.8))
+    monkeypatch.setattr(lg, "CHUNK", 7_001)  # a small CHUNK is a cap, not a shortage
+    assert lg.fitting_chunk(ks, 8, top, 1 << 40) == 7_001
+    # no dense tables for a vocabulary up to 2**32: they take no room
+    assert not lg.device_dense(1 << 32, 8)
+    assert lg.fitting_chunk(ks, 8, 1 << 32, 1 << 34) == 7_001
 
 
 def test_gen_queries_device_flag(tmp_path, capsys):
