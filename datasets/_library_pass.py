@@ -232,8 +232,8 @@ class _Block:
         lens = f.lengths[a:b]
         np.subtract(off[a + 1 : b + 1], off[a:b], out=lens, casting="unsafe")  # every length fits its dtype
         order = np.argsort(lens, kind="stable")  # uint8 lengths sort by radix
-        slen = np.take(lens, order, out=self.slen[:m])
-        spos = np.take(off[a:b], order, out=self.spos[:m])  # advanced one token per depth
+        slen = np.take(lens, order, out=self.slen[:m], mode="clip")  # "clip": no buffer (every index is valid)
+        spos = np.take(off[a:b], order, out=self.spos[:m], mode="clip")
         by_len = np.bincount(slen)
         if by_len.size > self.length_counts.size:
             self.length_counts = np.pad(self.length_counts, (0, by_len.size - self.length_counts.size))
@@ -243,8 +243,7 @@ class _Block:
         h.fill(ROOT_HASH)
         for d in range(by_len.size - 1):
             k = int(live[d + 1])
-            tok = np.take(tokens, spos[k:], out=self.tok[: m - k])
-            spos[k:] += 1
+            tok = np.take(tokens[d:], spos[k:], out=self.tok[: m - k], mode="clip")  # tokens[spos + d]
             if d < self.depths:
                 self.tally.add(d, tok)
             _child_hash_into(h[k:], tok, tmp[k:])
