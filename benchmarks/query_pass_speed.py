@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", default="1,4,16", help="CPU thread counts of the pass, comma-separated")
     ap.add_argument("--pieces", default="18,20",
                     help="log2 of other piece sizes (keywords) to time the CPU pass with, at the most threads")
-    ap.add_argument("--tally-keys", default="19,21",
+    ap.add_argument("--tally-keys", default="21",
                     help="log2 of other count buffer sizes (keys) to time the CPU pass with, at the most threads")
     ap.add_argument("--no-gpu", action="store_true", help="CPU only")
     ap.add_argument("--json", default=None, help="write every measurement here")
