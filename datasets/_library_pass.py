@@ -31,6 +31,7 @@ _FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted
 BLOCK_PER_TOKEN = 0.5  # with dense tables, keywords per block at least, per token of the vocabulary
 _TALLY_KEYS = 1 << 20  # (depth, token) keys buffered per thread before they are counted, with dense tables
 COUNTING = "sort"  # how dense tables are filled: "sort" (`_DenseTally`) or "bincount" (`_BincountTally`)
+WIDE_COUNTS = 1 << 32  # libraries of this many keywords or more count in int64 tables (uint32 below)
 BINCOUNT_MAX = 1 << 26  # counts in a dense table up to this token id; sorted unique counts above
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _LENGTH_TAG = np.uint64(1 << 40)
@@ -212,7 +213,7 @@ class _Block:
         self.ks, self.facts, self.depths = ks, facts, depths
         size = min(PIECE, size)  # keywords per piece, at most
         dense_tally = _BincountTally if COUNTING == "bincount" else _DenseTally
-        self.tally = dense_tally(top, depths, len(ks) >= 1 << 32) if dense else _SparseTally(depths)
+        self.tally = dense_tally(top, depths, len(ks) >= WIDE_COUNTS) if dense else _SparseTally(depths)
         self.fp = 0
         self.length_counts = np.zeros(1, dtype=np.int64)
         self.slen = np.empty(size, dtype=facts.lengths.dtype)

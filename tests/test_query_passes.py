@@ -125,3 +125,19 @@ def test_dense_blocks_of_small_libraries_are_few_and_large(monkeypatch):
     facts = lp.library_pass(ks, 2, 1 << 20, 8)
     assert len(made) == 8
     np.testing.assert_array_equal(facts.depth_counts[1][1], [300])
+
+
+@pytest.mark.parametrize("counting", ["sort", "bincount"])
+def test_wide_count_tables_give_the_same_counts(counting, monkeypatch):
+    ks = generate_keywords(30_000, seed=8)
+    top = int(ks.tokens.max())
+    want = lp.library_pass(ks, 4, top, 2)
+    monkeypatch.setattr(lp, "WIDE_COUNTS", 1)  # int64 tables
+    monkeypatch.setattr(lp, "COUNTING", counting)
+    monkeypatch.setattr(lp, "BLOCK_PER_TOKEN", 0.0)
+    monkeypatch.setattr(lp, "PIECE", 4_000)
+    got = lp.library_pass(ks, 4, top, 3)
+    for (t1, c1), (t2, c2) in zip(want.depth_counts, got.depth_counts, strict=True):
+        np.testing.assert_array_equal(t1, t2)
+        np.testing.assert_array_equal(c1, c2)
+        assert c2.dtype == np.int64
