@@ -205,8 +205,8 @@ def _mix_into(h: np.ndarray, tmp: np.ndarray) -> None:
 class _Block:
     """One thread's block of keywords ``[s, e)``: writes lengths and hashes, counts tokens.
 
-    A piece's arrays live in scratch buffers of the block (allocated once, reused: they stay in the core's
-    cache, and no piece asks the allocator for memory but its one argsort).
+    A piece's arrays live in scratch buffers of the block (allocated once, reused: they stay in the cache,
+    and no piece asks the allocator for memory but its one argsort).
     """
 
     def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool, size: int) -> None:
