@@ -18,7 +18,9 @@ the same distributions with per-query work proportional to the samples:
 
 One-off passes over the library run over ranges of keywords on threads, none repeated per query, their
 results independent of the thread count: the largest token; one fused pass (`datasets._library_pass`:
-lengths, keyword hashes, the library fingerprint, token counts per depth, from one read of each token);
+lengths, keyword hashes, the library fingerprint, token counts per depth, from one read of each token; on
+the GPU with ``device="gpu"``, or ``"auto"`` where cupy finds one: `datasets._library_pass_gpu`, the same
+facts bit for bit);
 the members of the chosen topics by length (first tokens looked up in a table of the chosen topics); the
 canonical ids.  ``generate_queries(..., timings=dict)`` reports the seconds of each.
 """
@@ -35,9 +37,12 @@ from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 
 from ._hashing import ROOT_HASH, child_hash
-from ._library_pass import PIECE, library_pass
+from ._library_pass import PIECE, LibraryFacts, library_pass
 
-__all__ = ["VERSION", "ScaledLibrary", "max_token"]
+__all__ = ["VERSION", "DEVICES", "ScaledLibrary", "max_token", "check_device", "run_library_pass"]
+
+#: Where the library pass may run: the GPU where cupy and a GPU are present ("auto"), or always one of them.
+DEVICES = ("auto", "cpu", "gpu")
 
 VERSION = "flashtrie.datasets.queries/2"
 _RANGE = 1 << 20  # keywords per task, at least
@@ -54,11 +59,43 @@ def max_token(keywords: KeywordSet, threads: int | None = None) -> int:
                default=0)
 
 
+def pass_key(device: str) -> str:
+    """The `timings` key of the library pass that ran on ``device`` ("cpu" or "gpu")."""
+    return f"library pass on the {device.upper()} (lengths, hashes, token counts per depth)"
+
+
+def check_device(device: str) -> str:
+    """``device`` itself, or an `InputError` naming it and the choices."""
+    if device not in DEVICES:
+        raise InputError(f"device: expected one of {list(DEVICES)}, got {device!r}")
+    return device
+
+
+def run_library_pass(keywords: KeywordSet, num_steps: int, top: int, threads: int,
+                     device: str = "auto") -> tuple[LibraryFacts, str]:
+    """`library_pass` on the GPU ("gpu", or "auto" where cupy finds one) or the CPU: the facts and "gpu"/"cpu".
+
+    Both give the same facts bit for bit; "gpu" raises `flashtrie.errors.DeviceError` where there is none.
+    """
+    from flashtrie.errors import DeviceError
+
+    if check_device(device) != "cpu":
+        from ._library_pass_gpu import library_pass_gpu
+
+        try:
+            return library_pass_gpu(keywords, num_steps, top), "gpu"
+        except DeviceError:
+            if device == "gpu":
+                raise
+    return library_pass(keywords, num_steps, top, threads), "cpu"
+
+
 class ScaledLibrary:
     """What the version-2 generator needs of a library: built once, then O(K) work per query."""
 
     def __init__(self, keywords: KeywordSet, num_steps: int, topic_depth: int, popularity_power: float,
-                 popular_pool: int, threads: int | None = None, timings: dict[str, float] | None = None) -> None:
+                 popular_pool: int, threads: int | None = None, timings: dict[str, float] | None = None,
+                 device: str = "auto") -> None:
         self.ks = keywords
         self.threads = usable_cpus() if threads is None else max(1, int(threads))
         n = len(keywords)
@@ -71,10 +108,10 @@ class ScaledLibrary:
         t0 = time.perf_counter()
         self.max_token = max_token(keywords, self.threads)
         t1 = time.perf_counter()
-        facts = library_pass(keywords, num_steps, self.max_token, self.threads)
+        facts, self.device = run_library_pass(keywords, num_steps, self.max_token, self.threads, device)
         t2 = time.perf_counter()
         timings.update({"largest token": timings.get("largest token", 0.0) + t1 - t0,
-                        "library pass (lengths, hashes, token counts per depth)": t2 - t1})
+                        pass_key(self.device): t2 - t1})
         self.lengths, self.full, self.fingerprint = facts.lengths, facts.full, facts.fingerprint
         self.present_lengths = np.flatnonzero(facts.length_counts)
         self.depth_tokens: list[np.ndarray] = []

@@ -41,7 +41,7 @@ from flashtrie.proposals import Proposals
 
 from ._hashing import ROOT_HASH as _ROOT
 from ._hashing import canonical_ids, child_hash, full_keyword_hashes, mix64
-from ._queries_v2 import VERSION, ScaledLibrary, max_token
+from ._queries_v2 import VERSION, ScaledLibrary, check_device, max_token
 
 __all__ = ["PRESETS", "QueryParams", "QueryWorkload", "generate_queries", "generate_queries_from",
            "library_fingerprint"]
@@ -209,14 +209,18 @@ def generate_queries(
     generator: str = VERSION,
     threads: int | None = None,
     timings: dict[str, float] | None = None,
+    device: str = "auto",
 ) -> QueryWorkload:
     """Generate ``num_queries`` queries of ``num_steps`` rows of ``proposals_per_step`` proposals.
 
     See the module docstring.  ``vocab_size`` (for random distractors) defaults to the library's
     largest token + 1.  Deterministic in ``seed`` for a given library (and ``generator`` version;
     ``threads`` changes the speed only).  ``timings`` (a dict, optional) receives the seconds of each
-    step of version 2 (the one-off passes over the library, then the per-query draws).
+    step of version 2 (the one-off passes over the library, then the per-query draws; the library pass's
+    key names where it ran).  ``device`` ("auto", "cpu" or "gpu") is where version 2's library pass runs:
+    "auto" takes the GPU where cupy and a GPU are present; the output is the same bit for bit.
     """
+    check_device(device)
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a KeywordSet, got {type(keywords).__name__}")
     if len(keywords) == 0:
@@ -241,21 +245,23 @@ def generate_queries(
     params = QueryParams(num_queries=num_queries, num_steps=num_steps, proposals_per_step=proposals_per_step,
                          preset=preset, seed=seed, vocab_size=vocab, library_size=len(keywords),
                          generator=generator, **values)
-    return generate_queries_from(keywords, params, threads=threads, timings=timings)
+    return generate_queries_from(keywords, params, threads=threads, timings=timings, device=device)
 
 
 def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads: int | None = None,
-                          timings: dict[str, float] | None = None) -> QueryWorkload:
+                          timings: dict[str, float] | None = None, device: str = "auto") -> QueryWorkload:
     """Generate the workload described by ``params`` over ``keywords`` (``library_*`` fields are filled in).
 
     ``params.generator`` picks the version (2: per-query work independent of the library size; 1: kept so
     old seeds reproduce).  ``threads`` (version 2's one-off passes over the library) never changes the output;
-    ``timings`` (a dict, optional) receives the seconds of each step of version 2.
+    ``timings`` (a dict, optional) receives the seconds of each step of version 2; ``device`` ("auto",
+    "cpu", "gpu") is where its library pass runs (the same output on each).
     """
+    check_device(device)
     if len(keywords) == 0:
         raise InputError("keywords: the library is empty; queries need at least one keyword")
     if params.generator == VERSION:
-        return _generate_v2(keywords, params, threads, {} if timings is None else timings)
+        return _generate_v2(keywords, params, threads, {} if timings is None else timings, device)
     lib = _Library(keywords, params.num_steps, params.topic_depth, params.popularity_power,
                    params.popular_pool * params.proposals_per_step)
     params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))
@@ -278,10 +284,10 @@ def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads:
 
 
 def _generate_v2(keywords: KeywordSet, params: QueryParams, threads: int | None,
-                 timings: dict[str, float]) -> QueryWorkload:
+                 timings: dict[str, float], device: str) -> QueryWorkload:
     """Version 2 (`datasets._queries_v2`): topics drawn first, their members collected in one pass."""
     lib = ScaledLibrary(keywords, params.num_steps, params.topic_depth, params.popularity_power,
-                        params.popular_pool * params.proposals_per_step, threads, timings)
+                        params.popular_pool * params.proposals_per_step, threads, timings, device)
     params = replace(params, library_size=len(keywords), library_fingerprint=lib.fingerprint)
     rng = np.random.default_rng(params.seed)
     out = _Output(params, keywords)

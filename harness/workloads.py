@@ -154,12 +154,14 @@ def limit_workload(workload: Any, q: int) -> Loaded:
     return Loaded(proposals=workload.proposals[:q], relevant=rel[:q] if rel is not None else None, params=params)
 
 
-def generate_workload(keywords: KeywordSet, n: int, k: int, steps: int | None, preset: str, seed: int) -> Any:
+def generate_workload(keywords: KeywordSet, n: int, k: int, steps: int | None, preset: str, seed: int,
+                      device: str = "auto", timings: dict[str, float] | None = None) -> Any:
     """``flashtrie.datasets.generate_queries`` with the command line's arguments (``steps`` None: its default)."""
     from flashtrie.datasets import generate_queries
 
     extra = {} if steps is None else {"num_steps": steps}
-    return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, **extra)
+    return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, device=device,
+                            timings=timings, **extra)
 
 
 def save_workload_file(workload: Any, path: str | os.PathLike[str]) -> None:

@@ -39,7 +39,12 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
     with Stage(f"loading keywords {args.keywords}", args.quiet):
         kw = load_keywords(args.keywords)
     with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
-        wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed)
+        timings: dict[str, float] = {}
+        wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed, device=args.device,
+                               timings=timings)
+    ran = next((k.split(" (")[0] for k in timings if k.startswith("library pass on")), None)
+    if ran and not args.quiet:
+        say(f"{ran}: {timings[next(k for k in timings if k.startswith(ran))]:.2f} s")
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         save_workload_file(wl, args.output)
     q, t, k = wl.proposals.shape
@@ -130,6 +135,10 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--steps", "-T", type=count, default=None, help="decoding steps T (default: the generator's, 8)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
+    p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
+                   help="where the one pass over the library (lengths, hashes, token counts) runs: 'auto' takes "
+                        "the GPU where cupy and a GPU are present, else the CPU; the queries are the same bit "
+                        "for bit on each")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="output .npz (or .tsv: the public FlashTrie proposal format, without ground truth)")
 
