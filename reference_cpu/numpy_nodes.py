@@ -1,0 +1,216 @@
+"""The per-node facts `NumpySearcher` reads, from one of two sources that give identical values.
+
+* `EagerNodes`: every node decoded once at construction into flat int64 arrays (child range, label, edge
+  length, terminal flag, keyword id, edge tails, the sorted child keys ``parent << 32 | label`` and a Bloom
+  filter over them).  Each fact is then one gather; set-up time and memory grow with the index (about
+  60 bytes per node).
+* `LazyNodes`: nothing decoded up front; each fact is computed for the nodes asked, through the index's own
+  vectorised decoders (`NarrowLoudsIndex.child_range`, ``labels``, ``edge_lengths``, ...).  The one cache
+  holds the sorted child keys of the wide nodes the pair path has met (those with more children than valid
+  proposals), filled as searches reach them and emptied past `WIDE_CACHE_KEYS` keys, so memory grows with
+  what searches touch, never with the index.
+
+Both answer the same calls (``edge_len``, ``children``, ``has_children``, ``terminal``, ``keyword_id``,
+``label``, ``tail_token``, ``maybe_children``, ``find_children``); tests compare them node for node.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from flashtrie.index import NarrowLoudsIndex
+
+from .numpy_state import LO32, SH32, U64, excl_cumsum, lookup, segment_iota
+
+__all__ = ["EagerNodes", "LazyNodes", "WIDE_CACHE_KEYS"]
+
+_BLOOM_MUL = np.uint64(0x9E37_79B9_7F4A_7C15)
+#: `LazyNodes` empties its wide-node cache before it would pass this many child keys (16 bytes each).
+WIDE_CACHE_KEYS = 1 << 25
+
+
+def _all_child_ranges(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``index.child_range(nodes)`` for ``nodes`` = every node, in one pass over the LOUDS bits: select0(i) of
+    every i < n is the position of the i-th zero (a per-node select0 costs about a microsecond a node)."""
+    n = nodes.size
+    zeros = np.flatnonzero(~index.louds.to_bools())[:n]
+    if zeros.size != n:
+        raise ValueError(f"index: the LOUDS has {zeros.size} zeros for {n} nodes")
+    end = zeros - nodes + 1
+    first = np.empty(n, dtype=np.int64)
+    first[:1] = 1
+    first[1:] = zeros[:-1] + 2 - nodes[1:]
+    return first, end
+
+
+def _all_keyword_ids(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``index.is_terminal(nodes)`` and ``index.keyword_ids_of(nodes)`` for ``nodes`` = every node, in one pass:
+    the r-th terminal node in node order has terminal rank r."""
+    term = index.terminal.to_bools()[: nodes.size]
+    ends = np.flatnonzero(term)
+    ranks = np.arange(ends.size, dtype=np.int64)
+    kwid = np.full(nodes.size, -1, dtype=np.int64)
+    kwid[ends] = index.keyword_ids.get(ranks) if index.keyword_ids.size else ranks
+    return term, kwid
+
+
+class EagerNodes:
+    """Every node's facts decoded at construction (flat arrays, one gather per fact)."""
+
+    def __init__(self, index: NarrowLoudsIndex) -> None:
+        n = int(index.num_nodes)
+        nodes = np.arange(n, dtype=np.int64)
+        first, end = _all_child_ranges(index, nodes)
+        self._first = np.asarray(first, dtype=np.int64)
+        self._deg = np.asarray(end, dtype=np.int64) - self._first
+        self._label = np.asarray(index.labels(nodes), dtype=np.uint32)
+        elen = np.array(index.edge_lengths(nodes), dtype=np.int64)
+        if n:
+            elen[0] = 0  # the root has no incoming edge; (0, 0) is "at the node"
+        self._elen = elen
+        self._term, self._kwid = _all_keyword_ids(index, nodes)
+        # Edge tails e_1 .. e_{m-1} of every node, concatenated: e_o of node j is tail[tail_start[j] + o - 1].
+        tail_len = np.maximum(elen - 1, 0)
+        self._tail_start = excl_cumsum(tail_len)
+        tnode, toff = segment_iota(np.ones(n, dtype=np.int64), tail_len)
+        self._tail = (np.asarray(index.edge_tokens(tnode, toff), dtype=np.uint32) if tnode.size
+                      else np.zeros(0, dtype=np.uint32))
+        # parent << 32 | label over nodes 1..n-1: globally sorted (level order, sorted children).
+        parent = np.repeat(nodes, self._deg)
+        if parent.size != max(n - 1, 0):
+            raise ValueError(f"index: child ranges cover {parent.size} nodes, expected {max(n - 1, 0)}")
+        self._ckeys = (parent.astype(U64) << SH32) | self._label[1:].astype(U64)
+        if self._ckeys.size > 1 and not bool(np.all(self._ckeys[1:] > self._ckeys[:-1])):
+            raise ValueError("index: child keys (parent, label) are not strictly increasing in node order")
+        self._build_bloom()
+
+    def _build_bloom(self) -> None:
+        """One-hash Bloom filter over the child keys (16 bits per key, ~6 % false positives): the pair path
+        drops most absent (node, token) probes with one gather from a cache-sized bit array."""
+        bloom_bits = max(10, (16 * max(self._ckeys.size, 1) - 1).bit_length())
+        self._bloom_shift = np.uint64(64 - bloom_bits)
+        self._bloom = np.zeros(1 << (bloom_bits - 6), dtype=np.uint64)
+        h = (self._ckeys * _BLOOM_MUL) >> self._bloom_shift
+        np.bitwise_or.at(self._bloom, h >> np.uint64(6), np.uint64(1) << (h & np.uint64(63)))
+
+    def edge_len(self, nodes: np.ndarray) -> np.ndarray:
+        """Tokens on each node's incoming edge (int64; 0 for the root)."""
+        return self._elen[nodes]
+
+    def children(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first child, number of children) of each node (int64)."""
+        return self._first[nodes], self._deg[nodes]
+
+    def has_children(self, nodes: np.ndarray) -> np.ndarray:
+        return self._deg[nodes] > 0
+
+    def terminal(self, nodes: np.ndarray) -> np.ndarray:
+        return self._term[nodes]
+
+    def keyword_id(self, nodes: np.ndarray) -> np.ndarray:
+        """Keyword id of each node (int64; -1 where no keyword ends)."""
+        return self._kwid[nodes]
+
+    def label(self, nodes: np.ndarray) -> np.ndarray:
+        """First token of each node's edge (uint32)."""
+        return self._label[nodes]
+
+    def tail_token(self, nodes: np.ndarray, off: np.ndarray) -> np.ndarray:
+        """Token e_off (``1 <= off < edge length``) of each node's edge (uint32)."""
+        return self._tail[self._tail_start[nodes] + off - 1]
+
+    def maybe_children(self, nodes: np.ndarray, counts: np.ndarray, row_keys: np.ndarray,
+                       rpos: np.ndarray) -> np.ndarray | None:
+        """Positions among the probes (``nodes[i]`` repeated ``counts[i]`` times, with the tokens of
+        ``row_keys[rpos]``) that may be child keys: the Bloom filter's survivors (None: keep all)."""
+        # Bloom hash of node << 32 | token, as (node << 32) * M + token * M (mod 2^64): the sum needs no
+        # key array; keys are formed only for the probes that pass the filter.
+        tok_hash = (row_keys & LO32) * _BLOOM_MUL
+        h = np.repeat((nodes.astype(U64) << SH32) * _BLOOM_MUL, counts)
+        h += tok_hash[rpos]
+        h >>= self._bloom_shift
+        bit = self._bloom[h >> np.uint64(6)]
+        bit >>= h & np.uint64(63)
+        return np.flatnonzero(bit & np.uint64(1))
+
+    def find_children(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Of sorted probe keys ``node << 32 | token``: (mask of those that are child keys, their child ids)."""
+        hit, cidx = lookup(self._ckeys, keys)
+        return hit, cidx + 1
+
+
+class LazyNodes:
+    """Every fact computed on demand by the index's decoders; only the wide nodes' child keys are cached."""
+
+    def __init__(self, index: NarrowLoudsIndex) -> None:
+        self.index = index
+        self._lock = threading.Lock()
+        empty = np.zeros(0, dtype=np.int64)
+        #: (sorted cached nodes, their sorted child keys, the child id of each key): replaced, never mutated
+        self._wide: tuple[np.ndarray, np.ndarray, np.ndarray] = (empty, np.zeros(0, dtype=U64), empty)
+
+    @property
+    def cached_keys(self) -> int:
+        """Child keys held by the wide-node cache now."""
+        return int(self._wide[1].size)
+
+    def edge_len(self, nodes: np.ndarray) -> np.ndarray:
+        return self.index.edge_lengths(nodes)  # 0 for the root
+
+    def children(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        first, end = self.index.child_range(nodes)
+        return first, end - first
+
+    def has_children(self, nodes: np.ndarray) -> np.ndarray:
+        """Node j has children iff the LOUDS bit before its closing zero (select0(j)) is a one: that bit is
+        either j's last child or the zero that closes j - 1."""
+        louds = self.index.louds
+        z = louds.select0(np.asarray(nodes, dtype=np.int64))
+        return (z > 0) & louds.get(np.maximum(z - 1, 0))
+
+    def terminal(self, nodes: np.ndarray) -> np.ndarray:
+        return self.index.is_terminal(nodes)
+
+    def keyword_id(self, nodes: np.ndarray) -> np.ndarray:
+        return self.index.keyword_ids_of(nodes)
+
+    def label(self, nodes: np.ndarray) -> np.ndarray:
+        return self.index.labels(nodes)
+
+    def tail_token(self, nodes: np.ndarray, off: np.ndarray) -> np.ndarray:
+        return self.index.edge_tokens(nodes, off)
+
+    def maybe_children(self, nodes: np.ndarray, counts: np.ndarray, row_keys: np.ndarray,
+                       rpos: np.ndarray) -> np.ndarray | None:
+        return None  # no filter: every probe is looked up in the (small) wide-node cache
+
+    def find_children(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As `EagerNodes.find_children`: the probed nodes' child keys are decoded into the cache first."""
+        nodes = (keys >> SH32).astype(np.int64)
+        if nodes.size:
+            nodes = nodes[np.flatnonzero(np.diff(nodes, prepend=-1))]  # keys are sorted: the distinct nodes
+        cached, ckeys, cids = self._wide
+        if not bool(np.isin(nodes, cached, assume_unique=True).all()):
+            cached, ckeys, cids = self._add_wide(nodes)
+        hit, pos = lookup(ckeys, keys)
+        return hit, cids[pos]
+
+    def _add_wide(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Decode the child keys of those of ``nodes`` (distinct, sorted) not cached yet and insert them."""
+        with self._lock:
+            cached, ckeys, cids = self._wide
+            new = nodes[~np.isin(nodes, cached, assume_unique=True)]
+            first, deg = self.children(new)
+            total = int(deg.sum())
+            if ckeys.size + total > WIDE_CACHE_KEYS:  # start over: memory stays bounded
+                cached, ckeys, cids = self._wide[0][:0], ckeys[:0], cids[:0]
+                new = nodes
+                first, deg = self.children(new)
+            seg, child = segment_iota(first, deg)
+            keys = (new[seg].astype(U64) << SH32) | self.index.labels(child).astype(U64)
+            at = np.searchsorted(ckeys, keys)  # the new nodes' keys are sorted and never interleave the old
+            self._wide = (np.insert(cached, np.searchsorted(cached, new), new), np.insert(ckeys, at, keys),
+                          np.insert(cids, at, child))
+            return self._wide
