@@ -56,6 +56,14 @@ def _all_keyword_ids(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.nda
     return term, kwid
 
 
+def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """Which of ``values`` are in ``sorted_set`` (sorted, unique): one binary search each."""
+    if sorted_set.size == 0:
+        return np.zeros(values.size, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), sorted_set.size - 1)
+    return sorted_set[pos] == values
+
+
 class EagerNodes:
     """Every node's facts decoded at construction (flat arrays, one gather per fact)."""
 
@@ -196,7 +204,7 @@ class LazyNodes:
         if nodes.size:
             nodes = nodes[np.flatnonzero(np.diff(nodes, prepend=-1))]  # keys are sorted: the distinct nodes
         cached, ckeys, cids = self._wide
-        if not bool(np.isin(nodes, cached, assume_unique=True).all()):
+        if not bool(_members(nodes, cached).all()):
             cached, ckeys, cids = self._add_wide(nodes)
         hit, pos = lookup(ckeys, keys)
         return hit, cids[pos]
@@ -205,7 +213,7 @@ class LazyNodes:
         """Decode the child keys of those of ``nodes`` (distinct, sorted) not cached yet and insert them."""
         with self._lock:
             cached, ckeys, cids = self._wide
-            new = nodes[~np.isin(nodes, cached, assume_unique=True)]
+            new = nodes[~_members(nodes, cached)]
             first, deg = self.children(new)
             total = int(deg.sum())
             if ckeys.size + total > WIDE_CACHE_KEYS:  # start over: memory stays bounded
