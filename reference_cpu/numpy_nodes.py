@@ -7,8 +7,8 @@
 * `LazyNodes`: nothing decoded up front; each fact is computed for the nodes asked, through the index's own
   vectorised decoders (`NarrowLoudsIndex.child_range`, ``labels``, ``edge_lengths``, ...).  The one cache
   holds the sorted child keys of the wide nodes the pair path has met (those with more children than valid
-  proposals), filled as searches reach them and emptied past `WIDE_CACHE_KEYS` keys, so memory grows with
-  what searches touch, never with the index.
+  proposals, up to `WIDE_DECODE_MAX`; wider ones are binary-searched), filled as searches reach them and
+  emptied past `WIDE_CACHE_KEYS` keys, so memory grows with what searches touch, never with the index.
 
 Both answer the same calls (``edge_len``, ``children``, ``has_children``, ``terminal``, ``keyword_id``,
 ``label``, ``tail_token``, ``maybe_children``, ``find_children``); tests compare them node for node.
@@ -24,11 +24,14 @@ from flashtrie.index import NarrowLoudsIndex
 
 from .numpy_state import LO32, SH32, U64, excl_cumsum, lookup, segment_iota
 
-__all__ = ["EagerNodes", "LazyNodes", "WIDE_CACHE_KEYS"]
+__all__ = ["EagerNodes", "LazyNodes", "WIDE_CACHE_KEYS", "WIDE_DECODE_MAX"]
 
 _BLOOM_MUL = np.uint64(0x9E37_79B9_7F4A_7C15)
 #: `LazyNodes` empties its wide-node cache before it would pass this many child keys (16 bytes each).
 WIDE_CACHE_KEYS = 1 << 25
+#: `LazyNodes` caches the child keys of pair-path nodes of up to this many children; at wider nodes (the
+#: root, the most popular first tokens) each probe binary-searches the children's labels instead.
+WIDE_DECODE_MAX = 1 << 16
 
 
 def _all_child_ranges(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -199,15 +202,56 @@ class LazyNodes:
         return None  # no filter: every probe is looked up in the (small) wide-node cache
 
     def find_children(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As `EagerNodes.find_children`: the probed nodes' child keys are decoded into the cache first."""
-        nodes = (keys >> SH32).astype(np.int64)
-        if nodes.size:
-            nodes = nodes[np.flatnonzero(np.diff(nodes, prepend=-1))]  # keys are sorted: the distinct nodes
+        """As `EagerNodes.find_children`.  Probes at a node of at most `WIDE_DECODE_MAX` children are looked up
+        in the cache (the node's child keys decoded into it first); probes at a wider node binary-search its
+        children's labels (``log2(degree)`` label decodes a probe, nothing kept)."""
+        pnode = (keys >> SH32).astype(np.int64)
+        starts = np.flatnonzero(np.diff(pnode, prepend=-1))  # keys are sorted: each distinct node's first probe
+        nodes = pnode[starts]
+        first, deg = self.children(nodes)
+        huge = deg > WIDE_DECODE_MAX
+        if not huge.any():
+            return self._cached_children(nodes, keys)
+        counts = np.diff(np.append(starts, keys.size))  # probes per distinct node
+        per_probe = np.repeat(huge, counts)
+        child = np.zeros(keys.size, dtype=np.int64)
+        hit = np.zeros(keys.size, dtype=bool)
+        at = np.flatnonzero(~per_probe)
+        if at.size:
+            h, c = self._cached_children(nodes[~huge], keys[at])
+            hit[at[h]], child[at[h]] = True, c
+        at = np.flatnonzero(per_probe)
+        h, c = self._search_children(np.repeat(first[huge], counts[huge]), np.repeat(deg[huge], counts[huge]),
+                                     (keys[at] & LO32).astype(np.uint32))
+        hit[at[h]], child[at[h]] = True, c
+        return hit, child[hit]
+
+    def _cached_children(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """`find_children` through the cache for probe ``keys`` at ``nodes`` (their distinct nodes, sorted)."""
         cached, ckeys, cids = self._wide
         if not bool(_members(nodes, cached).all()):
             cached, ckeys, cids = self._add_wide(nodes)
         hit, pos = lookup(ckeys, keys)
         return hit, cids[pos]
+
+    def _search_children(self, first: np.ndarray, deg: np.ndarray, tokens: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+        """Per probe, the child of label ``tokens[i]`` among nodes ``[first[i], first[i] + deg[i])`` (sorted
+        labels): (mask of found, their child ids), by a binary search vectorised over the probes."""
+        lo, hi = first.copy(), first + deg
+        live = np.arange(lo.size, dtype=np.int64)
+        for _ in range(int(deg.max(initial=0)).bit_length()):
+            live = live[lo[live] < hi[live]]
+            if live.size == 0:
+                break
+            mid = (lo[live] + hi[live]) >> 1
+            less = self.index.labels(mid) < tokens[live]
+            lo[live] = np.where(less, mid + 1, lo[live])
+            hi[live] = np.where(less, hi[live], mid)
+        inside = np.flatnonzero(lo < first + deg)
+        found = np.zeros(lo.size, dtype=bool)
+        found[inside] = self.index.labels(lo[inside]) == tokens[inside]
+        return found, lo[found]
 
     def _add_wide(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Decode the child keys of those of ``nodes`` (distinct, sorted) not cached yet and insert them."""

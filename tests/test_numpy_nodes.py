@@ -56,9 +56,13 @@ def test_lazy_facts_equal_eager_facts(keywords: KeywordSet, ids: str, seed: int)
     labels = np.concatenate([eager.label(kids), rng.integers(0, 2**32 - 1, size=50).astype(np.uint32)])
     pnodes = np.concatenate([parent, rand_nodes])
     keys = np.unique((pnodes.astype(np.uint64) << np.uint64(32)) | labels.astype(np.uint64))
-    for a, b in zip(eager.find_children(keys), lazy.find_children(keys), strict=True):
-        assert np.array_equal(a, b)
-    assert lazy.find_children(keys)[0].sum() == ix.num_nodes - 1
+    want = eager.find_children(keys)
+    assert want[0].sum() == ix.num_nodes - 1
+    for decode_max in (1 << 16, 1, 0):  # cached, cached or binary-searched by degree, all binary-searched
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(numpy_nodes, "WIDE_DECODE_MAX", decode_max)
+            got = LazyNodes(ix).find_children(keys)
+        assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)), decode_max
 
 
 @settings(max_examples=150)
@@ -75,10 +79,11 @@ def test_lazy_searcher_equals_eager_and_oracle(case) -> None:
     assert lazy.path_counts == eager.path_counts
 
 
-@pytest.mark.parametrize("cap", [1, 40, 1 << 30])
-def test_wide_cache_bounded_and_results_unchanged(cap: int) -> None:
+@pytest.mark.parametrize(("cap", "decode_max"), [(1, 1 << 16), (40, 1 << 16), (1 << 30, 1 << 16), (40, 20), (40, 0)])
+def test_wide_cache_bounded_and_results_unchanged(cap: int, decode_max: int) -> None:
     """Wide nodes (more children than valid proposals) at several depths; the cache emptied when it would
-    pass ``cap`` keys (1: at every new node), on threads over parts of a batch."""
+    pass ``cap`` keys (1: at every new node), nodes of more than ``decode_max`` children binary-searched
+    instead, on threads over parts of a batch."""
     rng = np.random.default_rng(3)
     kws = [[a, b, c] for a in range(1, 9) for b in range(10, 10 + 6 * a) for c in (1, 2 + a)]
     kws += [[int(x)] for x in rng.choice(2**31, size=300, replace=False) + 100]
@@ -88,13 +93,15 @@ def test_wide_cache_bounded_and_results_unchanged(cap: int) -> None:
     want = NumpySearcher(ix, decode="eager").search(proposals, config)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(numpy_nodes, "WIDE_CACHE_KEYS", cap)
+        mp.setattr(numpy_nodes, "WIDE_DECODE_MAX", decode_max)
         mp.setattr(numpy_search, "MAX_PART_QUERIES", 3)
         mp.setattr(numpy_search, "MIN_THREAD_QUERIES", 1)
         lazy = NumpySearcher(ix, decode="lazy", threads=3)
         assert_same(lazy.search(proposals, config), want)
         assert_same(lazy.search(proposals, config), want)  # again, with the cache filled
         assert lazy.path_counts["pair"] > 0
-        assert 0 < lazy._nodes.cached_keys <= max(cap, int(ix.max_degree) + 6 * 8)
+        assert lazy._nodes.cached_keys <= max(cap, decode_max + 6 * 8)
+        assert (lazy._nodes.cached_keys > 0) == (decode_max > 0)
 
 
 def test_decode_argument_and_auto() -> None:
