@@ -162,6 +162,8 @@ class LazyNodes:
         empty = np.zeros(0, dtype=np.int64)
         #: (sorted cached nodes, their sorted child keys, the child id of each key): replaced, never mutated
         self._wide: tuple[np.ndarray, np.ndarray, np.ndarray] = (empty, np.zeros(0, dtype=U64), empty)
+        #: label decodes spent so far binary-searching each node wider than `WIDE_DECODE_MAX` (not cached)
+        self._spent: dict[int, int] = {}
 
     @property
     def cached_keys(self) -> int:
@@ -205,15 +207,16 @@ class LazyNodes:
     def find_children(self, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """As `EagerNodes.find_children`.  Probes at a node of at most `WIDE_DECODE_MAX` children are looked up
         in the cache (the node's child keys decoded into it first); probes at a wider node binary-search its
-        children's labels (``log2(degree)`` label decodes a probe, nothing kept)."""
+        children's labels (``log2(degree)`` label decodes a probe, nothing kept) until those searches have cost
+        as many decodes as the node has children: then it is cached too (`_binary_searched`)."""
         pnode = (keys >> SH32).astype(np.int64)
         starts = np.flatnonzero(np.diff(pnode, prepend=-1))  # keys are sorted: each distinct node's first probe
         nodes = pnode[starts]
         first, deg = self.children(nodes)
-        huge = deg > WIDE_DECODE_MAX
+        counts = np.diff(np.append(starts, keys.size))  # probes per distinct node
+        huge = self._binary_searched(nodes, deg, counts)
         if not huge.any():
             return self._cached_children(nodes, keys)
-        counts = np.diff(np.append(starts, keys.size))  # probes per distinct node
         per_probe = np.repeat(huge, counts)
         child = np.zeros(keys.size, dtype=np.int64)
         hit = np.zeros(keys.size, dtype=bool)
@@ -226,6 +229,26 @@ class LazyNodes:
                                      (keys[at] & LO32).astype(np.uint32))
         hit[at[h]], child[at[h]] = True, c
         return hit, child[hit]
+
+    def _binary_searched(self, nodes: np.ndarray, deg: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Which of ``nodes`` (probed ``counts`` times) to binary-search this time: those of more than
+        `WIDE_DECODE_MAX` children, not cached, whose searches so far (``counts x log2(degree)`` decodes a
+        call, summed in ``_spent``) stay under their degree.  The rest go to the cache: a node is decoded
+        only once searching it has cost as much, so the work is at most twice the better of the two."""
+        huge = deg > WIDE_DECODE_MAX
+        if not huge.any():
+            return huge
+        huge &= ~_members(nodes, self._wide[0])
+        with self._lock:
+            for k in np.flatnonzero(huge).tolist():
+                node, d = int(nodes[k]), int(deg[k])
+                spent = self._spent.get(node, 0) + int(counts[k]) * d.bit_length()
+                if spent >= d:
+                    huge[k] = False
+                    self._spent.pop(node, None)
+                else:
+                    self._spent[node] = spent
+        return huge
 
     def _cached_children(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`find_children` through the cache for probe ``keys`` at ``nodes`` (their distinct nodes, sorted)."""

@@ -100,8 +100,24 @@ def test_wide_cache_bounded_and_results_unchanged(cap: int, decode_max: int) -> 
         assert_same(lazy.search(proposals, config), want)
         assert_same(lazy.search(proposals, config), want)  # again, with the cache filled
         assert lazy.path_counts["pair"] > 0
-        assert lazy._nodes.cached_keys <= max(cap, decode_max + 6 * 8)
-        assert (lazy._nodes.cached_keys > 0) == (decode_max > 0)
+        assert 0 < lazy._nodes.cached_keys <= max(cap, int(ix.max_degree) + 6 * 8)
+
+
+def test_a_wide_node_is_binary_searched_until_that_costs_its_degree() -> None:
+    """Ski rental: probes at a node of more than WIDE_DECODE_MAX children binary-search it (7 label decodes a
+    probe at 64 children) until the decodes spent reach its degree; then its child keys are cached."""
+    ks, ix = _index([[t] for t in range(10, 138, 2)] + [[10, 5]])  # the root: 64 children
+    eager = EagerNodes(ix)
+    keys = np.array([11, 12, 40, 137, 138], dtype=np.uint64)  # at the root: present 12, 40, 138
+    want = eager.find_children(keys)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(numpy_nodes, "WIDE_DECODE_MAX", 4)
+        lazy = LazyNodes(ix)
+        for call in range(1, 5):  # 5 probes x 7 decodes a call: 35, 70 >= 64 at the second call
+            got = lazy.find_children(keys)
+            assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True))
+            assert lazy.cached_keys == (0 if call < 2 else 64), call
+        assert lazy._spent == {}
 
 
 def test_decode_argument_and_auto() -> None:
