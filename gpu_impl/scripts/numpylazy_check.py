@@ -4,7 +4,8 @@
 
 Generates ``--n`` keywords, builds them with the GPU builder (the CPU builder without cupy), generates 16
 dense queries (K = 1000), then times ``NumpySearcher(index, decode="lazy")``'s set-up and its peak RSS growth,
-searches the 16 queries at beam 1000 (one batch) with numpy and with the GPU and compares them bit for bit,
+times numpy's side of the scale command's GPU == numpy check (4 queries, beams 10 and 1000, cold), searches
+the 16 queries at beam 1000 (one batch) with numpy and with the GPU and compares them bit for bit,
 and times numpy's batch-1 search of each query (warm: the second pass).  ``--eager-below S``: also the eager
 set-up when the run so far took under S seconds.  Writes ``DIR/numpylazy.json``; prints a short table last.
 """
@@ -58,6 +59,19 @@ def searcher_setup(idx: Any, mode: str, log: dict[str, Any]) -> Any:
     return s
 
 
+def check_like(ref: Any, proposals: Any, log: dict[str, Any]) -> None:
+    """numpy's side of the scale command's check (4 queries, beams 10 and 1000, K = beam), cold."""
+    from flashtrie.harness.workloads import truncate_proposals
+
+    from flashtrie import Proposals, SearchConfig
+
+    t0 = time.perf_counter()
+    for beam in (10, 1000):
+        p = truncate_proposals(Proposals(proposals.tokens[:4], proposals.logprobs[:4]), beam)
+        ref.search(p, SearchConfig(beam_width=beam))
+    log["numpy side of the scale check (4 queries, beams 10 + 1000, cold) s"] = round(time.perf_counter() - t0, 3)
+
+
 def compare(idx: Any, ref: Any, proposals: Any, log: dict[str, Any]) -> list[str]:
     """GPU == numpy at beam 1000 on the 16 queries (one batch), and numpy's batch-1 times."""
     from flashtrie.gpu_impl.scale_recorder import current_rss, peak_rss, reset_peak_rss
@@ -106,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     idx, proposals = inputs(count(args.n), log)
     log["nodes"] = int(idx.num_nodes)
     ref = searcher_setup(idx, "lazy", log)
+    check_like(ref, proposals, log)
     bad = compare(idx, ref, proposals, log)
     if args.eager_below and time.perf_counter() - t_start < args.eager_below:
         from flashtrie import SearchConfig
