@@ -416,9 +416,11 @@ def step_marisa(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     q = min(args.check_queries, workload(st).proposals.num_queries)
     ref = reference(rec, st)
     with rec.span("marisa == numpy", backend="marisa") as m:
-        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS)
+        split: dict[str, float] = {}
+        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS, split)
         m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
-                 beams=list(CHECK_BEAMS))
+                 beams=list(CHECK_BEAMS), numpy_decode=ref.decode, marisa_search_seconds=split.get("backend"),
+                 numpy_search_seconds=split.get("numpy"))
     return max(rc, EXIT_MISMATCH if bad else 0)
 
 

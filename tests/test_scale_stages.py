@@ -219,3 +219,28 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
         names = tar.getnames()
     assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
     assert not (tmp_path / "d" / "n6k").exists() and not (tmp_path / "d" / "n4k").exists()
+
+
+def test_same_as_numpy_times_each_side_and_names_the_difference(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from flashtrie.reference_cpu import NumpySearcher
+
+    from flashtrie import KeywordSet, Proposals
+
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]))
+    tok = np.array([[[1, 4, 9], [2, 3, 9]]] * 2, dtype=np.int64)
+    wl = SimpleNamespace(proposals=Proposals(tok, np.full(tok.shape, -0.5, dtype=np.float32)))
+    ref = NumpySearcher(idx, decode="lazy")
+    seconds: dict[str, float] = {}
+    assert scale_stages.same_as_numpy(NumpySearcher(idx), ref, wl, 2, (1, 3), seconds) == []
+    assert set(seconds) == {"backend", "numpy"} and all(v >= 0 for v in seconds.values())
+
+    class Off:  # a searcher one result short at every beam
+        def search(self, p, cfg):
+            r = ref.search(p, cfg)
+            r.keyword_ids[0, 0] = -1
+            return r
+
+    bad = scale_stages.same_as_numpy(Off(), NumpySearcher(idx), wl, 2, (1, 3))
+    assert len(bad) == 2 and bad[0].startswith("beam 1: ") and bad[1].startswith("beam 3: ")
