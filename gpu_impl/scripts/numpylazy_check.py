@@ -119,9 +119,17 @@ def main(argv: list[str] | None = None) -> int:
     log: dict[str, Any] = {"n": args.n, "cpus": os.cpu_count()}
     idx, proposals = inputs(count(args.n), log)
     log["nodes"] = int(idx.num_nodes)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:  # after each phase: a run stopped by the shell's timeout keeps what it measured
+        log["total s"] = round(time.perf_counter() - t_start, 1)
+        (out / "numpylazy.json").write_text(json.dumps(log, indent=1))
+
     ref = searcher_setup(idx, "lazy", log)
     check_like(ref, proposals, log)
     bad = compare(idx, ref, proposals, log)
+    save()
     if args.eager_below and time.perf_counter() - t_start < args.eager_below:
         from flashtrie import SearchConfig
         from flashtrie.search_types import result_difference
@@ -132,10 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         d = result_difference(eager, lazy)
         log["numpy eager == lazy (beam 1000)"] = "equal" if d is None else str(d)[:300]
         bad += [] if d is None else [str(d)]
-    log["total s"] = round(time.perf_counter() - t_start, 1)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "numpylazy.json").write_text(json.dumps(log, indent=1))
+    save()
     print("\n| what | value |\n| --- | --- |")
     for k, v in log.items():
         print(f"| {k} | {v} |")
