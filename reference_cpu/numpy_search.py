@@ -10,8 +10,9 @@ step is a function named for it, over the named state types of `numpy_state` (`F
   mid-edge (the only possible next token is ``e_off``; look ``q << 32 | e_off`` up in the row keys);
   at a node of degree ``d <= nvalid`` (enumerate its children, look ``q << 32 | label`` up in the row
   keys); at a node of degree ``d > nvalid`` (pair it with each valid proposal and look
-  ``node << 32 | token`` up in the sorted child keys ``parent << 32 | label``, after a one-hash
-  Bloom filter over the child keys drops most absent probes);
+  ``node << 32 | token`` up in the sorted child keys ``parent << 32 | label``: eager, all of them after a
+  one-hash Bloom filter over them drops most absent probes; lazy, the wide nodes' cached ones, or a binary
+  search of the children's labels at the widest nodes);
 * the per-node facts come from `numpy_nodes`: decoded for every node up front (``decode="eager"``) or
   for the nodes a search reaches (``"lazy"``: set-up and memory grow with what searches touch);
 * **score and threshold** (steps 3-4, `_score_and_threshold`);
