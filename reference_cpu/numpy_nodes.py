@@ -17,6 +17,7 @@ Both answer the same calls (``edge_len``, ``children``, ``has_children``, ``term
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,7 +28,8 @@ from .numpy_state import LO32, SH32, U64, excl_cumsum, lookup, segment_iota
 __all__ = ["EagerNodes", "LazyNodes", "WIDE_CACHE_KEYS", "WIDE_DECODE_MAX"]
 
 _BLOOM_MUL = np.uint64(0x9E37_79B9_7F4A_7C15)
-#: `LazyNodes` empties its wide-node cache before it would pass this many child keys (16 bytes each).
+#: `LazyNodes` empties its wide-node cache before it would pass this many child keys (8 bytes each, in an
+#: array of up to twice the keys).
 WIDE_CACHE_KEYS = 1 << 25
 #: `LazyNodes` caches the child keys of pair-path nodes of up to this many children; at wider nodes (the
 #: root, the most popular first tokens) each probe binary-searches the children's labels instead.  (At 100M,
@@ -153,22 +155,64 @@ class EagerNodes:
         return hit, cidx + 1
 
 
+@dataclass(frozen=True)
+class _WideCache:
+    """The cached wide nodes' child labels, append-only: the nodes cached get slots 0, 1, 2, ... in the order
+    they came, and ``keys[:size]`` holds ``slot << 32 | label`` of their children, slot after slot, so it is
+    sorted.  ``nodes`` (sorted) and ``slots`` map a node to its slot; per slot, ``start`` (its first key) and
+    ``first`` (its first child's id).  A new node appends to ``keys`` past ``size`` (a new array when it is
+    full): a reader's snapshot never changes."""
+
+    nodes: np.ndarray
+    slots: np.ndarray
+    start: np.ndarray
+    first: np.ndarray
+    keys: np.ndarray
+    size: int
+
+    @classmethod
+    def empty(cls) -> _WideCache:
+        z = np.zeros(0, dtype=np.int64)
+        return cls(z, z, z, z, np.zeros(0, dtype=U64), 0)
+
+    def lookup(self, nodes: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Probes (cached ``nodes``, ``tokens``): (mask of those that are children, their child ids)."""
+        slot = self.slots[np.searchsorted(self.nodes, nodes)]
+        hit, pos = lookup(self.keys[: self.size], (slot.astype(U64) << SH32) | tokens.astype(U64))
+        s = slot[hit]
+        return hit, self.first[s] + pos - self.start[s]
+
+    def add(self, new: np.ndarray, first: np.ndarray, deg: np.ndarray, labels: np.ndarray) -> _WideCache:
+        """This cache and the nodes ``new`` (distinct, sorted, none cached) with their ``first`` child, degree
+        and their children's ``labels`` (concatenated)."""
+        slots = np.arange(self.start.size, self.start.size + new.size, dtype=np.int64)
+        keys = (np.repeat(slots, deg).astype(U64) << SH32) | labels.astype(U64)
+        size = self.size + keys.size
+        buf = self.keys
+        if size > buf.size:  # a new array, twice the keys: appends cost O(1) a key on average
+            buf = np.empty(max(2 * size, 1 << 16), dtype=U64)
+            buf[: self.size] = self.keys[: self.size]
+        buf[self.size : size] = keys
+        at = np.searchsorted(self.nodes, new)
+        return _WideCache(np.insert(self.nodes, at, new), np.insert(self.slots, at, slots),
+                          np.append(self.start, self.size + excl_cumsum(deg)), np.append(self.first, first), buf,
+                          size)
+
+
 class LazyNodes:
     """Every fact computed on demand by the index's decoders; only the wide nodes' child keys are cached."""
 
     def __init__(self, index: NarrowLoudsIndex) -> None:
         self.index = index
         self._lock = threading.Lock()
-        empty = np.zeros(0, dtype=np.int64)
-        #: (sorted cached nodes, their sorted child keys, the child id of each key): replaced, never mutated
-        self._wide: tuple[np.ndarray, np.ndarray, np.ndarray] = (empty, np.zeros(0, dtype=U64), empty)
+        self._wide = _WideCache.empty()  # replaced by each addition, never changed under a reader
         #: label decodes spent so far binary-searching each node wider than `WIDE_DECODE_MAX` (not cached)
         self._spent: dict[int, int] = {}
 
     @property
     def cached_keys(self) -> int:
         """Child keys held by the wide-node cache now."""
-        return int(self._wide[1].size)
+        return self._wide.size
 
     def edge_len(self, nodes: np.ndarray) -> np.ndarray:
         return self.index.edge_lengths(nodes)  # 0 for the root
@@ -238,7 +282,7 @@ class LazyNodes:
         huge = deg > WIDE_DECODE_MAX
         if not huge.any():
             return huge
-        huge &= ~_members(nodes, self._wide[0])
+        huge &= ~_members(nodes, self._wide.nodes)
         with self._lock:
             for k in np.flatnonzero(huge).tolist():
                 node, d = int(nodes[k]), int(deg[k])
@@ -252,11 +296,10 @@ class LazyNodes:
 
     def _cached_children(self, nodes: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """`find_children` through the cache for probe ``keys`` at ``nodes`` (their distinct nodes, sorted)."""
-        cached, ckeys, cids = self._wide
-        if not bool(_members(nodes, cached).all()):
-            cached, ckeys, cids = self._add_wide(nodes)
-        hit, pos = lookup(ckeys, keys)
-        return hit, cids[pos]
+        cache = self._wide
+        if not bool(_members(nodes, cache.nodes).all()):
+            cache = self._add_wide(nodes)
+        return cache.lookup((keys >> SH32).astype(np.int64), (keys & LO32).astype(np.uint32))
 
     def _search_children(self, first: np.ndarray, deg: np.ndarray, tokens: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
@@ -277,20 +320,15 @@ class LazyNodes:
         found[inside] = self.index.labels(lo[inside]) == tokens[inside]
         return found, lo[found]
 
-    def _add_wide(self, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Decode the child keys of those of ``nodes`` (distinct, sorted) not cached yet and insert them."""
+    def _add_wide(self, nodes: np.ndarray) -> _WideCache:
+        """The cache with the child keys of those of ``nodes`` (distinct, sorted) not in it yet."""
         with self._lock:
-            cached, ckeys, cids = self._wide
-            new = nodes[~_members(nodes, cached)]
+            cache = self._wide
+            new = nodes[~_members(nodes, cache.nodes)]
             first, deg = self.children(new)
-            total = int(deg.sum())
-            if ckeys.size + total > WIDE_CACHE_KEYS:  # start over: memory stays bounded
-                cached, ckeys, cids = self._wide[0][:0], ckeys[:0], cids[:0]
-                new = nodes
+            if cache.size + int(deg.sum()) > WIDE_CACHE_KEYS:  # start over: memory stays bounded
+                cache, new = _WideCache.empty(), nodes
                 first, deg = self.children(new)
-            seg, child = segment_iota(first, deg)
-            keys = (new[seg].astype(U64) << SH32) | self.index.labels(child).astype(U64)
-            at = np.searchsorted(ckeys, keys)  # the new nodes' keys are sorted and never interleave the old
-            self._wide = (np.insert(cached, np.searchsorted(cached, new), new), np.insert(ckeys, at, keys),
-                          np.insert(cids, at, child))
+            _, child = segment_iota(first, deg)
+            self._wide = cache.add(new, first, deg, self.index.labels(child))
             return self._wide
