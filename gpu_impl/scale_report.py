@@ -5,8 +5,10 @@
 Sections: provenance (records, runs, dates, commit, commands), environment, the issue's bars (each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the
 latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
-upload's host-to-device bandwidth, our index against marisa-trie's with and without the id maps, then one
-stage table per library size (the build's sub-stages, the index's bytes per array) and every latency record.
+upload's host-to-device bandwidth, GPU == numpy per size (the numpy reference's decode mode and set-up), our
+index against marisa-trie's with and without the id maps, then one stage table per library size (the build's
+sub-stages, the query generator's and the verified load's seconds per step, the index's bytes per array) and
+every latency record.
 ``--commit`` names the commit by hand where the records' ``env.git`` is wrong (a copied tree run without
 ``FLASHTRIE_COMMIT``); the report says it was given by hand and what the records say.  Figures
 (`scale_plots`): latency vs size, and the stage times at the largest size.
@@ -246,7 +248,7 @@ def _stage_tables(records: Sequence[Record]) -> list[str]:
         if any(r.metrics.get("rss_scope") != "stage" for r in recs if size_of(r) == n):
             lines += ["Peak RSS: the stage's own (the high-water mark reset as it starts); * the process's peak so "
                       "far (no reset possible, or a record written outside a stage).", ""]
-        lines += _substages(recs, n) + _query_split(recs, n) + _array_bytes(recs, n)
+        lines += _substages(recs, n) + _query_split(recs, n) + _load_split(recs, n) + _array_bytes(recs, n)
     return lines
 
 
@@ -262,18 +264,28 @@ def _substages(recs: Sequence[Record], n: int) -> list[str]:
     return [head, ""] + _table(["sub-stage", "seconds", "of the build"], rows) + [""]
 
 
-def _query_split(recs: Sequence[Record], n: int) -> list[str]:
-    """The query generator's seconds per step (``split``, where the generator reports them)."""
-    gens = [r for r in recs if size_of(r) == n and str(r.config.get("stage", "")).startswith("generate ")
-            and "queries" in str(r.config.get("stage")) and isinstance(r.metrics.get("split"), dict)]
-    if not gens or not gens[-1].metrics["split"]:
+def _split(recs: Sequence[Record], n: int, pick: Callable[[str], bool], title: str, step: str) -> list[str]:
+    """The seconds per step (``split``) of the last record at ``n`` whose stage ``pick`` accepts."""
+    hits = [r for r in recs if size_of(r) == n and pick(str(r.config.get("stage", "")))
+            and isinstance(r.metrics.get("split"), dict)]
+    if not hits or not hits[-1].metrics["split"]:
         return []
-    g = gens[-1]
+    g = hits[-1]
     total = float(g.metrics["seconds"])
     rows = [[name, sec, f"{100 * float(sec) / total:.0f} %" if total > 0 else None]
             for name, sec in g.metrics["split"].items()]
-    return ([f"Query generation by step ({g.config['stage']}):", ""]
-            + _table(["step", "seconds", "of the stage"], rows) + [""])
+    return [f"{title} ({g.config['stage']}):", ""] + _table([step, "seconds", "of the stage"], rows) + [""]
+
+
+def _query_split(recs: Sequence[Record], n: int) -> list[str]:
+    """The query generator's seconds per step (``split``, where the generator reports them)."""
+    return _split(recs, n, lambda st: st.startswith("generate ") and "queries" in st, "Query generation by step",
+                  "step")
+
+
+def _load_split(recs: Sequence[Record], n: int) -> list[str]:
+    """The verified load's seconds per check (`NarrowLoudsIndex.load`'s ``timings``)."""
+    return _split(recs, n, lambda st: st == "load index (verify)", "Verified load by check", "check")
 
 
 def _array_bytes(recs: Sequence[Record], n: int) -> list[str]:
@@ -361,6 +373,30 @@ def _upload(records: Sequence[Record]) -> list[str]:
                                          "`upload s` is the index's upload alone.", ""]
 
 
+def _checks(records: Sequence[Record]) -> list[str]:
+    """GPU == numpy per size: the numpy reference's decode mode and set-up, each side's search seconds."""
+    recs = stage_records(records)
+    checks = [r for r in recs if r.config.get("stage") == "GPU == numpy"]
+    lines = ["## GPU == numpy (bit for bit, the numpy reference)", ""]
+    if not checks:
+        return lines + ["No check in these records.", ""]
+    rows = []
+    for r in sorted(checks, key=lambda r: size_of(r) or 0):
+        n, m = size_of(r), r.metrics
+        ref = _last_at([x for x in recs if x.config.get("stage") == "numpy searcher"], n)
+        rm = ref.metrics if ref is not None else {}
+        rows.append([_n_text(n), m.get("numpy_decode", rm.get("decode")), rm.get("seconds"),
+                     f"{rm['peak_rss_bytes'] / GB:.1f}" if rm.get("peak_rss_bytes") else None, m.get("queries"),
+                     ", ".join(str(b) for b in m.get("beams") or []) or None, m.get("gpu_search_seconds"),
+                     m.get("numpy_search_seconds"), m.get("seconds"), r.status + (f": {r.message}" if r.message
+                                                                                 else "")])
+    head = ["N", "numpy decode", "numpy set-up s", "set-up peak RSS GB", "queries", "beams (K = beam)", "GPU search s",
+            "numpy search s", "check s", "status"]
+    return lines + _table(head, rows) + [
+        "", "numpy decode: `eager` decodes every node when the searcher is made, `lazy` only the nodes each search "
+        "reaches (`NumpySearcher(decode=\"auto\")` picks by the index's size); the results are the same.", ""]
+
+
 def _marisa_sizes(records: Sequence[Record]) -> list[str]:
     """Our index file against marisa-trie's BinaryTrie of the same keywords, each with and without an id map."""
     recs = [r for r in stage_records(records) if r.config.get("stage") == "index size vs marisa-trie"]
@@ -407,7 +443,7 @@ def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = 
     lines = ["# Paper scale on one GPU (issue 13): stages, search and bars", "",
              "Rendered by `python -m flashtrie.gpu_impl.scale_stages render` from the records below only.", ""]
     lines += _provenance(records, sources, commit) + _environment(records) + _bars(records)
-    lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records)
+    lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records) + _checks(records)
     lines += _marisa_sizes(records) + _stage_tables(records)
     if figs:
         lines += [f"![stage times]({figs[0].name})", ""]

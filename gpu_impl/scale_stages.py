@@ -5,19 +5,24 @@
 A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
 so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):
 
-* ``prepare``: gen, queries, build (+ sizes with ``--marisa-size``);  ``serve``: load, upload, bench, check
-  (``--no-check``: none), marisa (when ``--cpu`` names it);  ``gen`` / ``queries`` / ``build`` / ``sizes`` /
-  ``check`` / ``bench``: one step (or the few it needs), reading the files of earlier processes from ``--dir``.
+* ``prepare``: gen, queries, warmup, build (+ sizes with ``--marisa-size``);  ``serve``: load, upload, bench,
+  check (``--no-check``: none), marisa (when ``--cpu`` names it);  ``gen`` / ``queries`` / ``build`` /
+  ``sizes`` / ``check`` / ``bench`` / ``marisa``: one step (or the few it needs), reading the files of earlier
+  processes from ``--dir`` (``marisa`` with ``--cpu marisa``: the marisa step alone, after the others).
 * Steps: ``gen`` generates the keywords (`generate_keywords_from`, all cores); ``queries`` 16 dense queries,
-  K = 1000 (`generate_queries`); ``build`` the index (the GPU builder where cupy and a GPU are present, else
-  the CPU builder, or ``--builder``) and saves it; ``sizes`` our file with and without the keyword-id map
-  against marisa-trie's BinaryTrie with and without one; ``load`` the index with verification; ``upload``
-  `GpuSearcher`; ``bench`` `sweep_beam_width` (beams 1 ... 1000, K = beam, host arrays in and out) on the GPU
+  K = 1000 (`generate_queries`, its seconds per step in the record's ``split``); ``warmup`` chooses the
+  builder and, for the GPU builder, builds `WARMUP_KEYWORDS` keywords as its own stage (cupy's first-use
+  kernel compilation is then not in the build's figure); ``build`` the index (the GPU builder where cupy
+  and a GPU are present, else the CPU builder, or ``--builder``) and saves it; ``sizes`` our file with and
+  without the keyword-id map against marisa-trie's BinaryTrie with and without one; ``load`` the index with
+  verification (its seconds per check in ``split``); ``upload`` `GpuSearcher`; ``bench`` `sweep_beam_width`
+  (beams 1 ... 1000, K = beam, host arrays in and out) on the GPU
   and ``--cpu`` numpy at batch 1 (every case compared with numpy), the GPU alone at the other ``--batches``;
   ``check`` GPU == numpy on a few queries; ``marisa`` the marisa searcher, its sweep at batch 1 and
   marisa == numpy on a few queries.  The numpy reference is made once per process and timed as its own
-  stage: it decodes every node of the index, the slowest part of a check at 800M, so the check comes after
-  the bench.  Without a GPU the GPU steps record ``skipped`` with the reason.
+  stage (``decode="auto"``: every node decoded up front on small indexes, only the nodes a search reaches
+  on large ones; the record's ``decode`` says which), so the check costs seconds at 800M; the check's record
+  holds each side's search seconds.  Without a GPU the GPU steps record ``skipped`` with the reason.
 * ``--budget KEY=SECONDS`` (keys: the step names) and ``--deadline EPOCH`` bound the steps: one past its
   limit is recorded as timed out and the process exits with status 124 (`scale_recorder`).
 * Exit status: 0 all ok, 3 a mismatch, 4 a step failed (recorded), 5 a step found no time left (recorded
@@ -48,10 +53,14 @@ __all__ = ["PROCESSES", "State", "main"]
 
 #: The steps of each process, in order (``sizes`` and ``marisa`` run only when their option asks).
 PROCESSES: dict[str, tuple[str, ...]] = {
-    "prepare": ("gen", "queries", "build", "sizes"), "serve": ("load", "upload", "bench", "check", "marisa"),
-    "gen": ("gen",), "queries": ("queries",), "build": ("build",), "sizes": ("sizes",),
-    "check": ("load", "upload", "check"), "bench": ("load", "upload", "bench", "marisa"),
+    "prepare": ("gen", "queries", "warmup", "build", "sizes"),
+    "serve": ("load", "upload", "bench", "check", "marisa"),
+    "gen": ("gen",), "queries": ("queries",), "build": ("warmup", "build"), "sizes": ("sizes",),
+    "check": ("load", "upload", "check"), "bench": ("load", "upload", "bench", "marisa"), "marisa": ("marisa",),
 }
+#: Keywords of the GPU builder's warm-up build (cupy compiles its kernels on first use, about 20 s on a fresh
+#: machine; cached on disk after that): enough for every path of the build (high labels, links, duplicates).
+WARMUP_KEYWORDS = 20_000
 _count = count  # 800M, 10k, 1G (the CLI's parser)
 CHECK_BEAMS = (10, 1000)
 EXIT_MISMATCH, EXIT_FAILED, EXIT_NO_TIME = 3, 4, 5
@@ -66,9 +75,10 @@ class State:
     wl: Any = None  # QueryWorkload
     idx: Any = None  # NarrowLoudsIndex
     gpu: Any = None  # GpuSearcher
-    ref: Any = None  # NumpySearcher (its construction decodes every node: made once, shared)
+    ref: Any = None  # NumpySearcher (made once, shared; eager up to its EAGER_MAX_NODES, else lazy)
     no_gpu: str | None = None  # why the GPU steps are skipped
-    builder: str | None = None
+    builder: str | None = None  # "gpu" | "cpu", chosen by the warm-up step
+    no_gpu_builder: str | None = None  # why the GPU builder is not used
 
     @property
     def kw_path(self) -> Path:
@@ -112,12 +122,16 @@ def index(rec: Recorder, st: State) -> Any:
 
 
 def reference(rec: Recorder, st: State) -> Any:
-    """The numpy reference searcher of the index, made (and timed: it decodes every node) on first use."""
+    """The numpy reference searcher of the index, made (and timed) on first use: ``decode="auto"`` decodes
+    every node up front on small indexes, only the nodes each search reaches on large ones (the record
+    says which)."""
     if st.ref is None:
         from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
         idx = index(rec, st)
-        st.ref = rec.timed("numpy searcher", lambda: NumpySearcher(idx), backend="numpy", nodes=int(idx.num_nodes))
+        with rec.span("numpy searcher", backend="numpy") as m:
+            st.ref = NumpySearcher(idx)
+            m.update(nodes=int(idx.num_nodes), decode=st.ref.decode)
     return st.ref
 
 
@@ -168,11 +182,25 @@ def build_with(builder: str, ks: Any, progress: Any = None, ids: str = "input") 
     return NarrowLoudsIndex.build(ks, progress, ids=ids)
 
 
+def step_warmup(rec: Recorder, st: State, args: argparse.Namespace) -> None:
+    """Chooses the builder; for the GPU builder, one build of `WARMUP_KEYWORDS` keywords as its own stage, so
+    that cupy's first-use kernel compilation is not charged to the build's figure."""
+    st.builder, st.no_gpu_builder = choose_builder(args.builder)
+    if st.no_gpu_builder:
+        print(f"[scale] GPU builder unavailable ({st.no_gpu_builder}); building on the CPU", flush=True)
+    if st.builder != "gpu":
+        return
+    from flashtrie.datasets import generate_keywords
+
+    small = generate_keywords(WARMUP_KEYWORDS, seed=args.seed + 1, threads=1)
+    rec.timed("GPU builder warm-up", lambda: build_with("gpu", small), backend="gpu", keywords=WARMUP_KEYWORDS)
+
+
 def step_build(rec: Recorder, st: State, args: argparse.Namespace) -> None:
     ks = keywords(rec, st)
-    st.builder, why = choose_builder(args.builder)
-    if why:
-        print(f"[scale] GPU builder unavailable ({why}); building on the CPU", flush=True)
+    if st.builder is None:
+        step_warmup(rec, st, args)
+    why = st.no_gpu_builder
     marks: list[tuple[str, float]] = []
     with rec.span("build", backend=st.builder) as m:
         t0 = time.perf_counter()
@@ -242,8 +270,10 @@ def step_load(rec: Recorder, st: State, args: argparse.Namespace | None) -> None
     from flashtrie import NarrowLoudsIndex
 
     size = st.index_path.stat().st_size
-    st.idx = rec.timed("load index (verify)", lambda: NarrowLoudsIndex.load(st.index_path, verify=True),
-                       nbytes=lambda _: size)
+    split: dict[str, float] = {}  # seconds per check (`NarrowLoudsIndex.load`'s ``timings``), filled by the record
+    st.idx = rec.timed("load index (verify)", lambda: NarrowLoudsIndex.load(st.index_path, verify=True,
+                                                                             timings=split),
+                       nbytes=lambda _: size, split=split)
 
 
 def gpu_missing() -> str | None:
@@ -288,8 +318,10 @@ def step_upload(rec: Recorder, st: State, args: argparse.Namespace) -> None:
         m["nbytes"] = m.get("copy_bytes", m.get("index_bytes", st.index_path.stat().st_size))
 
 
-def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[int, ...]) -> list[str]:
-    """The first difference from the numpy reference at each beam (K = beam) on the first ``queries``."""
+def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[int, ...],
+                  seconds: dict[str, float] | None = None) -> list[str]:
+    """The first difference from the numpy reference at each beam (K = beam) on the first ``queries``;
+    ``seconds`` (optional) receives the time of each side's searches ("backend", "numpy")."""
     from flashtrie.harness.workloads import truncate_proposals
 
     from flashtrie import SearchConfig
@@ -298,7 +330,14 @@ def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[i
     for beam in beams:
         p = truncate_proposals(wl.proposals[:queries], beam)
         cfg = SearchConfig(beam_width=beam)
-        diff = searcher.search(p, cfg).first_difference(ref.search(p, cfg))
+        t0 = time.perf_counter()
+        got = searcher.search(p, cfg)
+        t1 = time.perf_counter()
+        want = ref.search(p, cfg)
+        if seconds is not None:
+            seconds["backend"] = round(seconds.get("backend", 0.0) + t1 - t0, 4)
+            seconds["numpy"] = round(seconds.get("numpy", 0.0) + time.perf_counter() - t1, 4)
+        diff = got.first_difference(want)
         if diff is not None:
             bad.append(f"beam {beam}: {diff}")
     return bad
@@ -312,9 +351,11 @@ def step_check(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     q = min(args.check_queries, wl.proposals.num_queries)
     ref = reference(rec, st)
     with rec.span("GPU == numpy", backend="gpu") as m:
-        bad = same_as_numpy(st.gpu, ref, wl, q, CHECK_BEAMS)
+        split: dict[str, float] = {}
+        bad = same_as_numpy(st.gpu, ref, wl, q, CHECK_BEAMS, split)
         m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
-                 beams=list(CHECK_BEAMS))
+                 beams=list(CHECK_BEAMS), numpy_decode=ref.decode, gpu_search_seconds=split.get("backend"),
+                 numpy_search_seconds=split.get("numpy"))
     return EXIT_MISMATCH if bad else 0
 
 
@@ -369,19 +410,22 @@ def step_marisa(rec: Recorder, st: State, args: argparse.Namespace) -> int:
     from flashtrie.reference_cpu import MarisaSearcher
 
     ks = keywords(rec, st)
+    index(rec, st)  # loaded already in a serve process; the marisa process loads it here
     ms = rec.timed("marisa searcher", lambda: MarisaSearcher(ks), backend="marisa")
     rc = _sweep(rec, st, args, "bench batch 1 (marisa)", {"marisa": ms}, 1, ks)
     q = min(args.check_queries, workload(st).proposals.num_queries)
     ref = reference(rec, st)
     with rec.span("marisa == numpy", backend="marisa") as m:
-        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS)
+        split: dict[str, float] = {}
+        bad = same_as_numpy(ms, ref, workload(st), q, CHECK_BEAMS, split)
         m.update(status="mismatch" if bad else "ok", message="; ".join(bad) or None, queries=q,
-                 beams=list(CHECK_BEAMS))
+                 beams=list(CHECK_BEAMS), numpy_decode=ref.decode, marisa_search_seconds=split.get("backend"),
+                 numpy_search_seconds=split.get("numpy"))
     return max(rc, EXIT_MISMATCH if bad else 0)
 
 
-STEPS = {"gen": step_gen, "queries": step_queries, "build": step_build, "sizes": step_sizes, "load": step_load,
-         "upload": step_upload, "check": step_check, "bench": step_bench, "marisa": step_marisa}
+STEPS = {"gen": step_gen, "queries": step_queries, "warmup": step_warmup, "build": step_build, "sizes": step_sizes,
+         "load": step_load, "upload": step_upload, "check": step_check, "bench": step_bench, "marisa": step_marisa}
 
 
 def wanted(step: str, args: argparse.Namespace) -> bool:

@@ -10,8 +10,11 @@ step is a function named for it, over the named state types of `numpy_state` (`F
   mid-edge (the only possible next token is ``e_off``; look ``q << 32 | e_off`` up in the row keys);
   at a node of degree ``d <= nvalid`` (enumerate its children, look ``q << 32 | label`` up in the row
   keys); at a node of degree ``d > nvalid`` (pair it with each valid proposal and look
-  ``node << 32 | token`` up in the globally sorted child keys ``parent << 32 | label``, after a one-hash
-  Bloom filter over the child keys drops most absent probes);
+  ``node << 32 | token`` up in the sorted child keys ``parent << 32 | label``: eager, all of them after a
+  one-hash Bloom filter over them drops most absent probes; lazy, the wide nodes' cached ones, or a binary
+  search of the children's labels at the widest nodes);
+* the per-node facts come from `numpy_nodes`: decoded for every node up front (``decode="eager"``) or
+  for the nodes a search reaches (``"lazy"``: set-up and memory grow with what searches touch);
 * **score and threshold** (steps 3-4, `_score_and_threshold`);
 * **offer to the pool** (`_offer_to_pool`, `Pool.merge`): pool key ``(desc_key32(n), t, r, xrank)``,
   merged stably with older entries first;
@@ -43,6 +46,12 @@ from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_r
 from flashtrie.search_core import check_index, check_request, start_states
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
+from .numpy_nodes import (
+    EagerNodes,
+    LazyNodes,
+    _all_child_ranges,  # noqa: F401 - the tests check it here
+    _all_keyword_ids,  # noqa: F401 - the tests check it here
+)
 from .numpy_state import (
     LO32,
     SH32,
@@ -52,15 +61,18 @@ from .numpy_state import (
     Pool,
     Row,
     SortKeys,
-    excl_cumsum,
     group_ranks,
     lookup,
     segment_iota,
 )
 
-__all__ = ["NumpySearcher", "SearchStats", "MAX_PART_QUERIES", "MIN_THREAD_QUERIES"]
+__all__ = ["NumpySearcher", "SearchStats", "MAX_PART_QUERIES", "MIN_THREAD_QUERIES", "DECODE_MODES",
+           "EAGER_MAX_NODES"]
 
-_BLOOM_MUL = np.uint64(0x9E37_79B9_7F4A_7C15)
+#: The accepted values of ``decode`` (see `NumpySearcher`).
+DECODE_MODES = ("auto", "eager", "lazy")
+#: ``decode="auto"`` decodes every node up front up to this many nodes, and lazily above.
+EAGER_MAX_NODES = 1 << 24
 #: The counters `NumpySearcher` measures with ``collect_stats=True`` (`SearchStats.FIELDS` defines them).
 STAT_FIELDS = ("considered", "valid", "kept", "frontier", "pool_offers", "live_queries")
 _CONSIDERED, _VALID, _KEPT, _FRONTIER, _OFFERS, _LIVE = range(len(STAT_FIELDS))
@@ -109,40 +121,19 @@ class _Expansion:
 _NO_EXPANSION = _Expansion(*(np.zeros(0, dtype=np.int64) for _ in range(4)))
 
 
-def _all_child_ranges(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``index.child_range(nodes)`` for ``nodes`` = every node, in one pass over the LOUDS bits: select0(i) of
-    every i < n is the position of the i-th zero (a per-node select0 costs about a microsecond a node)."""
-    n = nodes.size
-    zeros = np.flatnonzero(~index.louds.to_bools())[:n]
-    if zeros.size != n:
-        raise ValueError(f"index: the LOUDS has {zeros.size} zeros for {n} nodes")
-    end = zeros - nodes + 1
-    first = np.empty(n, dtype=np.int64)
-    first[:1] = 1
-    first[1:] = zeros[:-1] + 2 - nodes[1:]
-    return first, end
-
-
-def _all_keyword_ids(index: NarrowLoudsIndex, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``index.is_terminal(nodes)`` and ``index.keyword_ids_of(nodes)`` for ``nodes`` = every node, in one pass:
-    the r-th terminal node in node order has terminal rank r."""
-    term = index.terminal.to_bools()[: nodes.size]
-    ends = np.flatnonzero(term)
-    ranks = np.arange(ends.size, dtype=np.int64)
-    kwid = np.full(nodes.size, -1, dtype=np.int64)
-    kwid[ends] = index.keyword_ids.get(ranks) if index.keyword_ids.size else ranks
-    return term, kwid
-
-
 class NumpySearcher:
     """Exact trie-constrained beam search over a `NarrowLoudsIndex`, in vectorised numpy."""
 
     name = "numpy"
 
     def __init__(self, index: NarrowLoudsIndex, *, early_stop: bool = True, collect_stats: bool = False,
-                 threads: int | None = 1) -> None:
-        """Decode the index once into flat helper arrays (per node: child range, label, edge, keyword).
+                 threads: int | None = 1, decode: str = "auto") -> None:
+        """Set up the per-node facts the search reads (`numpy_nodes`).
 
+        ``decode``: "eager" decodes every node once into flat arrays (fastest per search; set-up time and
+        about 60 bytes per node grow with the index), "lazy" decodes only the nodes each search reaches
+        (set-up free, memory in proportion to what searches touch), "auto" (default) eager up to
+        `EAGER_MAX_NODES` nodes, else lazy.  The results are identical in every mode.
         ``early_stop`` drops a query's frontier once no later candidate can enter its pool (the
         contract's allowed shortcut; the output is identical either way).  ``collect_stats`` fills
         ``last_stats`` (a `SearchStats`) on every search; it never changes results.  ``threads``: a batch
@@ -155,53 +146,21 @@ class NumpySearcher:
             threads = usable_cpus()
         if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or threads < 1:
             raise InputError(f"threads: expected an integer >= 1 or None, got {threads!r}")
+        if decode not in DECODE_MODES:
+            raise InputError(f"decode: expected one of {', '.join(map(repr, DECODE_MODES))}, got {decode!r}")
         self.threads = int(threads)
         self.early_stop = bool(early_stop)
         self.collect_stats = bool(collect_stats)
+        #: "eager" or "lazy": how the per-node facts are decoded ("auto" resolved by the index's size)
+        self.decode = decode if decode != "auto" else (
+            "eager" if self.index.num_nodes <= EAGER_MAX_NODES else "lazy")
         #: counters of the last search when ``collect_stats`` is on, else None
         self.last_stats: SearchStats | None = None
         #: how many candidates each intersection path produced in the last search (for tests/diagnostics)
         self.path_counts: dict[str, int] = dict.fromkeys(_PATHS, 0)
-        self._decode_nodes(self.index)
-        self._build_bloom()
+        self._nodes: EagerNodes | LazyNodes = (EagerNodes(self.index) if self.decode == "eager"
+                                               else LazyNodes(self.index))
         self._max_len = max(int(self.index.max_keyword_length), 1)
-
-    def _decode_nodes(self, index: NarrowLoudsIndex) -> None:
-        """Per node: first child and degree, label, edge length, terminal flag, keyword id; the edge tails;
-        the sorted child keys ``parent << 32 | label``."""
-        n = int(index.num_nodes)
-        nodes = np.arange(n, dtype=np.int64)
-        first, end = _all_child_ranges(index, nodes)
-        self._first = np.asarray(first, dtype=np.int64)
-        self._deg = np.asarray(end, dtype=np.int64) - self._first
-        self._label = np.asarray(index.labels(nodes), dtype=np.uint32)
-        elen = np.array(index.edge_lengths(nodes), dtype=np.int64)
-        if n:
-            elen[0] = 0  # the root has no incoming edge; (0, 0) is "at the node"
-        self._elen = elen
-        self._term, self._kwid = _all_keyword_ids(index, nodes)
-        # Edge tails e_1 .. e_{m-1} of every node, concatenated: e_o of node j is tail[tail_start[j] + o - 1].
-        tail_len = np.maximum(elen - 1, 0)
-        self._tail_start = excl_cumsum(tail_len)
-        tnode, toff = segment_iota(np.ones(n, dtype=np.int64), tail_len)
-        self._tail = (np.asarray(index.edge_tokens(tnode, toff), dtype=np.uint32) if tnode.size
-                      else np.zeros(0, dtype=np.uint32))
-        # parent << 32 | label over nodes 1..n-1: globally sorted (level order, sorted children).
-        parent = np.repeat(nodes, self._deg)
-        if parent.size != max(n - 1, 0):
-            raise ValueError(f"index: child ranges cover {parent.size} nodes, expected {max(n - 1, 0)}")
-        self._ckeys = (parent.astype(U64) << SH32) | self._label[1:].astype(U64)
-        if self._ckeys.size > 1 and not bool(np.all(self._ckeys[1:] > self._ckeys[:-1])):
-            raise ValueError("index: child keys (parent, label) are not strictly increasing in node order")
-
-    def _build_bloom(self) -> None:
-        """One-hash Bloom filter over the child keys (16 bits per key, ~6 % false positives): the pair path
-        drops most absent (node, token) probes with one gather from a cache-sized bit array."""
-        bloom_bits = max(10, (16 * max(self._ckeys.size, 1) - 1).bit_length())
-        self._bloom_shift = np.uint64(64 - bloom_bits)
-        self._bloom = np.zeros(1 << (bloom_bits - 6), dtype=np.uint64)
-        h = (self._ckeys * _BLOOM_MUL) >> self._bloom_shift
-        np.bitwise_or.at(self._bloom, h >> np.uint64(6), np.uint64(1) << (h & np.uint64(63)))
 
     # ------------------------------------------------------------------------------------------ search
     def search(self, proposals: Proposals, config: SearchConfig,
@@ -279,12 +238,15 @@ class NumpySearcher:
                     _count_step(counts[t], frontier, row, found, cand)
                 if cand.size == 0:
                     break
-                at_node = cand.off == self._elen[cand.node]
-                whole = np.flatnonzero(at_node & self._term[cand.node])
+                at_node = cand.off == self._nodes.edge_len(cand.node)
+                ends = np.flatnonzero(at_node)
+                whole = ends[self._nodes.terminal(cand.node[ends])]
                 pool = self._offer_to_pool(pool, cand, whole, plan)
                 if counts is not None:
                     counts[t, _OFFERS] = whole.size
-                growing = np.flatnonzero(~at_node | (self._deg[cand.node] > 0))  # has at least one child
+                grow = ~at_node  # mid-edge, or at a node with at least one child
+                grow[ends] = self._nodes.has_children(cand.node[ends])
+                growing = np.flatnonzero(grow)
                 if growing.size == 0 or t == t_n - 1:
                     if counts is not None and growing.size:  # |F_T|: B best with a child per query, not built
                         counts[t, _FRONTIER] = np.minimum(np.bincount(cand.q[growing]), plan.beam).sum()
@@ -300,12 +262,11 @@ class NumpySearcher:
     def _expand(self, frontier: Frontier, row: Row, paths: dict[str, int]) -> _Expansion:
         """Steps 1-2: every (h, valid proposal x) pair whose h + [x] is a trie prefix, by one of three paths
         (mid-edge, enumerate the children, pair with the proposals); which path never changes the result."""
-        elen = self._elen[frontier.node]
-        mid = frontier.off < elen
-        deg = self._deg[frontier.node]
+        mid = frontier.off < self._nodes.edge_len(frontier.node)
+        first, deg = self._nodes.children(frontier.node)
         nv = row.nvalid[frontier.q]
         mid_ = self._expand_mid(frontier, row, np.flatnonzero(mid))
-        enum = self._expand_enum(frontier, row, np.flatnonzero(~mid & (deg > 0) & (deg <= nv)), deg)
+        enum = self._expand_enum(frontier, row, np.flatnonzero(~mid & (deg > 0) & (deg <= nv)), first, deg)
         pair = self._expand_pair(frontier, row, np.flatnonzero(~mid & (deg > nv) & (nv > 0)), nv)
         paths["mid"] += mid_.size
         paths["enum"] += enum.size
@@ -319,44 +280,40 @@ class NumpySearcher:
         """Mid-edge: the only possible next token is e_off; look ``q << 32 | e_off`` up in the row keys."""
         if hm.size == 0:
             return _NO_EXPANSION
-        tok = self._tail[self._tail_start[fr.node[hm]] + fr.off[hm] - 1]
+        tok = self._nodes.tail_token(fr.node[hm], fr.off[hm])
         hit, pos = lookup(row.keys, (fr.q[hm].astype(U64) << SH32) | tok.astype(U64))
         h = hm[hit]
         return _Expansion(h, pos, fr.node[h], fr.off[h] + 1)
 
-    def _expand_enum(self, fr: Frontier, row: Row, he: np.ndarray, deg: np.ndarray) -> _Expansion:
+    def _expand_enum(self, fr: Frontier, row: Row, he: np.ndarray, first: np.ndarray, deg: np.ndarray
+                     ) -> _Expansion:
         """At a node with at most as many children as valid proposals: enumerate the children, look
         ``q << 32 | label`` up in the row keys."""
         if he.size == 0:
             return _NO_EXPANSION
-        seg, child = segment_iota(self._first[fr.node[he]], deg[he])
+        seg, child = segment_iota(first[he], deg[he])
         hrep = he[seg]
-        hit, pos = lookup(row.keys, (fr.q[hrep].astype(U64) << SH32) | self._label[child].astype(U64))
+        hit, pos = lookup(row.keys, (fr.q[hrep].astype(U64) << SH32) | self._nodes.label(child).astype(U64))
         return _Expansion(hrep[hit], pos, child[hit], np.ones(pos.size, dtype=np.int64))
 
     def _expand_pair(self, fr: Frontier, row: Row, hp: np.ndarray, nv: np.ndarray) -> _Expansion:
         """At a node with more children than valid proposals: pair it with every valid proposal, drop most
-        absent ``node << 32 | token`` probes with the Bloom filter, binary-search the rest in the child keys."""
+        absent ``node << 32 | token`` probes with the Bloom filter (eager), binary-search the rest in the
+        child keys (all of them, eager; the wide nodes' met so far, lazy)."""
         if hp.size == 0:
             return _NO_EXPANSION
         cnt = nv[hp]
-        # Bloom hash of node << 32 | token, as (node << 32) * M + token * M (mod 2^64): the sum needs no
-        # key array; keys are formed only for the probes that pass the filter.
-        tok_hash = (row.keys & LO32) * _BLOOM_MUL
         _, rpos = segment_iota(row.start[fr.q[hp]], cnt)
-        h = np.repeat((fr.node[hp].astype(U64) << SH32) * _BLOOM_MUL, cnt)
-        h += tok_hash[rpos]
-        h >>= self._bloom_shift
-        bit = self._bloom[h >> np.uint64(6)]
-        bit >>= h & np.uint64(63)
-        maybe = np.flatnonzero(bit & np.uint64(1))
-        rpos = rpos[maybe]
-        seg = np.searchsorted(np.cumsum(cnt), maybe, side="right")
+        maybe = self._nodes.maybe_children(fr.node[hp], cnt, row.keys, rpos)
+        if maybe is None:
+            seg = np.repeat(np.arange(hp.size, dtype=np.int64), cnt)
+        else:
+            rpos = rpos[maybe]
+            seg = np.searchsorted(np.cumsum(cnt), maybe, side="right")
         keys = (fr.node[hp[seg]].astype(U64) << SH32) | (row.keys[rpos] & LO32)
         srt = np.argsort(keys)  # sorted probes: the binary searches share their cache lines
-        hit, cidx = lookup(self._ckeys, keys[srt])
+        hit, child = self._nodes.find_children(keys[srt])
         srt = srt[hit]
-        child = cidx + 1
         return _Expansion(hp[seg[srt]], rpos[srt], child, np.ones(child.size, dtype=np.int64))
 
     @staticmethod
@@ -379,7 +336,7 @@ class NumpySearcher:
         dk = desc_key32(n)
         o = plan.keys.order(cand.q[whole], dk, cand.rank[whole], cand.xrank[whole])
         w = whole[o]
-        offered = Pool(cand.q[w], dk[o], self._kwid[cand.node[w]], cand.s[w], n[o], cand.length[w])
+        offered = Pool(cand.q[w], dk[o], self._nodes.keyword_id(cand.node[w]), cand.s[w], n[o], cand.length[w])
         return pool.merge(offered, plan.results)
 
 

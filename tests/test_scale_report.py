@@ -140,3 +140,32 @@ def read_records_roundtrip(recs: list[Record]) -> list[Record]:
     with tempfile.TemporaryDirectory() as d:
         append_records(f"{d}/r.jsonl", recs)
         return read_records(f"{d}/r.jsonl")
+
+
+def test_load_split_warmup_and_gpu_numpy_checks(tmp_path) -> None:
+    """The verified load's seconds per check, the GPU builder's warm-up as its own stage beside the build, and
+    GPU == numpy per size with the numpy reference's decode mode, set-up and each side's search seconds."""
+    recs = _synthetic() + [
+        _stage("GPU builder warm-up", 10**6, 21.5, backend="gpu", keywords=20_000),
+        _stage("build", 10**6, 0.4, backend="gpu", stages=[["sort", 0.4]], num_nodes=9, num_unique=10**6),
+        _stage("load index (verify)", M, 10.0, bytes=5 * 10**9, gb_per_s=0.5, process="serve",
+               split={"header and table": 0.5, "cheap checks": 1.5, "checksums": 2.0, "louds pass": 6.0}),
+        _stage("numpy searcher", 10**6, 0.3, rss=0.4e9, backend="numpy", process="serve", decode="eager", nodes=9),
+        _stage("GPU == numpy", 10**6, 0.1, backend="gpu", process="serve", queries=4, beams=[10, 1000],
+               numpy_decode="eager", gpu_search_seconds=0.01, numpy_search_seconds=0.08),
+        _stage("numpy searcher", M, 0.001, rss=0.2e9, backend="numpy", process="serve", decode="lazy", nodes=9),
+        _stage("GPU == numpy", M, 12.5, backend="gpu", process="serve", queries=4, beams=[10, 1000],
+               numpy_decode="lazy", gpu_search_seconds=0.02, numpy_search_seconds=12.4, status="mismatch",
+               message="beam 10: query 1"),
+    ]
+    text = _render(tmp_path, recs)
+    assert "Verified load by check (load index (verify)):" in text
+    assert "| check | seconds | of the stage |" in text and "| louds pass | 6 | 60 % |" in text
+    assert "| GPU builder warm-up | prepare | gpu | 21.5 |" in text and "| build | prepare | gpu | 0.4 |" in text
+    head = text.index("## GPU == numpy (bit for bit, the numpy reference)")
+    section = text[head : text.index("\n## ", head + 1)]
+    assert "| 1M | eager | 0.3 | 0.4 | 4 | 10, 1000 | 0.01 | 0.08 | 0.1 | ok |" in section
+    assert "| 800M | lazy | 0.001 | 0.2 | 4 | 10, 1000 | 0.02 | 12.4 | 12.5 | mismatch: beam 10: query 1 |" in section
+    assert section.index("| 1M |") < section.index("| 800M |")
+    assert scale_report.bar_rows(recs)[0][1].startswith("50 s at 800M")  # the build bar: the build, not the warm-up
+    assert "No check in these records." in _render(tmp_path / "none", _synthetic())

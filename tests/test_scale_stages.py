@@ -102,7 +102,7 @@ def test_no_time_left_skips_every_step(tmp_path) -> None:
     args = ["prepare", "--n", "1k", "--dir", str(tmp_path / "d"), "--out", out, "--deadline", str(time.time() - 1)]
     assert scale_stages.main(args) == scale_stages.EXIT_NO_TIME
     recs = read_records(out)
-    assert [r.config["stage"] for r in recs] == ["gen", "queries", "build"]
+    assert [r.config["stage"] for r in recs] == ["gen", "queries", "warmup", "build"]
     assert all(r.status == "skipped" and "no time left" in r.message for r in recs)
 
 
@@ -179,14 +179,16 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
 
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
 def test_device_script_at_a_tiny_size(tmp_path) -> None:
-    """The whole command at 3k, 4k then 6k keywords, the CPU builder; it records, tabulates, renders, bundles."""
+    """The whole command at 3k, 4k then 6k keywords, the CPU builder, marisa at 4k after N; it records,
+    tabulates, renders, bundles."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     wrapper = bin_dir / "python3"  # the shell calls python3: this interpreter (a venv's, when the tests run in one)
     wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
     wrapper.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k 4k", "MARISA_SIZES": "", "MARISA_SIZE_N": "3k",
+           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k 4k", "MARISA_SIZES": "", "MARISA_LAST": "4k",
+           "MARISA_SIZE_N": "3k",
            "NUMPY_SIZES": "3k",
            "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
     root = Path(__file__).resolve().parent.parent
@@ -198,11 +200,47 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
     assert sizes == {3000, 4000, 6000} and not any(r.status in ("error", "mismatch") for r in recs)
     assert any(r.config.get("stage") == "index size vs marisa-trie" for r in recs)
     checks = [r.workload["N"] for r in recs if r.config.get("stage") == "GPU == numpy"]
-    assert checks == [3000, 6000]  # where numpy runs and at N; not at a curve size without numpy
+    assert checks == [3000, 4000, 6000]  # CHECK_SIZES=all (the default): every size
     assert {r.env.get("scale_command", "")[:6] for r in recs if r.kind == "build"} == {"N=6k S"}
-    assert sorted({r.workload["num_keywords"] for r in recs if r.kind == "latency" and r.status == "ok"}) == [3000]
+    lat = [r for r in recs if r.kind == "latency" and r.status == "ok"]
+    assert sorted({r.workload["num_keywords"] for r in lat if r.backend == "numpy"}) == [3000]
+    assert sorted({r.workload["num_keywords"] for r in lat if r.backend == "marisa"}) == [4000]
+    stages = [(r.workload.get("N"), r.config.get("stage")) for r in recs if r.kind == "build"]
+    last_n = max(i for i, (n, _) in enumerate(stages) if n == 6000)
+    late = stages[last_n + 1 :]  # after N, in the time it left
+    assert {n for n, _ in late} == {4000} and late[0][1] == "load keywords" and late[-1][1] == "marisa == numpy"
+    assert {"load index (verify)", "marisa searcher", "bench batch 1 (marisa)"} <= {st for _, st in late}
+    ref = [r for r in recs if r.config.get("stage") == "numpy searcher"]
+    assert ref and all(r.metrics["decode"] == "eager" for r in ref)
+    loads = [r for r in recs if r.config.get("stage") == "load index (verify)"]
+    assert loads and all({"cheap checks", "checksums"} <= set(r.metrics["split"]) for r in loads)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz"]
     with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
         names = tar.getnames()
     assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
-    assert not (tmp_path / "d" / "n6k").exists()
+    assert not (tmp_path / "d" / "n6k").exists() and not (tmp_path / "d" / "n4k").exists()
+
+
+def test_same_as_numpy_times_each_side_and_names_the_difference(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from flashtrie.reference_cpu import NumpySearcher
+
+    from flashtrie import KeywordSet, Proposals
+
+    idx = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]))
+    tok = np.array([[[1, 4, 9], [2, 3, 9]]] * 2, dtype=np.int64)
+    wl = SimpleNamespace(proposals=Proposals(tok, np.full(tok.shape, -0.5, dtype=np.float32)))
+    ref = NumpySearcher(idx, decode="lazy")
+    seconds: dict[str, float] = {}
+    assert scale_stages.same_as_numpy(NumpySearcher(idx), ref, wl, 2, (1, 3), seconds) == []
+    assert set(seconds) == {"backend", "numpy"} and all(v >= 0 for v in seconds.values())
+
+    class Off:  # a searcher one result short at every beam
+        def search(self, p, cfg):
+            r = ref.search(p, cfg)
+            r.keyword_ids[0, 0] = -1
+            return r
+
+    bad = scale_stages.same_as_numpy(Off(), NumpySearcher(idx), wl, 2, (1, 3))
+    assert len(bad) == 2 and bad[0].startswith("beam 1: ") and bad[1].startswith("beam 3: ")
