@@ -189,8 +189,9 @@ class GpuTrieStepper:
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * _sm_count(self.device)
-        #: how mask kernels find the children of a node past the child table: "select" (two select0 side by side: the faster on the
-        #: H200, 2026-12-01) or "block" (a block-wide search of its LOUDS zeros over rank1); same results
+        #: how mask kernels find the children of a node past the child table: "select" (two select0 side by
+        #: side: the faster on the H200, 2026-12-01) or "block" (a block-wide search of its LOUDS zeros over
+        #: rank1); same results
         self.child_search = "select"
         self._searcher = searcher
         if searcher is not None:

@@ -16,10 +16,11 @@ and ``var:N`` (`flashtrie.datasets.generate_keywords`: lengths 1-8, 2.2M vocabul
 and batch x beams, two state sets: every row at the root (the first step: the most children) and rows at
 random depths of random keywords; each row's token is its keyword's next token.  Measured per step:
 
-* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the additive mask of the new
-  states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the step
-  (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
-  alone, advance alone, the boolean mask, and the mask without its early logits loads;
+* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the in-place additive mask of
+  the new states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the
+  step (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
+  alone, advance alone, the boolean mask, and the fused step without the child table
+  (``graph_fused_notable_us``: every child range by select0);
 * ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation), and
   ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
 * ``--sweep-cases``: the fused step at other chunk sizes (``--sweep-chunks``) and blocks per row
@@ -92,8 +93,9 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: int, eos: int, repeats: int,
-                     parts: bool = True) -> dict[str, Any]:
-    """Device and host time of one step; ``parts``: also mask alone, advance alone, bool, without preload."""
+                     parts: bool = True, notab: Any = None) -> dict[str, Any]:
+    """Device and host time of one step; ``parts``: also mask alone, advance alone, bool, and (``notab``: a
+    stepper of the same device index without the child table) the fused step without the table."""
     import torch
 
     rows = len(states)
@@ -111,8 +113,9 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             "advance": lambda: gpu.advance(d, tok, eos),
             "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
             "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
-            "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
         })
+        if notab is not None:
+            steps["fused_notable"] = lambda: notab.advance_mask(d, tok, vocab, eos, out=logits)
     for f in steps.values():
         f()
     torch.cuda.synchronize()
@@ -152,14 +155,6 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     out["dead_rows"] = gpu.dead_count
     out["blocks_per_row"] = gpu.blocks_per_row
     return out
-
-
-def _without_prefetch(gpu: Any, f: Callable[[], Any]) -> Any:
-    gpu.prefetch = False
-    try:
-        return f()
-    finally:
-        gpu.prefetch = True
 
 
 def _graph_us(f: Callable[[], Any], repeats: int) -> float:
@@ -234,17 +229,19 @@ def hf_metrics(index: NarrowLoudsIndex, root: dict, prefixes: list[list[int]], b
     theirs = PrefixConstrainedLogitsProcessor(dict_prefix_fn(root, prompt, eos), beams)
     ours = TrieLogitsProcessor(index, eos, prompt_length=prompt)
     out = {}
-    for name, proc, reps in (("hf_ms", theirs, 3), ("ours_ms", ours, 20)):
-        proc(ids, scores)
+    # theirs masks a copy; ours writes into its scores in place (idempotent: every call gives the same tensor)
+    for name, proc, sc, reps in (("hf_ms", theirs, scores, 3), ("ours_ms", ours, scores.clone(), 20)):
+        proc(ids, sc)
         _sync()
         t = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            r = proc(ids, scores)
+            r = proc(ids, sc)
             _sync()
             t.append((time.perf_counter() - t0) * 1e3)
         out[name] = statistics.median(t)
         out[name.replace("_ms", "_out")] = r
+        out[name.replace("_ms", "_ms_min")] = min(t)
     same = bool(torch.equal(out.pop("hf_out"), out.pop("ours_out")))
     return {**out, "speedup": out["hf_ms"] / out["ours_ms"], "same_scores": same, "depth": depth}
 
@@ -334,16 +331,25 @@ def run(args: argparse.Namespace) -> list[Record]:
         v, eos = wl["vocab_size"], wl["vocab_size"]  # EOS: the id after the library's vocabulary
         vocab = v + 1
         cpu = TrieStepper(index)
-        gpu = None
+        gpu = notab = None
         if args.backend == "gpu":
+            from types import SimpleNamespace
+
             from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
             t1 = time.perf_counter()
             gpu = GpuTrieStepper(index, chunk=args.chunk)
             wl["upload_s"] = round(time.perf_counter() - t1, 2)
+            wl["child_table_nodes"] = gpu.child_table
+            notab = GpuTrieStepper(index, chunk=args.chunk, child_table=0,
+                                   searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr))
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
         for b, k in shapes:
+            if time.perf_counter() - t_start > args.max_seconds:  # a long case stops between its shapes
+                emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"time budget spent before {case} "
+                            f"{b}x{k}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
+                continue
             if b * k * vocab * 5 > args.max_logits_gb * 2**30:
                 emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"logits over --max-logits-gb "
                             f"{args.max_logits_gb}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
@@ -354,7 +360,8 @@ def run(args: argparse.Namespace) -> list[Record]:
                 cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
                        "chunk": args.chunk}
                 try:
-                    m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats) if gpu is not None else
+                    m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats, notab=notab)
+                         if gpu is not None else
                          numpy_step_metrics(cpu, states, nxt, vocab, eos, max(3, args.repeats // 10)))
                     emit(Record("latency", f"{args.backend}-stepwise", sweep="stepwise", workload=wl, config=cfg,
                                 metrics=m))
@@ -365,7 +372,7 @@ def run(args: argparse.Namespace) -> list[Record]:
             _sweep(args, gpu, index, keywords, cpu, wl, emit)
         if gpu is not None and (args.hf or args.generate) and case in args.hf_cases.split(","):
             _compare_hf(args, index, keywords, wl, eos, shapes, emit)
-        del gpu, cpu, index, keywords
+        del gpu, notab, cpu, index, keywords
     return records
 
 
@@ -426,7 +433,9 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
                             cfg))
 
 
-_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_bool_step_us", "graph_mask_noprefetch_us")
+_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_bool_step_us", "graph_fused_notable_us")
+#: what the fifth part was before the write-only mask (records of commits before it)
+_OLD_PART = "graph_mask_noprefetch_us"
 
 
 def _f(m: dict[str, Any], key: str) -> str:
@@ -442,7 +451,8 @@ def commit_of(r: Record) -> str:
 def table(records: list[Record]) -> str:
     """Markdown tables of the step records, the chunk sweep, then the HF comparisons (each row with its commit)."""
     lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
-             "mask / advance / bool fused / bool 2 launches / mask without preload µs | host µs fused | "
+             "mask / advance / bool fused / bool 2 launches / fused without child table (older records: mask without "
+             "preload) µs | host µs fused | "
              "host µs 2 launches | host+sync µs fused |",
              "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
@@ -453,7 +463,8 @@ def table(records: list[Record]) -> str:
             lines.append(f"| {commit_of(r)} | {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: "
                          f"{r.message} | | | | | |")
             continue
-        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or m.get("graph_error", "-")
+        parts = " / ".join(f"{m[k]:.1f}" for k in (*_PARTS[:4], _PARTS[4] if _PARTS[4] in m else _OLD_PART)
+                           if k in m) or m.get("graph_error", "-")
         lines.append(f"| {commit_of(r)} | {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | "
                      f"{c['batch']}x{c['beams']} | {c['states']} | {_f(m, 'graph_fused_us')} | "
                      f"{_f(m, 'graph_step_us')} | {parts} | "
