@@ -213,10 +213,11 @@ class GpuTrieStepper:
         self._build_child_table(min(int(child_table), int(index.num_nodes)))
 
     @classmethod
-    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
+    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK,
+                      child_table: int = CHILD_TABLE) -> GpuTrieStepper:
         """A stepper that shares ``searcher``'s uploaded index (no second copy on the device)."""
         return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
-                   chunk=chunk)
+                   chunk=chunk, child_table=child_table)
 
     # ------------------------------------------------------------------ index upload (index_upload.py's)
     def _upload_index(self) -> None:

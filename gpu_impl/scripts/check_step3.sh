@@ -6,7 +6,7 @@
 #    the in-place processor against prefix_allowed_tokens_fn);
 # 2. the per-step benchmark of issue #12 (harness/stepwise_bench.py) at 2x70, 8x64, 1x1000 on fixed length 8,
 #    20M identifiers, V = 32,768 (the <= 10 us bar), then fixed:1M:2048 with transformers' processor at 8x64
-#    over depths 0-3 (the >= 500x bar);
+#    over depths 0-3 (the >= 500x bar), and a small chunk / blocks-per-row sweep of the fused step at 2x70;
 # 3. while the budget lasts, the cases not measured yet: fixed:1M:32768, fixed:20M:2048, then var:100M
 #    (V 2.2M) at 8x64 and 1x1000 (each case is skipped, not started, once --max-seconds is spent).
 # Records and logs go to $OUT/step3/ (all of it also in $OUT/step3.tgz); one short line per record last.
@@ -34,6 +34,7 @@ B=(python3 -m flashtrie.harness.stepwise_bench --out "$R" --repeats "$REPEATS")
 GEN=()
 [ "${GENERATE:-0}" = 1 ] && GEN=(--generate)
 timeout $(( $(left) - 5 )) "${B[@]}" --shapes 2x70,8x64,1x1000 --cases fixed:20M:32768,fixed:1M:2048 \
+  --sweep-cases fixed:20M:32768 --sweep-shapes 2x70 --sweep-chunks 2048,4096 --sweep-bpr auto,6 \
   --hf --hf-cases fixed:1M:2048 --hf-shapes 8x64 --hf-depths 0,1,2,3 "${GEN[@]}" \
   --max-seconds $(( $(left) - 20 )) > "$D/bench.log" 2>&1
 echo "bench rc=$? ($SECONDS s)"
