@@ -9,12 +9,14 @@
 #    over depths 0-3 (the >= 500x bar), and a small chunk / blocks-per-row sweep of the fused step at 2x70;
 # 3. while the budget lasts, the cases not measured yet: fixed:1M:32768, fixed:20M:2048, then var:100M
 #    (V 2.2M) at 8x64 and 1x1000 (each case is skipped, not started, once --max-seconds is spent).
-# Records and logs go to $OUT/step3/ (all of it also in $OUT/step3.tgz); one short line per record last.
+# Records, logs and the rendered report are written to a scratch folder and come back as ONE file,
+# $OUT/step3.tgz (folder step3/ inside); stdout ends with one short line per record.
 #   BUDGET=115 (seconds for the whole script)  REPEATS=30  GENERATE=0 (1: also generate() overhead)
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
-D="$OUT/step3"
-mkdir -p "$D"
+S=$(mktemp -d)
+D="$S/step3"
+mkdir -p "$D" "$OUT"
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 [ -d /tmp/site ] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
@@ -24,7 +26,7 @@ left() { echo $((BUDGET - SECONDS)); }
 
 echo "commit ${FLASHTRIE_COMMIT:-unknown}"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -1
-timeout 50 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu_stepwise.py tests/test_hf.py -k "not cpu" \
+timeout 55 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu_stepwise.py tests/test_hf.py -k "not cpu" \
   > "$D/pytest.log" 2>&1
 rc_tests=$?
 echo "tests rc=$rc_tests ($SECONDS s): $(tail -1 "$D/pytest.log")"
@@ -51,5 +53,6 @@ else
 fi
 grep -E "^#|rror" "$D/bench.log" | head -12
 python3 -m flashtrie.harness.stepwise_bench render "$R" --out-dir "$D/report" > "$D/table.md" 2>&1
-tar -czf "$OUT/step3.tgz" -C "$OUT" step3 2>/dev/null
-python3 -m flashtrie.harness.stepwise_bench render "$R" --brief
+python3 -m flashtrie.harness.stepwise_bench render "$R" --brief | tee "$D/brief.txt"
+tar -czf "$OUT/step3.tgz" -C "$S" step3 && echo "details: \$OUT/step3.tgz"
+rm -rf "$S"
