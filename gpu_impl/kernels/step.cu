@@ -84,10 +84,13 @@ __device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node
     if (node < 0 || node >= (i64)I.num_nodes) return p;
     const u32 v = (u32)node;
     const u32 fl = node_flags(I, v);
+    // rank1 of the linked bits is loaded with the flags, not after them (used only if the node is linked);
+    // the empty asm keeps the compiler from sinking it into the branch
+    const u32 lr = rank1(I.linked_words, I.linked_rank, v);
+    asm volatile("" ::"r"(lr));
     u32 m = v == 0 ? 0u : 1u;
     u32 a = 0;
     if (fl & 1u) {
-        const u32 lr = rank1(I.linked_words, I.linked_rank, v);
         a = packed_get(I.link_starts, I.ls_width, lr);
         m = 1u + packed_get(I.link_starts, I.ls_width, (u64)lr + 1) - a;
     }
