@@ -128,10 +128,24 @@ __device__ __forceinline__ void label_window(u32 first, u32 end, u64 V, u64 x, u
 }
 
 // First index in [lo, hi) whose child label is >= x (hi if none): a blockDim-ary search, one
-// __syncthreads_count per round (2 rounds for 65,536 children at 256 threads).
+// __syncthreads_count per round (2 rounds for 65,536 children at 256 threads); once at most 4 x blockDim
+// candidates are left, their labels are loaded together and counted (one round of loads).
 __device__ u32 block_lower_bound(const IndexView& I, u32 lo, u32 hi, u32 mid, u32 r0, u64 x) {
     const u32 T = blockDim.x;
     while (lo < hi) {
+        if (hi - lo <= 4 * T) {
+            bool lt[4];
+#pragma unroll
+            for (u32 j = 0; j < 4; ++j) {
+                const u32 c = lo + threadIdx.x + j * T;
+                lt[j] = c < hi && (u64)child_label(I, c, mid, r0) < x;
+            }
+            u32 below = 0;
+#pragma unroll
+            for (u32 j = 0; j < 4; ++j)
+                if (lo + j * T < hi) below += (u32)__syncthreads_count(lt[j]);  // uniform condition
+            return lo + below;
+        }
         const u32 step = (hi - lo + T - 1) / T;
         const u64 q = (u64)lo + (u64)(threadIdx.x + 1) * step - 1;
         const bool lt = q < hi && (u64)child_label(I, (u32)q, mid, r0) < x;
