@@ -20,8 +20,10 @@ random depths of random keywords; each row's token is its keyword's next token. 
   the new states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the
   step (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
   alone, advance alone, the boolean mask, and the fused step without the child table
-  (``graph_fused_notable_us``: every child range by select0);
-* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation), and
+  (``graph_fused_notable_us``: every child range by select0); ``graph10_fused_us``: the fused step 10 times
+  in one CUDA graph (no graph launch between steps, as in a decode loop captured whole);
+* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation; the
+  collector off; tables show medians), and
   ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
 * ``--sweep-cases``: the fused step at other chunk sizes (``--sweep-chunks``) and blocks per row
   (``--sweep-bpr``), sweep ``stepwise-chunk``.
@@ -35,6 +37,7 @@ One record per case (`harness/records.py`); a table at the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -125,8 +128,13 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     once = time.perf_counter() - t0
     repeats = max(5, min(repeats, int(0.25 / max(once, 1e-9))))  # about 0.25 s per measurement at most
     out: dict[str, Any] = {"repeats": repeats}
+    gc_was = gc.isenabled()
+    gc.disable()  # host loops without collector pauses (as timeit does)
     for name in ("fused", "step"):
         host, synced = [], []
+        for _ in range(repeats):  # warm-up pass, not timed (the first calls after a setup run slower)
+            steps[name]()
+        torch.cuda.synchronize()
         for _ in range(repeats):
             t0 = time.perf_counter()
             steps[name]()
@@ -139,6 +147,8 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             synced.append((time.perf_counter() - t0) * 1e6)
         sfx = "" if name == "step" else "_fused"
         out[f"host{sfx}_us"], out[f"sync{sfx}_us"] = _stats(host), _stats(synced)
+    if gc_was:
+        gc.enable()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(repeats):
@@ -152,13 +162,21 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         except Exception as e:  # noqa: BLE001 - keep the eager numbers
             out["graph_error"] = f"{type(e).__name__}: {e}"
             break
+    try:  # the fused step 10 times in one graph: no graph launch gap between steps (as in a captured decode loop)
+        out[f"graph{INNER}_fused_us"] = _graph_us(steps["fused"], max(3, repeats // INNER), INNER)
+    except Exception as e:  # noqa: BLE001
+        out["graph_error"] = f"{type(e).__name__}: {e}"
     out["dead_rows"] = gpu.dead_count
     out["blocks_per_row"] = gpu.blocks_per_row
     return out
 
 
-def _graph_us(f: Callable[[], Any], repeats: int) -> float:
-    """Device µs per call of ``f`` from CUDA events around back-to-back replays of its CUDA graph."""
+INNER = 10  # steps per graph of the graph10_fused_us measurement
+
+
+def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
+    """Device µs per call of ``f`` from CUDA events around back-to-back replays of a CUDA graph of ``inner``
+    calls of ``f`` (1: one call per graph, a graph launch between calls)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -167,7 +185,8 @@ def _graph_us(f: Callable[[], Any], repeats: int) -> float:
     with torch.cuda.stream(side):
         f()
         with torch.cuda.graph(g, stream=side):
-            f()
+            for _ in range(inner):
+                f()
     torch.cuda.synchronize()
     g.replay()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -176,7 +195,7 @@ def _graph_us(f: Callable[[], Any], repeats: int) -> float:
         g.replay()
     e1.record()
     torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1e3 / repeats
+    return e0.elapsed_time(e1) * 1e3 / (repeats * inner)
 
 
 def numpy_step_metrics(cpu: TrieStepper, states: StepStates, tokens: np.ndarray, vocab: int, eos: int,
@@ -438,9 +457,10 @@ _PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_boo
 _OLD_PART = "graph_mask_noprefetch_us"
 
 
-def _f(m: dict[str, Any], key: str) -> str:
+def _f(m: dict[str, Any], key: str, stat: str = "mean") -> str:
+    """A metric for a table: a number, or one statistic of a distribution (``stat``: mean or p50)."""
     v = m.get(key)
-    return "-" if v is None else f"{v['mean'] if isinstance(v, dict) else v:.1f}"
+    return "-" if v is None else f"{v[stat] if isinstance(v, dict) else v:.1f}"
 
 
 def commit_of(r: Record) -> str:
@@ -450,29 +470,31 @@ def commit_of(r: Record) -> str:
 
 def table(records: list[Record]) -> str:
     """Markdown tables of the step records, the chunk sweep, then the HF comparisons (each row with its commit)."""
-    lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
+    lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | fused, 10 steps per "
+             "graph | mask + advance (2) | "
              "mask / advance / bool fused / bool 2 launches / fused without child table (older records: mask without "
-             "preload) µs | host µs fused | "
-             "host µs 2 launches | host+sync µs fused |",
-             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+             "preload) µs | host µs fused (median) | "
+             "host µs 2 launches (median) | host+sync µs fused (median) |",
+             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
         w, c, m = r.workload, r.config, r.metrics
         if r.status != "ok":
             lines.append(f"| {commit_of(r)} | {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: "
-                         f"{r.message} | | | | | |")
+                         f"{r.message} | | | | | | |")
             continue
         parts = " / ".join(f"{m[k]:.1f}" for k in (*_PARTS[:4], _PARTS[4] if _PARTS[4] in m else _OLD_PART)
                            if k in m) or m.get("graph_error", "-")
         lines.append(f"| {commit_of(r)} | {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | "
                      f"{c['batch']}x{c['beams']} | {c['states']} | {_f(m, 'graph_fused_us')} | "
-                     f"{_f(m, 'graph_step_us')} | {parts} | "
-                     f"{_f(m, 'host_fused_us')} | {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')} |")
+                     f"{_f(m, f'graph{INNER}_fused_us')} | {_f(m, 'graph_step_us')} | {parts} | "
+                     f"{_f(m, 'host_fused_us', 'p50')} | {_f(m, 'host_us', 'p50')} | "
+                     f"{_f(m, 'sync_fused_us', 'p50')} |")
     sw = [r for r in records if r.sweep == "stepwise-chunk" and r.status == "ok"]
     if sw:
         lines += ["", "| commit | library | rows | states | chunk | blocks per row | child search | device µs fused | "
-                  "mask + advance | host µs fused |",
+                  "mask + advance | host µs fused (median) |",
                   "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
         for r in sw:
             c, m = r.config, r.metrics
@@ -480,7 +502,7 @@ def table(records: list[Record]) -> str:
                          f"{c['chunk']} | "
                          f"{c['bpr']} | {c.get('child_search', '')} | {_f(m, 'graph_fused_us')} | "
                          f"{_f(m, 'graph_step_us')} | "
-                         f"{_f(m, 'host_fused_us')} |")
+                         f"{_f(m, 'host_fused_us', 'p50')} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
     if hf:
         lines += ["", "| library | rows | depth | transformers dict-trie processor ms | ours ms | speed-up | same |",
@@ -505,7 +527,8 @@ def table(records: list[Record]) -> str:
 
 def brief(records: list[Record]) -> str:
     """One short line per measurement (device and host µs), for a terminal."""
-    out = ["case rows states: device us fused / 2 launches | host us fused / 2 launches | host+sync fused"]
+    out = ["case rows states: device us fused / fused 10 per graph / 2 launches | host us (median) fused / "
+           "2 launches | host+sync fused"]
     for r in records:
         c, m = r.config, r.metrics
         head = f"{r.workload.get('case', '?')} {c.get('batch', '')}x{c.get('beams', '')}"
@@ -513,8 +536,9 @@ def brief(records: list[Record]) -> str:
             out.append(f"{head} {r.sweep} {r.status}: {(r.message or '')[:80]}")
         elif r.sweep in ("stepwise", "stepwise-chunk"):
             knobs = "" if r.sweep == "stepwise" else f" chunk={c['chunk']} bpr={c['bpr']} {c.get('child_search', '')}"
-            out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, 'graph_step_us')} | "
-                       f"{_f(m, 'host_fused_us')} / {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')}")
+            out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, f'graph{INNER}_fused_us')}"
+                       f" / {_f(m, 'graph_step_us')} | {_f(m, 'host_fused_us', 'p50')} / {_f(m, 'host_us', 'p50')} | "
+                       f"{_f(m, 'sync_fused_us', 'p50')}")
         elif r.sweep == "stepwise-hf":
             out.append(f"{head} hf depth {m['depth']}: {m['hf_ms']:.2f} ms vs {m['ours_ms'] * 1e3:.0f} us = "
                        f"{m['speedup']:.0f}x same={m['same_scores']}")

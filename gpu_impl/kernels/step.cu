@@ -108,9 +108,13 @@ __device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node
     return p;
 }
 
-__device__ __forceinline__ bool is_eos(const i64* eos, u32 n_eos, i64 x) {
+// The EOS ids of the launch (at most 8, flashtrie.stepwise._MAX_EOS), copied to shared memory with the view
+// (load_view), so that no EOS test waits for a global load after the decode.
+__shared__ i64 s_eos[8];
+
+__device__ __forceinline__ bool is_eos(u32 n_eos, i64 x) {
     for (u32 k = 0; k < n_eos; ++k)
-        if (__ldg(&eos[k]) == x) return true;
+        if (s_eos[k] == x) return true;
     return false;
 }
 
@@ -241,7 +245,7 @@ __device__ __forceinline__ Pos block_decode(const IndexView& I, const Tab& T, i6
 // The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V):
 // the child search is a block_lower_bound over label_window.  The result is in s_state[0..1] for every thread.
 __device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
-                                              const i64* eos, u32 n_eos, Pos* P, i64* s_state, bool wide) {
+                                              u32 n_eos, Pos* P, i64* s_state, bool wide) {
     const Pos p = block_decode(I, T, node, off, P, wide);
     bool search = false;
     if (threadIdx.x == 0) {
@@ -251,7 +255,7 @@ __device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, 
         } else if (p.kind == K_FIN) {
             nn = ST_FINISHED;
         } else if (p.kind != K_DEAD) {
-            if (is_eos(eos, n_eos, x)) {
+            if (is_eos(n_eos, x)) {
                 if (p.kind == K_AT && p.term) nn = ST_FINISHED;
             } else if (x >= 0 && (u64)x < V && x <= 0xFFFFFFFEll) {
                 if (p.kind == K_MID) {
@@ -277,8 +281,11 @@ __device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, 
 
 #define NO_VOCAB (1ull << 32)  // advance and walk know no vocabulary: every label is below 2**32
 
-__device__ __forceinline__ void load_view(const IndexView* view, IndexView& I) {
+// The view (and the EOS ids: s_eos) into shared memory, then a sync.
+__device__ __forceinline__ void load_view(const IndexView* view, IndexView& I, const i64* eos = nullptr,
+                                          u32 n_eos = 0) {
     if (threadIdx.x == 0) I = *view;
+    if (threadIdx.x < n_eos) s_eos[threadIdx.x] = __ldg(&eos[threadIdx.x]);
     __syncthreads();
 }
 
@@ -296,20 +303,19 @@ ft_step_advance(const IndexView* __restrict__ view, const u64* __restrict__ fc, 
     __shared__ i64 s_state[3];
     const u32 r = blockIdx.x;
     const i64 node = node_in[r], off = off_in[r], x = token_at(tok, tok_is64, (u64)r * tok_stride);
-    load_view(view, I);
-    block_advance(I, Tab{fc, fc_n}, node, off, x, NO_VOCAB, eos, n_eos, &P, s_state, false);
+    load_view(view, I, eos, n_eos);
+    block_advance(I, Tab{fc, fc_n}, node, off, x, NO_VOCAB, n_eos, &P, s_state, false);
     if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
 }
 
 // The state after ids[r, c0:c1) from the root, block-wide (one block_advance per token; the result in every
 // thread).  s_state is read before block_advance writes it again (after a sync).
 __device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, const i64* ids, i64 c0, i64 c1, u64 V,
-                                           const i64* eos, u32 n_eos, Pos* P, i64* s_state, bool wide, i64& node,
-                                           i64& off) {
+                                           u32 n_eos, Pos* P, i64* s_state, bool wide, i64& node, i64& off) {
     node = 0;
     off = 0;
     for (i64 c = c0; c < c1; ++c) {
-        block_advance(I, T, node, off, __ldg(&ids[c]), V, eos, n_eos, P, s_state, wide);
+        block_advance(I, T, node, off, __ldg(&ids[c]), V, n_eos, P, s_state, wide);
         node = s_state[0];
         off = s_state[1];
     }
@@ -326,10 +332,9 @@ ft_step_walk(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32
     const u32 r = blockIdx.x;
     const i64 c0 = begin ? begin[r] : begin_all;
     const i64 c1 = end ? end[r] : end_all;
-    load_view(view, I);
+    load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, Tab{fc, fc_n}, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, eos, n_eos, &P, s_state, false, node,
-               off);
+    block_walk(I, Tab{fc, fc_n}, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, &P, s_state, false, node, off);
     if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
@@ -405,8 +410,8 @@ __device__ void bool_chunk(const u32* bits, unsigned char* rowb, u64 ca, u64 cb)
 // A block's part of a row's mask: vocabulary entries [v_begin, v_end), CHUNK at a time, for the decoded
 // state p (with its child range).  Bitmap of the chunk's allowed tokens in shared memory, then -inf over the
 // disallowed float32 logits (write-only), or a bool mask (16-byte stores).
-__device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_end, u64 V, const i64* eos,
-                          u32 n_eos, float* rowf, unsigned char* rowb) {
+__device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_end, u64 V, u32 n_eos, float* rowf,
+                          unsigned char* rowb) {
     __shared__ u32 bits[CHUNK / 32];
     __shared__ u32 s_lab[SCAN_MAX];
     const u32 T = blockDim.x;
@@ -452,7 +457,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
             if (p.kind == K_MID && p.tok >= ca && p.tok < cb) set_bit(bits, (u32)(p.tok - ca));
             if (eos_ok)
                 for (u32 e = 0; e < n_eos; ++e) {
-                    const i64 x = __ldg(&eos[e]);
+                    const i64 x = s_eos[e];
                     if (x >= (i64)ca && x < (i64)cb) set_bit(bits, (u32)(x - (i64)ca));
                 }
         }
@@ -498,17 +503,17 @@ __device__ __forceinline__ void mask_state(const IndexView& I, const Tab& T, i64
                                            Pos* P, MASK_PARAMS) {
     const Pos p = block_decode(I, T, node, off, P, w.wide);
     if (threadIdx.x == 0 && w.b == 0 && p.kind == K_DEAD) atomicAdd(dead_count, 1ull);
-    mask_span(I, p, w.v0, w.v1, V, eos, n_eos, w.f, w.c);
+    mask_span(I, p, w.v0, w.v1, V, n_eos, w.f, w.c);
 }
 
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
 ft_step_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
              const i64* __restrict__ node_in, const i64* __restrict__ off_in, u32 n, MASK_PARAMS) {
     __shared__ IndexView I;
     __shared__ Pos P;
     const MaskRow w = mask_row(MASK_ARGS);
     const i64 node = node_in[w.row], off = off_in[w.row];
-    load_view(view, I);
+    load_view(view, I, eos, n_eos);
     mask_state(I, Tab{fc, fc_n}, node, off, w, &P, MASK_ARGS);
 }
 
@@ -523,9 +528,9 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__
     __shared__ i64 s_state[3];
     const MaskRow w = mask_row(MASK_ARGS);
     const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
-    load_view(view, I);
+    load_view(view, I, eos, n_eos);
     const Tab T{fc, fc_n};
-    block_advance(I, T, node, off, x, V, eos, n_eos, &P, s_state, w.wide);
+    block_advance(I, T, node, off, x, V, n_eos, &P, s_state, w.wide);
     const i64 nn = s_state[0], no = s_state[1];
     if (threadIdx.x == 0 && w.b == 0) { node_out[w.row] = nn; off_out[w.row] = no; }
     __syncthreads();  // every thread has read s_state and P before P is decoded again
@@ -544,10 +549,10 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc
     const MaskRow w = mask_row(MASK_ARGS);
     const i64 c0 = begin ? begin[w.row] : begin_all;
     const i64 c1 = end ? end[w.row] : end_all;
-    load_view(view, I);
+    load_view(view, I, eos, n_eos);
     const Tab T{fc, fc_n};
     i64 node, off;
-    block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, eos, n_eos, &P, s_state, w.wide, node, off);
+    block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, n_eos, &P, s_state, w.wide, node, off);
     mask_state(I, T, node, off, w, &P, MASK_ARGS);
 }
 

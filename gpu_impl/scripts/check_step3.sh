@@ -26,7 +26,7 @@ left() { echo $((BUDGET - SECONDS)); }
 
 echo "commit ${FLASHTRIE_COMMIT:-unknown}"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv,noheader 2>&1 | head -1
-timeout 55 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu_stepwise.py tests/test_hf.py -k "not cpu" \
+timeout 60 python3 -m pytest -q -x -p no:cacheprovider tests/test_gpu_stepwise.py tests/test_hf.py -k "not cpu" \
   > "$D/pytest.log" 2>&1
 rc_tests=$?
 echo "tests rc=$rc_tests ($SECONDS s): $(tail -1 "$D/pytest.log")"
@@ -36,7 +36,7 @@ B=(python3 -m flashtrie.harness.stepwise_bench --out "$R" --repeats "$REPEATS")
 GEN=()
 [ "${GENERATE:-0}" = 1 ] && GEN=(--generate)
 timeout $(( $(left) - 5 )) "${B[@]}" --shapes 2x70,8x64,1x1000 --cases fixed:20M:32768,fixed:1M:2048 \
-  --sweep-cases fixed:20M:32768 --sweep-shapes 2x70 --sweep-chunks 2048,4096 --sweep-bpr auto,6 \
+  --sweep-cases fixed:20M:32768 --sweep-shapes 2x70 --sweep-chunks 4096,8192 --sweep-bpr auto,2 \
   --hf --hf-cases fixed:1M:2048 --hf-shapes 8x64 --hf-depths 0,1,2,3 "${GEN[@]}" \
   --max-seconds $(( $(left) - 20 )) > "$D/bench.log" 2>&1
 echo "bench rc=$? ($SECONDS s)"
