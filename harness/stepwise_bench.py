@@ -132,9 +132,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     gc.disable()  # host loops without collector pauses (as timeit does)
     for name in ("fused", "step"):
         host, synced = [], []
-        for _ in range(repeats):  # warm-up pass, not timed (the first calls after a setup run slower)
-            steps[name]()
-        torch.cuda.synchronize()
+        _busy(steps[name])  # warm-up, not timed (the first calls after a setup run slower)
         for _ in range(repeats):
             t0 = time.perf_counter()
             steps[name]()
@@ -147,6 +145,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             synced.append((time.perf_counter() - t0) * 1e6)
         sfx = "" if name == "step" else "_fused"
         out[f"host{sfx}_us"], out[f"sync{sfx}_us"] = _stats(host), _stats(synced)
+    out.update(_host_split(gpu, steps["fused"], repeats))
     if gc_was:
         gc.enable()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -172,6 +171,44 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
 
 
 INNER = 10  # steps per graph of the graph10_fused_us measurement
+WARM_S = 0.02  # seconds of calls (or graph replays) before each timed loop: clocks up, caches warm
+
+
+def _busy(f: Callable[[], Any], seconds: float = WARM_S) -> None:
+    """Call ``f`` for about ``seconds`` (at least 5 times), then synchronise."""
+    import torch
+
+    t_end, k = time.perf_counter() + seconds, 0
+    while k < 5 or time.perf_counter() < t_end:
+        f()
+        k += 1
+    torch.cuda.synchronize()
+
+
+def _host_split(gpu: Any, fused: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """The host time of a fused call split in two: the stepper's own Python work (its launch replaced by a
+    no-op: ``host_py_fused_us``) and cuda.core's launch of the same kernel arguments (``host_launch_us``)."""
+    import torch
+
+    real, calls, keep = gpu._launch_fn, [], []  # keep: the outputs the recorded launches write stay allocated
+    gpu._launch_fn = lambda *a: calls.append(a)
+    try:
+        py = []
+        for _ in range(max(repeats, 100)):
+            t0 = time.perf_counter()
+            r = fused()
+            py.append((time.perf_counter() - t0) * 1e6)
+            keep.append(r)
+    finally:
+        gpu._launch_fn = real
+    args, launch = calls[-1], []
+    for _ in range(max(repeats, 100)):
+        t0 = time.perf_counter()
+        real(*args)
+        launch.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    del keep
+    return {"host_py_fused_us": _stats(py), "host_launch_us": _stats(launch)}
 
 
 def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
@@ -188,7 +225,7 @@ def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
             for _ in range(inner):
                 f()
     torch.cuda.synchronize()
-    g.replay()
+    _busy(g.replay)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(repeats):
@@ -528,7 +565,7 @@ def table(records: list[Record]) -> str:
 def brief(records: list[Record]) -> str:
     """One short line per measurement (device and host µs), for a terminal."""
     out = ["case rows states: device us fused / fused 10 per graph / 2 launches | host us (median) fused / "
-           "2 launches | host+sync fused"]
+           "2 launches | host+sync fused | host us fused = our Python + cuda.core launch"]
     for r in records:
         c, m = r.config, r.metrics
         head = f"{r.workload.get('case', '?')} {c.get('batch', '')}x{c.get('beams', '')}"
@@ -538,7 +575,8 @@ def brief(records: list[Record]) -> str:
             knobs = "" if r.sweep == "stepwise" else f" chunk={c['chunk']} bpr={c['bpr']} {c.get('child_search', '')}"
             out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, f'graph{INNER}_fused_us')}"
                        f" / {_f(m, 'graph_step_us')} | {_f(m, 'host_fused_us', 'p50')} / {_f(m, 'host_us', 'p50')} | "
-                       f"{_f(m, 'sync_fused_us', 'p50')}")
+                       f"{_f(m, 'sync_fused_us', 'p50')} | py {_f(m, 'host_py_fused_us', 'p50')} + launch "
+                       f"{_f(m, 'host_launch_us', 'p50')}")
         elif r.sweep == "stepwise-hf":
             out.append(f"{head} hf depth {m['depth']}: {m['hf_ms']:.2f} ms vs {m['ours_ms'] * 1e3:.0f} us = "
                        f"{m['speedup']:.0f}x same={m['same_scores']}")

@@ -353,6 +353,8 @@ __device__ __forceinline__ u32 get_bits4(const u32* bits, u64 k) {
 
 // -inf stored over the logits of [ca, cb) whose bit is clear (the chunk's bitmap); allowed entries are not
 // touched.  16-byte stores where a whole aligned vector is disallowed, 4-byte stores where it is mixed.
+// NONE: the chunk allows nothing (the bitmap is not read: a plain loop of 16-byte stores).
+template <bool NONE>
 __device__ void neg_chunk(const u32* bits, float* rowp, u64 ca, u64 cb) {
     const u32 T = blockDim.x;
     const u32 mis = (u32)(((unsigned long long)(rowp + ca) >> 2) & 3u);
@@ -364,7 +366,7 @@ __device__ void neg_chunk(const u32* bits, float* rowp, u64 ca, u64 cb) {
     const float ni = NEG_INF;
 #pragma unroll 4
     for (u64 i = threadIdx.x; i < nvec; i += T) {
-        const u32 m = get_bits4(bits, a - ca + 4 * i);
+        const u32 m = NONE ? 0u : get_bits4(bits, a - ca + 4 * i);
         if (m == 0) {
             vp[i] = make_float4(ni, ni, ni, ni);
         } else if (m != 0xFu) {
@@ -376,9 +378,9 @@ __device__ void neg_chunk(const u32* bits, float* rowp, u64 ca, u64 cb) {
         }
     }
     for (u64 v = ca + threadIdx.x; v < a; v += T)
-        if (!get_bit(bits, v - ca)) rowp[v] = ni;
+        if (NONE || !get_bit(bits, v - ca)) rowp[v] = ni;
     for (u64 v = a + 4 * nvec + threadIdx.x; v < cb; v += T)
-        if (!get_bit(bits, v - ca)) rowp[v] = ni;
+        if (NONE || !get_bit(bits, v - ca)) rowp[v] = ni;
 }
 
 // The bool mask of [ca, cb): 16-byte stores of 16 entries where aligned.
@@ -444,25 +446,30 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_e
             bits[i] = !full || k >= width ? 0u : (width - k >= 32 ? ~0u : ((1u << (width - k)) - 1u));
         }
         __syncthreads();  // (also: s_lab is written)
+        bool hit = full;  // this thread set a bit (or the chunk is full)
         if (scan) {
             for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
                 const u32 x = s_lab[c];
-                if (x >= ca && x < cb) set_bit(bits, (u32)(x - ca));
+                if (x >= ca && x < cb) { set_bit(bits, (u32)(x - ca)); hit = true; }
             }
         } else if (search && !full) {
-            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T) {
                 set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
+                hit = true;
+            }
         }
         if (threadIdx.x == 0) {
-            if (p.kind == K_MID && p.tok >= ca && p.tok < cb) set_bit(bits, (u32)(p.tok - ca));
+            if (p.kind == K_MID && p.tok >= ca && p.tok < cb) { set_bit(bits, (u32)(p.tok - ca)); hit = true; }
             if (eos_ok)
                 for (u32 e = 0; e < n_eos; ++e) {
                     const i64 x = s_eos[e];
-                    if (x >= (i64)ca && x < (i64)cb) set_bit(bits, (u32)(x - (i64)ca));
+                    if (x >= (i64)ca && x < (i64)cb) { set_bit(bits, (u32)(x - (i64)ca)); hit = true; }
                 }
         }
-        __syncthreads();
-        if (rowf) neg_chunk(bits, rowf, ca, cb); else bool_chunk(bits, rowb, ca, cb);
+        const bool any = __syncthreads_or(hit);  // uniform: the chunk allows some token
+        if (!rowf) bool_chunk(bits, rowb, ca, cb);
+        else if (!any) neg_chunk<true>(bits, rowf, ca, cb);
+        else if (!full) neg_chunk<false>(bits, rowf, ca, cb);  // a full chunk: nothing to store
         __syncthreads();  // before the next chunk's bitmap
         lo_c = hi_c;
     }

@@ -46,6 +46,7 @@ inline int __syncthreads_count(int pred) {
     if (threadIdx.x == 0) g_count[ph].store(0);
     return r;
 }
+inline int __syncthreads_or(int pred) { return __syncthreads_count(pred) > 0; }
 inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& f) {
     blockDim.x = block;
     for (unsigned b = 0; b < grid; ++b) {
