@@ -11,10 +11,18 @@ from the root, vectorised over the rows (on the GPU `walk_mask` of the stepwise 
 that walks each row block-wide and writes its mask; on numpy one vectorised advance per generated
 column).  That is exact for greedy, sampling and beam search whatever the reordering, and costs
 O(rows x generated tokens) per step, which is small next to a model step for identifier-length outputs
-(<= tens of tokens).  The mask adds
-0 / -inf to the scores (as transformers' `PrefixConstrainedLogitsProcessor` does, so scores agree bit
-for bit), with EOS allowed exactly where a keyword ends and the only token after EOS or after a token
-that left the trie (see `flashtrie.stepwise`; ``dead_count`` of the processor counts such rows).
+(<= tens of tokens).  EOS is allowed exactly where a keyword ends and is the only token after EOS or
+after a token that left the trie (see `flashtrie.stepwise`; ``dead_count`` of the processor counts such
+rows).
+
+**The mask is written into ``scores`` in place** (``inplace=True``, the default; `LogitsProcessor` allows
+it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones are neither read
+nor written, so a float32 CUDA call is one kernel launch with no copy, no allocation and no
+synchronisation.  transformers' `PrefixConstrainedLogitsProcessor` adds 0 / -inf to a copy: the same
+values (a -0.0 it turns into +0.0, which compares equal), so generated sequences and scores agree.  One
+visible difference: greedy search and sampling hand the processors the very tensor they keep as
+``output_logits``; with ``output_logits=True`` those then show the masked values.  Pass
+``inplace=False`` to mask a copy instead (one clone per call).
 
 **Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
 prompt for decoder-only models, the decoder start token for encoder-decoder models) and again whenever a
@@ -51,7 +59,8 @@ class TrieLogitsProcessor(LogitsProcessor):
     """Constrain every token generated after the prompt to spell a keyword of ``index``, then EOS."""
 
     def __init__(self, index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], *,
-                 prompt_length: int | Sequence[int] | None = None, backend: str = "auto") -> None:
+                 prompt_length: int | Sequence[int] | None = None, backend: str = "auto", inplace: bool = True
+                 ) -> None:
         if not isinstance(index, NarrowLoudsIndex):
             raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
         if backend not in _BACKENDS:
@@ -60,13 +69,17 @@ class TrieLogitsProcessor(LogitsProcessor):
         self.eos = eos_ids(eos_token_id)
         if not self.eos:
             raise InputError("eos_token_id: the processor needs an EOS token id")
-        self.backend = backend
+        if not isinstance(inplace, bool):
+            raise InputError(f"inplace: expected a bool, got {inplace!r}")
+        self.backend, self.inplace = backend, inplace
         self._fixed = _prompt_lengths(prompt_length)
         self._cpu = TrieStepper(index)
         self._cpu._eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
         self._gpu: dict[int, Any] = {}
         self._inferred: int | None = None
         self._last_len = -1
+        self._begin_dev: tuple[np.ndarray, torch.Tensor] | None = None  # per-row prompt lengths on the device
+        self._bool: torch.Tensor | None = None  # the bool mask buffer of scores that are not float32
 
     @property
     def dead_count(self) -> int:
@@ -114,29 +127,46 @@ class TrieLogitsProcessor(LogitsProcessor):
                 self._gpu[idx] = None
         return self._gpu[idx]
 
+    def _device_begin(self, begin: Any, device: torch.device) -> Any:
+        """``begin`` for the GPU stepper: an int as it is, per-row lengths as a device tensor (uploaded
+        again only when they change)."""
+        if isinstance(begin, int):
+            return begin
+        hit = self._begin_dev
+        if hit is None or hit[1].device != device or not np.array_equal(hit[0], begin):
+            hit = self._begin_dev = (begin, torch.as_tensor(begin, device=device))
+        return hit[1]
+
+    def _bool_buffer(self, shape: torch.Size, device: torch.device) -> torch.Tensor:
+        buf = self._bool
+        if buf is None or buf.shape != shape or buf.device != device:
+            buf = self._bool = torch.empty(shape, dtype=torch.bool, device=device)
+        return buf
+
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         if input_ids.ndim != 2 or scores.ndim != 2 or scores.shape[0] != input_ids.shape[0]:
             raise InputError(f"input_ids {list(input_ids.shape)} and scores {list(scores.shape)}: expected "
                              "[rows, length] and [rows, vocab]")
         begin = self._begin(input_ids)
         vocab = int(scores.shape[1])
+        out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
         gpu = self._stepper(scores.device)
         if gpu is not None:
-            b = begin if isinstance(begin, int) else torch.as_tensor(begin, device=scores.device)
+            b = self._device_begin(begin, scores.device)
             ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
-            if scores.dtype == torch.float32:
-                out = scores.clone()
+            if out.dtype == torch.float32 and (out.shape[1] < 2 or out.stride(1) == 1):
                 gpu.walk_mask(ids, vocab, self.eos, begin=b, out=out)
                 return out
-            return _add_mask(scores, gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False))
+            allow = gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False,
+                                  out=self._bool_buffer(out.shape, out.device))
+            return out.masked_fill_(allow.logical_not_(), -float("inf"))
         ids = input_ids.detach().cpu().numpy()
         states = self._cpu.walk(ids, begin=begin, eos_token_id=self.eos)
-        if scores.dtype == torch.float32 and scores.device.type == "cpu":
-            out = scores.clone()
+        if out.dtype == torch.float32 and out.device.type == "cpu":
             self._cpu.mask(states, vocab, self.eos, out=out.numpy())
             return out
-        allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(scores.device)
-        return _add_mask(scores, allow)
+        allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(out.device)
+        return out.masked_fill_(allow.logical_not_(), -float("inf"))
 
 
 def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], prompt_length: int
@@ -159,11 +189,6 @@ def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequen
         return out + list(eos) if bool(stepper.ends(st)[0]) else out
 
     return allowed
-
-
-def _add_mask(scores: torch.Tensor, allow: torch.Tensor) -> torch.Tensor:
-    """``scores`` plus 0 where ``allow`` (bool, same shape and device) and -inf elsewhere, in its dtype."""
-    return scores + torch.zeros_like(scores).masked_fill_(~allow, -float("inf"))
 
 
 def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:

@@ -300,10 +300,12 @@ class TrieStepper:
              additive: bool = True) -> np.ndarray:
         """The mask over a vocabulary of ``vocab_size`` for every state.
 
-        ``additive``: 0 where allowed and -inf elsewhere, added in place to ``out`` (float logits
-        ``[n, vocab_size]``; a new float32 array when None).  Else a boolean mask (True: allowed), written
-        to ``out`` (bool ``[n, vocab_size]``) or a new array.  EOS is allowed exactly where a keyword ends,
-        and is the only token allowed for FINISHED and DEAD states; dead rows add to ``dead_count``."""
+        ``additive``: applied in place to ``out`` (float logits ``[n, vocab_size]``; a new float32 array of
+        zeros when None): every disallowed entry becomes -inf and every allowed entry keeps its value bit for
+        bit (the same as adding 0 / -inf except that a -0.0 stays -0.0 and a NaN or +inf at a disallowed
+        token becomes -inf too, so it can never be chosen).  Else a boolean mask (True: allowed), written to
+        ``out`` (bool ``[n, vocab_size]``) or a new array.  EOS is allowed exactly where a keyword ends, and
+        is the only token allowed for FINISHED and DEAD states; dead rows add to ``dead_count``."""
         check_vocab(self.index, vocab_size)
         eos = self._eos(eos_token_id)
         if not eos:
@@ -330,8 +332,7 @@ class TrieStepper:
             return out
         if out is None:
             out = np.zeros((n, v), dtype=np.float32)
-        with np.errstate(invalid="ignore"):  # a +inf logit at a banned token becomes NaN, as in torch
-            np.add(out, np.where(allow, out.dtype.type(0), out.dtype.type(-np.inf)), out=out)
+        np.copyto(out, out.dtype.type(-np.inf), where=~allow)
         return out
 
     def advance_mask(self, states: StepStates, tokens: np.ndarray, vocab_size: int, eos_token_id: Any,

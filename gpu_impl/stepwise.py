@@ -8,6 +8,9 @@ stream), and `advance`, `walk`, `ends`, `mask` and `allowed_padded` neither copy
 synchronise, so a decode loop (or a CUDA graph capture) can call them every step.  `allowed` (CSR) needs
 its size: it synchronises once to read it.  `dead_count` reads a device counter (synchronises).
 
+The additive mask is write-only on the device: -inf is stored over the disallowed entries and the allowed
+ones are neither read nor written (numpy gives the same bits).
+
 Differences from numpy: tokens come back as int64 (numpy: uint32 for CSR), and a state that is not valid
 for the index reads as DEAD here, where numpy refuses it with `InputError` (validating device input would
 need a synchronisation).  The EOS and vocabulary checks run on the host once per (vocab_size, EOS).
@@ -33,6 +36,9 @@ __all__ = ["GpuTrieStepper"]
 
 THREADS = 256
 CHUNK = 4096  # default vocabulary entries per mask chunk (kernels/step.cu's FT_STEP_CHUNK)
+#: nodes whose child ranges the default child table holds (8 bytes each: 16 MiB at most); in level order these
+#: are the nodes nearest the root, where most decode rows are
+CHILD_TABLE = 1 << 21
 
 
 class _Torch:
@@ -62,6 +68,9 @@ class _Torch:
 
     def asarray(self, a: np.ndarray) -> Any:
         return self.t.as_tensor(a, device=self.device)
+
+    def sync(self) -> None:
+        self.t.cuda.current_stream(self.device).synchronize()
 
     def stream(self) -> int:
         raw = self._raw_stream
@@ -101,6 +110,9 @@ class _Cupy:
 
     def stream(self) -> int:
         return int(self.cp.cuda.get_current_stream().ptr)
+
+    def sync(self) -> None:
+        self.cp.cuda.get_current_stream().synchronize()
 
     def states(self, n: int) -> tuple[Any, Any]:
         with self.dev:
@@ -144,14 +156,19 @@ class GpuTrieStepper:
     backend = "gpu"
 
     def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, array_module: str | None = None,
-                 searcher: Any = None, chunk: int = CHUNK) -> None:
+                 searcher: Any = None, chunk: int = CHUNK, child_table: int = CHILD_TABLE) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
         torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
-        [1024, 65536]; results do not depend on it).  `blocks_per_row` (attribute; None: about 4 blocks per
-        SM in all, at most one per chunk) sets how many blocks share a row's chunks."""
+        [1024, 65536]; results do not depend on it).  ``child_table``: the child ranges of the first
+        ``min(child_table, num_nodes)`` nodes are tabulated on the device once (8 bytes a node; a kernel at
+        construction), so a state at one of them finds its children in one load (0: none; results do not
+        depend on it).  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
+        chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
+        if isinstance(child_table, bool) or not isinstance(child_table, (int, np.integer)) or child_table < 0:
+            raise InputError(f"child_table: expected a non-negative integer, got {child_table!r}")
         self.chunk = chunk
         try:
             from cuda.core import ObjectCode
@@ -168,14 +185,13 @@ class GpuTrieStepper:
         ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
-                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill")}
-        #: load the logits while a mask block decodes its state (bit 0 of the kernels' flags)
-        self.prefetch = True
+                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table")}
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * _sm_count(self.device)
-        #: how mask kernels find a node's children: "select" (two select0 side by side: the faster on the
-        #: H200, 2026-12-01) or "block" (a block-wide search of its LOUDS zeros over rank1); same results
+        #: how mask kernels find the children of a node past the child table: "select" (two select0 side by
+        #: side: the faster on the H200, 2026-12-01) or "block" (a block-wide search of its LOUDS zeros over
+        #: rank1); same results
         self.child_search = "select"
         self._searcher = searcher
         if searcher is not None:
@@ -194,12 +210,14 @@ class GpuTrieStepper:
 
         self._launch_fn = launch
         self._mask_cache: dict[tuple, tuple[int, list]] = {}
+        self._build_child_table(min(int(child_table), int(index.num_nodes)))
 
     @classmethod
-    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK) -> GpuTrieStepper:
+    def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK,
+                      child_table: int = CHILD_TABLE) -> GpuTrieStepper:
         """A stepper that shares ``searcher``'s uploaded index (no second copy on the device)."""
         return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
-                   chunk=chunk)
+                   chunk=chunk, child_table=child_table)
 
     # ------------------------------------------------------------------ index upload (index_upload.py's)
     def _upload_index(self) -> None:
@@ -214,8 +232,22 @@ class GpuTrieStepper:
         self.index_bytes = self._device_index.nbytes
         self.upload_stats = self._device_index.stats
 
+    def _build_child_table(self, n: int) -> None:
+        """``child_table`` entries 0..n on the device (kernels/step.cu ft_step_child_table), once, synchronised
+        (the table must be complete before a kernel on another stream reads it)."""
+        #: nodes whose child range the table holds (every node below it)
+        self.child_table = n
+        self._child_table = self.xp.full((n + 1,), 0, self.xp.int64)
+        self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(0))
+        if n:
+            self._launch("child_table", -(-(n + 1) // THREADS), np.uint32(n), np.uint64(_ptr(self._child_table)),
+                         tab=False)
+            self.xp.sync()
+            self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(n))
+
     # ------------------------------------------------------------------ plumbing
-    def _launch(self, name: str, blocks: int, *args: Any) -> None:
+    def _launch(self, name: str, blocks: int, *args: Any, tab: bool = True) -> None:
+        """Launch ``ft_step_<name>`` on the caller's current stream: the view, the child table (``tab``), args."""
         h = self.xp.stream()
         s = self._streams.get(h)
         if s is None:
@@ -225,7 +257,10 @@ class GpuTrieStepper:
             from cuda.core import LaunchConfig
 
             cfg = self._configs[blocks] = LaunchConfig(grid=blocks, block=THREADS)
-        self._launch_fn(s, cfg, self._k[name], self._view_arg, *args)
+        if tab:
+            self._launch_fn(s, cfg, self._k[name], self._view_arg, *self._tab_args, *args)
+        else:
+            self._launch_fn(s, cfg, self._k[name], self._view_arg, *args)
 
     def _view(self, obj: Any, name: str, ndim: int, dtypes: Sequence[Any]) -> _View:
         """A device array's pointer and layout (torch fast path; else DLPack / CUDA Array Interface)."""
@@ -399,7 +434,7 @@ class GpuTrieStepper:
         if out is None:
             out = self.xp.full((n, v), 0, self.xp.float32) if additive else self.xp.empty((n, v), self.xp.bool)
         o = self._view(out, "out", 2, _F32 if additive else _BOOL)
-        flags = (1 if self.prefetch else 0) | (2 if self.child_search == "block" else 0)
+        flags = 1 if self.child_search == "block" else 0
         key = (n, v, eos, o.ptr, o.shape, o.strides, o.dtype, additive, flags, self.blocks_per_row)
         hit = self._mask_cache.get(key)
         if hit is not None:
@@ -425,9 +460,9 @@ class GpuTrieStepper:
 
     def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
              additive: bool = True) -> Any:
-        """0 / -inf added in place to float32 logits ``out[n, vocab_size]`` (a new zero array when None), or
-        a bool mask (True: allowed) written to ``out``; as `TrieStepper.mask`.  Dead rows add to
-        `dead_count` on the device."""
+        """-inf stored in place over the disallowed entries of float32 logits ``out[n, vocab_size]`` (a new
+        zero array when None; allowed entries are neither read nor written), or a bool mask (True: allowed)
+        written to ``out``; as `TrieStepper.mask`.  Dead rows add to `dead_count` on the device."""
         a, b, n = self._states(states)
         out, blocks, args = self._mask_args(n, vocab_size, eos_token_id, out, additive)
         if n:

@@ -16,11 +16,14 @@ and ``var:N`` (`flashtrie.datasets.generate_keywords`: lengths 1-8, 2.2M vocabul
 and batch x beams, two state sets: every row at the root (the first step: the most children) and rows at
 random depths of random keywords; each row's token is its keyword's next token.  Measured per step:
 
-* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the additive mask of the new
-  states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the step
-  (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
-  alone, advance alone, the boolean mask, and the mask without its early logits loads;
-* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation), and
+* ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the in-place additive mask of
+  the new states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the
+  step (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
+  alone, advance alone, the boolean mask, and the fused step without the child table
+  (``graph_fused_notable_us``: every child range by select0); ``graph10_fused_us``: the fused step 10 times
+  in one CUDA graph (no graph launch between steps, as in a decode loop captured whole);
+* ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation; the
+  collector off; tables show medians), and
   ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
 * ``--sweep-cases``: the fused step at other chunk sizes (``--sweep-chunks``) and blocks per row
   (``--sweep-bpr``), sweep ``stepwise-chunk``.
@@ -34,6 +37,7 @@ One record per case (`harness/records.py`); a table at the end.
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import sys
 import time
@@ -92,8 +96,9 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: int, eos: int, repeats: int,
-                     parts: bool = True) -> dict[str, Any]:
-    """Device and host time of one step; ``parts``: also mask alone, advance alone, bool, without preload."""
+                     parts: bool = True, notab: Any = None) -> dict[str, Any]:
+    """Device and host time of one step; ``parts``: also mask alone, advance alone, bool, and (``notab``: a
+    stepper of the same device index without the child table) the fused step without the table."""
     import torch
 
     rows = len(states)
@@ -111,8 +116,9 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             "advance": lambda: gpu.advance(d, tok, eos),
             "bool_fused": lambda: gpu.advance_mask(d, tok, vocab, eos, out=boolmask, additive=False),
             "bool_step": lambda: (gpu.mask(d, vocab, eos, out=boolmask, additive=False), gpu.advance(d, tok, eos)),
-            "mask_noprefetch": lambda: _without_prefetch(gpu, lambda: gpu.mask(d, vocab, eos, out=logits)),
         })
+        if notab is not None:
+            steps["fused_notable"] = lambda: notab.advance_mask(d, tok, vocab, eos, out=logits)
     for f in steps.values():
         f()
     torch.cuda.synchronize()
@@ -122,8 +128,11 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     once = time.perf_counter() - t0
     repeats = max(5, min(repeats, int(0.25 / max(once, 1e-9))))  # about 0.25 s per measurement at most
     out: dict[str, Any] = {"repeats": repeats}
+    gc_was = gc.isenabled()
+    gc.disable()  # host loops without collector pauses (as timeit does)
     for name in ("fused", "step"):
         host, synced = [], []
+        _busy(steps[name])  # warm-up, not timed (the first calls after a setup run slower)
         for _ in range(repeats):
             t0 = time.perf_counter()
             steps[name]()
@@ -136,6 +145,9 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
             synced.append((time.perf_counter() - t0) * 1e6)
         sfx = "" if name == "step" else "_fused"
         out[f"host{sfx}_us"], out[f"sync{sfx}_us"] = _stats(host), _stats(synced)
+    out.update(_host_split(gpu, steps["fused"], repeats))
+    if gc_was:
+        gc.enable()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(repeats):
@@ -149,21 +161,59 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         except Exception as e:  # noqa: BLE001 - keep the eager numbers
             out["graph_error"] = f"{type(e).__name__}: {e}"
             break
+    try:  # the fused step 10 times in one graph: no graph launch gap between steps (as in a captured decode loop)
+        out[f"graph{INNER}_fused_us"] = _graph_us(steps["fused"], max(3, repeats // INNER), INNER)
+    except Exception as e:  # noqa: BLE001
+        out["graph_error"] = f"{type(e).__name__}: {e}"
     out["dead_rows"] = gpu.dead_count
     out["blocks_per_row"] = gpu.blocks_per_row
     return out
 
 
-def _without_prefetch(gpu: Any, f: Callable[[], Any]) -> Any:
-    gpu.prefetch = False
+INNER = 10  # steps per graph of the graph10_fused_us measurement
+WARM_S = 0.02  # seconds of calls (or graph replays) before each timed loop: clocks up, caches warm
+
+
+def _busy(f: Callable[[], Any], seconds: float = WARM_S) -> None:
+    """Call ``f`` for about ``seconds`` (at least 5 times), then synchronise."""
+    import torch
+
+    t_end, k = time.perf_counter() + seconds, 0
+    while k < 5 or time.perf_counter() < t_end:
+        f()
+        k += 1
+    torch.cuda.synchronize()
+
+
+def _host_split(gpu: Any, fused: Callable[[], Any], repeats: int) -> dict[str, Any]:
+    """The host time of a fused call split in two: the stepper's own Python work (its launch replaced by a
+    no-op: ``host_py_fused_us``) and cuda.core's launch of the same kernel arguments (``host_launch_us``)."""
+    import torch
+
+    real, calls, keep = gpu._launch_fn, [], []  # keep: the outputs the recorded launches write stay allocated
+    gpu._launch_fn = lambda *a: calls.append(a)
     try:
-        return f()
+        py = []
+        for _ in range(max(repeats, 100)):
+            t0 = time.perf_counter()
+            r = fused()
+            py.append((time.perf_counter() - t0) * 1e6)
+            keep.append(r)
     finally:
-        gpu.prefetch = True
+        gpu._launch_fn = real
+    args, launch = calls[-1], []
+    for _ in range(max(repeats, 100)):
+        t0 = time.perf_counter()
+        real(*args)
+        launch.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    del keep
+    return {"host_py_fused_us": _stats(py), "host_launch_us": _stats(launch)}
 
 
-def _graph_us(f: Callable[[], Any], repeats: int) -> float:
-    """Device µs per call of ``f`` from CUDA events around back-to-back replays of its CUDA graph."""
+def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
+    """Device µs per call of ``f`` from CUDA events around back-to-back replays of a CUDA graph of ``inner``
+    calls of ``f`` (1: one call per graph, a graph launch between calls)."""
     import torch
 
     side = torch.cuda.Stream()
@@ -172,16 +222,17 @@ def _graph_us(f: Callable[[], Any], repeats: int) -> float:
     with torch.cuda.stream(side):
         f()
         with torch.cuda.graph(g, stream=side):
-            f()
+            for _ in range(inner):
+                f()
     torch.cuda.synchronize()
-    g.replay()
+    _busy(g.replay)
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     e0.record()
     for _ in range(repeats):
         g.replay()
     e1.record()
     torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1e3 / repeats
+    return e0.elapsed_time(e1) * 1e3 / (repeats * inner)
 
 
 def numpy_step_metrics(cpu: TrieStepper, states: StepStates, tokens: np.ndarray, vocab: int, eos: int,
@@ -234,17 +285,19 @@ def hf_metrics(index: NarrowLoudsIndex, root: dict, prefixes: list[list[int]], b
     theirs = PrefixConstrainedLogitsProcessor(dict_prefix_fn(root, prompt, eos), beams)
     ours = TrieLogitsProcessor(index, eos, prompt_length=prompt)
     out = {}
-    for name, proc, reps in (("hf_ms", theirs, 3), ("ours_ms", ours, 20)):
-        proc(ids, scores)
+    # theirs masks a copy; ours writes into its scores in place (idempotent: every call gives the same tensor)
+    for name, proc, sc, reps in (("hf_ms", theirs, scores, 3), ("ours_ms", ours, scores.clone(), 20)):
+        proc(ids, sc)
         _sync()
         t = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            r = proc(ids, scores)
+            r = proc(ids, sc)
             _sync()
             t.append((time.perf_counter() - t0) * 1e3)
         out[name] = statistics.median(t)
         out[name.replace("_ms", "_out")] = r
+        out[name.replace("_ms", "_ms_min")] = min(t)
     same = bool(torch.equal(out.pop("hf_out"), out.pop("ours_out")))
     return {**out, "speedup": out["hf_ms"] / out["ours_ms"], "same_scores": same, "depth": depth}
 
@@ -334,16 +387,25 @@ def run(args: argparse.Namespace) -> list[Record]:
         v, eos = wl["vocab_size"], wl["vocab_size"]  # EOS: the id after the library's vocabulary
         vocab = v + 1
         cpu = TrieStepper(index)
-        gpu = None
+        gpu = notab = None
         if args.backend == "gpu":
+            from types import SimpleNamespace
+
             from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
             t1 = time.perf_counter()
             gpu = GpuTrieStepper(index, chunk=args.chunk)
             wl["upload_s"] = round(time.perf_counter() - t1, 2)
+            wl["child_table_nodes"] = gpu.child_table
+            notab = GpuTrieStepper(index, chunk=args.chunk, child_table=0,
+                                   searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr))
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
         for b, k in shapes:
+            if time.perf_counter() - t_start > args.max_seconds:  # a long case stops between its shapes
+                emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"time budget spent before {case} "
+                            f"{b}x{k}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
+                continue
             if b * k * vocab * 5 > args.max_logits_gb * 2**30:
                 emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"logits over --max-logits-gb "
                             f"{args.max_logits_gb}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
@@ -354,7 +416,8 @@ def run(args: argparse.Namespace) -> list[Record]:
                 cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
                        "chunk": args.chunk}
                 try:
-                    m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats) if gpu is not None else
+                    m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats, notab=notab)
+                         if gpu is not None else
                          numpy_step_metrics(cpu, states, nxt, vocab, eos, max(3, args.repeats // 10)))
                     emit(Record("latency", f"{args.backend}-stepwise", sweep="stepwise", workload=wl, config=cfg,
                                 metrics=m))
@@ -365,7 +428,7 @@ def run(args: argparse.Namespace) -> list[Record]:
             _sweep(args, gpu, index, keywords, cpu, wl, emit)
         if gpu is not None and (args.hf or args.generate) and case in args.hf_cases.split(","):
             _compare_hf(args, index, keywords, wl, eos, shapes, emit)
-        del gpu, cpu, index, keywords
+        del gpu, notab, cpu, index, keywords
     return records
 
 
@@ -426,12 +489,15 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
                             cfg))
 
 
-_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_bool_step_us", "graph_mask_noprefetch_us")
+_PARTS = ("graph_mask_us", "graph_advance_us", "graph_bool_fused_us", "graph_bool_step_us", "graph_fused_notable_us")
+#: what the fifth part was before the write-only mask (records of commits before it)
+_OLD_PART = "graph_mask_noprefetch_us"
 
 
-def _f(m: dict[str, Any], key: str) -> str:
+def _f(m: dict[str, Any], key: str, stat: str = "mean") -> str:
+    """A metric for a table: a number, or one statistic of a distribution (``stat``: mean or p50)."""
     v = m.get(key)
-    return "-" if v is None else f"{v['mean'] if isinstance(v, dict) else v:.1f}"
+    return "-" if v is None else f"{v[stat] if isinstance(v, dict) else v:.1f}"
 
 
 def commit_of(r: Record) -> str:
@@ -441,27 +507,31 @@ def commit_of(r: Record) -> str:
 
 def table(records: list[Record]) -> str:
     """Markdown tables of the step records, the chunk sweep, then the HF comparisons (each row with its commit)."""
-    lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | mask + advance (2) | "
-             "mask / advance / bool fused / bool 2 launches / mask without preload µs | host µs fused | "
-             "host µs 2 launches | host+sync µs fused |",
-             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
+    lines = ["| commit | library | N | V | rows | states | device µs: fused step (1 launch) | fused, 10 steps per "
+             "graph | mask + advance (2) | "
+             "mask / advance / bool fused / bool 2 launches / fused without child table (older records: mask without "
+             "preload) µs | host µs fused (median) | "
+             "host µs 2 launches (median) | host+sync µs fused (median) |",
+             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for r in records:
         if r.sweep != "stepwise":
             continue
         w, c, m = r.workload, r.config, r.metrics
         if r.status != "ok":
             lines.append(f"| {commit_of(r)} | {w.get('case', '?')} | | | {c.get('rows', '')} | | {r.status}: "
-                         f"{r.message} | | | | | |")
+                         f"{r.message} | | | | | | |")
             continue
-        parts = " / ".join(f"{m[k]:.1f}" for k in _PARTS if k in m) or m.get("graph_error", "-")
+        parts = " / ".join(f"{m[k]:.1f}" for k in (*_PARTS[:4], _PARTS[4] if _PARTS[4] in m else _OLD_PART)
+                           if k in m) or m.get("graph_error", "-")
         lines.append(f"| {commit_of(r)} | {w['name']} | {w['num_keywords']:,} | {w['vocab_size']:,} | "
                      f"{c['batch']}x{c['beams']} | {c['states']} | {_f(m, 'graph_fused_us')} | "
-                     f"{_f(m, 'graph_step_us')} | {parts} | "
-                     f"{_f(m, 'host_fused_us')} | {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')} |")
+                     f"{_f(m, f'graph{INNER}_fused_us')} | {_f(m, 'graph_step_us')} | {parts} | "
+                     f"{_f(m, 'host_fused_us', 'p50')} | {_f(m, 'host_us', 'p50')} | "
+                     f"{_f(m, 'sync_fused_us', 'p50')} |")
     sw = [r for r in records if r.sweep == "stepwise-chunk" and r.status == "ok"]
     if sw:
         lines += ["", "| commit | library | rows | states | chunk | blocks per row | child search | device µs fused | "
-                  "mask + advance | host µs fused |",
+                  "mask + advance | host µs fused (median) |",
                   "| --- | --- | ---: | --- | ---: | ---: | --- | ---: | ---: | ---: |"]
         for r in sw:
             c, m = r.config, r.metrics
@@ -469,7 +539,7 @@ def table(records: list[Record]) -> str:
                          f"{c['chunk']} | "
                          f"{c['bpr']} | {c.get('child_search', '')} | {_f(m, 'graph_fused_us')} | "
                          f"{_f(m, 'graph_step_us')} | "
-                         f"{_f(m, 'host_fused_us')} |")
+                         f"{_f(m, 'host_fused_us', 'p50')} |")
     hf = [r for r in records if r.sweep == "stepwise-hf" and r.status == "ok"]
     if hf:
         lines += ["", "| library | rows | depth | transformers dict-trie processor ms | ours ms | speed-up | same |",
@@ -494,7 +564,8 @@ def table(records: list[Record]) -> str:
 
 def brief(records: list[Record]) -> str:
     """One short line per measurement (device and host µs), for a terminal."""
-    out = ["case rows states: device us fused / 2 launches | host us fused / 2 launches | host+sync fused"]
+    out = ["case rows states: device us fused / fused 10 per graph / 2 launches | host us (median) fused / "
+           "2 launches | host+sync fused | host us fused = our Python + cuda.core launch"]
     for r in records:
         c, m = r.config, r.metrics
         head = f"{r.workload.get('case', '?')} {c.get('batch', '')}x{c.get('beams', '')}"
@@ -502,8 +573,10 @@ def brief(records: list[Record]) -> str:
             out.append(f"{head} {r.sweep} {r.status}: {(r.message or '')[:80]}")
         elif r.sweep in ("stepwise", "stepwise-chunk"):
             knobs = "" if r.sweep == "stepwise" else f" chunk={c['chunk']} bpr={c['bpr']} {c.get('child_search', '')}"
-            out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, 'graph_step_us')} | "
-                       f"{_f(m, 'host_fused_us')} / {_f(m, 'host_us')} | {_f(m, 'sync_fused_us')}")
+            out.append(f"{head} {c['states']}{knobs}: {_f(m, 'graph_fused_us')} / {_f(m, f'graph{INNER}_fused_us')}"
+                       f" / {_f(m, 'graph_step_us')} | {_f(m, 'host_fused_us', 'p50')} / {_f(m, 'host_us', 'p50')} | "
+                       f"{_f(m, 'sync_fused_us', 'p50')} | py {_f(m, 'host_py_fused_us', 'p50')} + launch "
+                       f"{_f(m, 'host_launch_us', 'p50')}")
         elif r.sweep == "stepwise-hf":
             out.append(f"{head} hf depth {m['depth']}: {m['hf_ms']:.2f} ms vs {m['ours_ms'] * 1e3:.0f} us = "
                        f"{m['speedup']:.0f}x same={m['same_scores']}")

@@ -133,10 +133,41 @@ def test_processor_masks_directly() -> None:
     proc = TrieLogitsProcessor(index, EOS, prompt_length=[2, 1, 3])
     ids = torch.tensor([[3, 3, 5, 7], [3, 5, 6, 2], [4, 4, 4, 9]])
     scores = torch.zeros(3, 12, dtype=torch.bfloat16)
+    copy = TrieLogitsProcessor(index, EOS, prompt_length=[2, 1, 3], inplace=False)(ids, scores)
+    assert torch.equal(scores, torch.zeros_like(scores))  # inplace=False: a masked copy
     out = proc(ids, scores)
     allowed = [torch.nonzero(torch.isfinite(r)).flatten().tolist() for r in out]
     assert allowed == [[8], [EOS], [EOS]] and proc.dead_count == 1
-    assert out.dtype == torch.bfloat16 and torch.equal(scores, torch.zeros_like(scores))
+    assert out is scores and out.dtype == torch.bfloat16 and torch.equal(copy, out)  # in place by default
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_processor_writes_in_place(device: str) -> None:
+    """float32 scores: the returned tensor is ``scores``; allowed entries keep their exact bits (-0.0, NaN
+    included), every other entry is -inf; rows strided inside a wider tensor work the same."""
+    kws = [[5, 6], [5, 7, 8], [9], [300, 2]]
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    ids = torch.tensor([[0, 5], [0, 5], [0, 9], [0, 0], [0, 300]], device=device)
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(5, 400)).astype(np.float32)
+    base[:, 6], base[:, 7], base[1, 8] = -0.0, np.nan, np.inf
+    want_allowed = [{6, 7}, {6, 7}, {EOS}, {EOS}, {2}]  # row 1 as row 0; row 3 left the trie
+    for wide in (False, True):
+        big = torch.zeros(5, 403 if wide else 400, device=device)
+        scores = big[:, 1:401] if wide else big
+        scores.copy_(torch.as_tensor(base))
+        proc = TrieLogitsProcessor(index, EOS, prompt_length=1)
+        out = proc(ids, scores)
+        assert out is scores
+        got = out.cpu().numpy()
+        for r, allowed in enumerate(want_allowed):
+            keep = np.zeros(400, dtype=bool)
+            keep[list(allowed)] = True
+            assert np.array_equal(got[r, keep].view(np.uint32), base[r, keep].view(np.uint32)), r
+            assert np.all(got[r, ~keep] == -np.inf), r
+        if wide:
+            assert not big[:, 0].any() and not big[:, 401:].any()
+        assert proc.dead_count == 1
 
 
 def test_refusals() -> None:

@@ -62,9 +62,10 @@ def _p(a: np.ndarray | None) -> ctypes.c_void_p:
 
 
 class Emu:
-    """The kernels over host copies of the index arrays (each padded like the device upload)."""
+    """The kernels over host copies of the index arrays (each padded like the device upload), with a child
+    table of the first ``table`` nodes (None: all of them) built by its kernel."""
 
-    def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex) -> None:
+    def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex, table: int | None = None) -> None:
         host = host_index(ix)
         self.lib, self.keep, ptrs = lib, [], {}
         for field, a in host.arrays.items():
@@ -78,6 +79,10 @@ class Emu:
         self.view = host.view_bytes(ptrs)
         lib.emu_node_flags(U32(-(-nwords // TH)), _p(self.view), _p(self.flags), U64(nwords))
         self.flags = self.flags[:nwords]
+        n = ix.num_nodes if table is None else min(table, ix.num_nodes)
+        self.fc = np.zeros(n + 1, np.uint64)
+        lib.emu_child_table(U32(-(-(n + 1) // TH)), _p(self.view), U32(n), _p(self.fc))
+        self.tab = [_p(self.view), _p(self.fc), U32(n)]
 
     def _eos(self, e: tuple[int, ...]) -> np.ndarray:
         a = np.zeros(8, np.int64)
@@ -88,14 +93,14 @@ class Emu:
     def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
         n = len(s)
         no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
-        self.lib.emu_advance(U32(n), _p(self.view), _p(s.node), _p(s.off), _p(tok),
+        self.lib.emu_advance(U32(n), *self.tab, _p(s.node), _p(s.off), _p(tok),
                              U32(tok.dtype == np.int64), U64(1), U32(n), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
         no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-        self.lib.emu_walk(U32(n), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+        self.lib.emu_walk(U32(n), *self.tab, _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
                           _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
@@ -105,15 +110,15 @@ class Emu:
         n, chunks = ids.shape[0], -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        self.lib.emu_walk_mask(U32(n * bpr), _p(self.view), _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
+        self.lib.emu_walk_mask(U32(n * bpr), *self.tab, _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
                                _p(None), I64(end), U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)),
-                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32((per_block & 1) | 2))
+                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
         return out if out is not None else ob.astype(bool)
 
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
         n = len(s)
         c, en = np.empty(n, np.int64), np.empty(n, np.uint8)
-        self.lib.emu_count(U32(-(-n // TH)), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(c), _p(en))
+        self.lib.emu_count(U32(-(-n // TH)), *self.tab, _p(s.node), _p(s.off), U32(n), _p(c), _p(en))
         return c, en.astype(bool)
 
     def padded(self, s: StepStates, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -121,7 +126,7 @@ class Emu:
         c, _ = self.count(s)
         t = np.full((n, cap), -1, np.int64)
         if cap:
-            self.lib.emu_fill(U32(n), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(None), U64(cap), _p(t))
+            self.lib.emu_fill(U32(n), *self.tab, _p(s.node), _p(s.off), U32(n), _p(None), U64(cap), _p(t))
         return c, t
 
     def csr(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
@@ -131,14 +136,15 @@ class Emu:
         offs[1:] = np.cumsum(c)
         t = np.empty(int(offs[-1]), np.int64)
         if t.size:
-            self.lib.emu_fill(U32(n), _p(self.view), _p(s.node), _p(s.off), U32(n), _p(offs), U64(0), _p(t))
+            self.lib.emu_fill(U32(n), *self.tab, _p(s.node), _p(s.off), U32(n), _p(offs), U64(0), _p(t))
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
              tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1
              ) -> tuple[np.ndarray, int, StepStates | None]:
         """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool;
-        each block over ``per_block`` chunks (flags bit 0: the logits are loaded before the decode)."""
+        each block over ``per_block`` chunks (flags bit 0: child ranges past the table by the block-wide
+        search of the LOUDS zeros, else two select0)."""
         n, chunks = len(s), -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
@@ -146,11 +152,11 @@ class Emu:
         common = [U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
                   U32(flags)]
         if tok is None:
-            self.lib.emu_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), U32(n), *common)
+            self.lib.emu_mask(U32(n * bpr), *self.tab, _p(s.node), _p(s.off), U32(n), *common)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            self.lib.emu_advance_mask(U32(n * bpr), _p(self.view), _p(s.node), _p(s.off), _p(tok), U32(1),
+            self.lib.emu_advance_mask(U32(n * bpr), *self.tab, _p(s.node), _p(s.off), _p(tok), U32(1),
                                       U64(1), U32(n), *common, _p(no), _p(oo))
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new
@@ -171,7 +177,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     if v is None:
         return
     d0 = cpu.dead_count
-    m, dead, _ = emu.mask(s, v, e, per_block=per_block, flags=1)  # two select0 for the child range
+    m, dead, _ = emu.mask(s, v, e, per_block=per_block, flags=0)  # two select0 for the child range
     assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
     logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
     logits[:, ::7] = -0.0
@@ -179,7 +185,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     logits[:, 5::13] = np.nan
     want, got = logits.copy(), logits.copy()
     cpu.mask(s, v, e, out=want)
-    emu.mask(s, v, e, out=got, per_block=per_block, flags=(per_block & 1) | 2)
+    emu.mask(s, v, e, out=got, per_block=per_block, flags=1)
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
@@ -196,7 +202,7 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
         e = (4294967290,) if rnd.random() < 0.7 else (4294967290, 4294967292)
     trie = DictTrie(kws)
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    cpu, emu = TrieStepper(ix), Emu(lib, ix, rnd.choice([None, 0, 1, 3]))  # child table: all, none, some nodes
     alphabet = sorted({x for kw in kws for x in kw})
     s, hist, cols = cpu.start(n), [()] * n, []
     for _ in range(max(len(k) for k in kws) + 2):
@@ -213,7 +219,7 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
             logits = np.random.default_rng(seed % 97).normal(size=(n, v)).astype(np.float32)
             lw, lg = logits.copy(), logits.copy()
             cpu.advance_mask(s, x, v, e, out=lw)
-            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=(1 - (per_block & 1)) | 2)
+            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1))
             assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
         cols.append(x)
         nxt = cpu.advance(s, x, e)
@@ -283,17 +289,30 @@ def test_block_searches_on_huge_fanout(lib):
     under = np.unique(rng.integers(60_000, 140_000, size=2500)).tolist()
     kws = [[r] for r in roots] + [[5, 6, 7, u] for u in under] + [[5, 6, 7], [9, 8, 7, 6, 5, 4]]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    cpu = TrieStepper(ix)
     s = cpu.start_from_prefixes([[], [5, 6, 7], [5, 6], [9, 8, 7]])
     x = np.array([roots[-1], under[len(under) // 2], 7, 6], dtype=np.int64)
-    for per_block in (7, 40):
-        m, _, _ = emu.mask(s, v, e, per_block=per_block, flags=per_block & 1)
+    for per_block, emu in ((7, Emu(lib, ix)), (40, Emu(lib, ix, 0))):  # with and without the child table
+        m, _, _ = emu.mask(s, v, e, per_block=per_block, flags=0)
         assert np.array_equal(m, cpu.mask(s, v, e, additive=False))
         ns, want = cpu.advance_mask(s, x, v, e, additive=False)
-        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block, flags=3)
+        got, _, gs = emu.mask(s, v, e, tok=x, per_block=per_block, flags=1)
         _same(ns, gs)
         assert np.array_equal(want, got)
     ids = np.array([[5, 6, 7, under[3]], [5, 6, 7, 1], [0, 0, 5, 6], [0, 9, 8, 7]], dtype=np.int64)
     begin = np.array([0, 0, 2, 1], dtype=np.int64)
     walked = cpu.walk(ids, begin=begin, eos_token_id=e)
     assert np.array_equal(emu.walk_mask(ids, begin, 4, v, e, 9), cpu.mask(walked, v, e, additive=False))
+
+
+@settings(max_examples=20)
+@given(keyword_lists(max_keywords=30, max_length=8), st.integers(0, 40))
+def test_child_table_kernel_matches_numpy(lib, kws, n):
+    """ft_step_child_table: first child of nodes 0..n and rank1(hi_flag, it), from the numpy index."""
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    n = min(n, ix.num_nodes)
+    first, end = ix.child_range(np.arange(max(n, 1), dtype=np.int64))
+    want = np.append(first[:n], end[n - 1] if n else first[0]).astype(np.uint64)
+    fc = Emu(lib, ix, n).fc
+    assert np.array_equal(fc & np.uint64(0xFFFFFFFF), want)
+    assert np.array_equal(fc >> np.uint64(32), ix.hi_flag.rank1(want.astype(np.int64)).astype(np.uint64))

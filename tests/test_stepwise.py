@@ -67,9 +67,13 @@ def test_masks_match_dict_trie(kws, seed):
         assert np.array_equal(s.mask(states, vocab, eos, additive=False), want)
         assert s.dead_count - dead_before == sum(h == DEAD for h in hist)
         logits = np.asarray(np.random.default_rng(seed).normal(size=(5, vocab)), dtype=np.float32)
+        logits[:, ::7], logits[:, 1::9], logits[:, 2::11] = -0.0, np.inf, np.nan
         out = logits.copy()
-        assert s.mask(states, vocab, 55, out=out) is out
-        assert np.array_equal(out, np.where(want, logits, -np.inf))
+        assert s.mask(states, vocab, 55, out=out) is out  # in place: allowed keep their bits, the rest -inf
+        assert np.array_equal(out.view(np.uint32), np.where(want, logits, np.float32(-np.inf)).view(np.uint32))
+        out64 = logits.astype(np.float64)
+        s.mask(states, vocab, 55, out=out64)
+        assert np.array_equal(out64.view(np.uint64), np.where(want, logits.astype(np.float64), -np.inf).view(np.uint64))
         assert np.array_equal(s.mask(states, vocab, eos), np.where(want, 0.0, -np.inf).astype(np.float32))
         x = [pick_token(rnd, trie, h, alphabet, eos) % vocab for h in hist]
         states = s.advance(states, np.array(x), eos)

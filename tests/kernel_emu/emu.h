@@ -31,6 +31,7 @@ template <class A, class B> inline A min(A a, B b) { return a < (A)b ? a : (A)b;
 template <class A, class B> inline A max(A a, B b) { return a > (A)b ? a : (A)b; }
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
+inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 // two counters used in turn: a counter is cleared (by thread 0, after everyone read it) before its next use
 inline std::atomic<int> g_count[2];
@@ -45,6 +46,7 @@ inline int __syncthreads_count(int pred) {
     if (threadIdx.x == 0) g_count[ph].store(0);
     return r;
 }
+inline int __syncthreads_or(int pred) { return __syncthreads_count(pred) > 0; }
 inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& f) {
     blockDim.x = block;
     for (unsigned b = 0; b < grid; ++b) {
