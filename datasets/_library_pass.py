@@ -26,7 +26,9 @@ from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
 
 __all__ = ["LibraryFacts", "library_pass", "length_dtype", "sum_sparse", "PIECE", "BINCOUNT_MAX", "BLOCK_PER_TOKEN"]
 
-PIECE = 1 << 19  # keywords per piece (16 cores, 100M: 1.7 s at 2^19, 3.7 s at 2^17; each numpy call takes the GIL)
+PIECE = 1 << 19  # keywords per piece (16 cores, 100M: 1.6 s at 2^19, 3.0 s at 2^17; each numpy call takes the GIL)
+MANY_THREADS = 8  # below this many threads pieces and count buffers are at most a quarter of that (1 thread,
+_FEW = 4  # 100M: 10.4 s with pieces of 2^17, 16.5 s with 2^19: one core gains from the smaller caches' speed)
 _FLUSH = 1 << 22  # tokens buffered per depth and thread before they are counted, without dense tables
 BLOCK_PER_TOKEN = 0.5  # with dense tables, keywords per block at least, per token of the vocabulary
 _TALLY_KEYS = 1 << 20  # (depth, token) keys buffered per thread before they are counted, with dense tables
@@ -76,9 +78,9 @@ class _DenseTally(_Table):
     do not scale with threads), and there are few numpy calls per token (each one takes the GIL).
     """
 
-    def __init__(self, top: int, depths: int, wide: bool) -> None:
+    def __init__(self, top: int, depths: int, wide: bool, keys: int) -> None:
         super().__init__(top, depths, wide)
-        self.buf = np.empty(_TALLY_KEYS, dtype=np.uint32 if depths * top <= 1 << 32 else np.uint64)
+        self.buf = np.empty(keys, dtype=np.uint32 if depths * top <= 1 << 32 else np.uint64)
         self.fill = 0
 
     def add(self, d: int, tok: np.ndarray) -> None:
@@ -133,7 +135,7 @@ class _BincountTally(_Buffered, _Table):
     """Counts into the table by one ``bincount`` per buffer of a depth (``COUNTING = "bincount"``: fewer numpy
     calls, but a vocabulary-sized temporary per call)."""
 
-    def __init__(self, top: int, depths: int, wide: bool) -> None:
+    def __init__(self, top: int, depths: int, wide: bool, keys: int) -> None:
         _Buffered.__init__(self, depths)
         _Table.__init__(self, top, depths, wide)
 
@@ -209,11 +211,13 @@ class _Block:
     and no piece asks the allocator for memory but its one argsort).
     """
 
-    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool, size: int) -> None:
+    def __init__(self, ks: KeywordSet, facts: LibraryFacts, depths: int, top: int, dense: bool, size: int,
+                 threads: int = MANY_THREADS) -> None:
         self.ks, self.facts, self.depths = ks, facts, depths
-        size = min(PIECE, size)  # keywords per piece, at most
+        self.step, keys = sizes(threads)
+        size = min(self.step, size)  # keywords per piece, at most
         dense_tally = _BincountTally if COUNTING == "bincount" else _DenseTally
-        self.tally = dense_tally(top, depths, len(ks) >= WIDE_COUNTS) if dense else _SparseTally(depths)
+        self.tally = dense_tally(top, depths, len(ks) >= WIDE_COUNTS, keys) if dense else _SparseTally(depths)
         self.fp = 0
         self.length_counts = np.zeros(1, dtype=np.int64)
         self.slen = np.empty(size, dtype=facts.lengths.dtype)
@@ -223,8 +227,8 @@ class _Block:
         self.tok = np.empty(size, dtype=ks.tokens.dtype)
 
     def run(self, s: int, e: int) -> _Block:
-        for a in range(s, e, PIECE):
-            self.piece(a, min(a + PIECE, e))
+        for a in range(s, e, self.step):
+            self.piece(a, min(a + self.step, e))
         self.tally.flush()
         return self
 
@@ -260,6 +264,13 @@ class _Block:
         self.fp ^= int(np.bitwise_xor.reduce(ids)) if m else 0
 
 
+def sizes(threads: int) -> tuple[int, int]:
+    """Keywords per piece and keys per count buffer for a pass on ``threads`` threads."""
+    if threads >= MANY_THREADS:
+        return PIECE, _TALLY_KEYS
+    return max(1, PIECE // _FEW), max(1, _TALLY_KEYS // _FEW)
+
+
 def length_dtype(ks: KeywordSet, threads: int) -> type:
     """uint8 when every keyword is shorter than 256 tokens, else int64 (the longest found over ranges on threads:
     ``KeywordSet.max_length`` makes one int64 array of every length, on one thread)."""
@@ -277,11 +288,11 @@ def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -
                          np.empty(n, dtype=np.uint64), "", np.zeros(0, dtype=np.int64), [])
     top = max_token + 1
     dense = _dense(top, num_steps, threads)
-    step = max(PIECE, -(-n // threads))
+    step = max(sizes(threads)[0], -(-n // threads))
     if dense and num_steps:
         step = max(step, int(top * BLOCK_PER_TOKEN))  # a block's dense table must be worth its zeroing and sum
     starts = range(0, n, step)
-    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, top, dense, step).run(s, min(s + step, n))
+    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, top, dense, step, threads).run(s, min(s + step, n))
                           for s in starts], threads)
     fp = 0
     width = max(b.length_counts.size for b in blocks)

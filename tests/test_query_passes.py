@@ -141,3 +141,9 @@ def test_wide_count_tables_give_the_same_counts(counting, monkeypatch):
         np.testing.assert_array_equal(t1, t2)
         np.testing.assert_array_equal(c1, c2)
         assert c2.dtype == np.int64
+
+
+def test_piece_and_buffer_sizes_follow_the_thread_count():
+    assert lp.sizes(lp.MANY_THREADS) == (lp.PIECE, lp._TALLY_KEYS)
+    assert lp.sizes(16) == (1 << 19, 1 << 20)
+    assert lp.sizes(1) == lp.sizes(lp.MANY_THREADS - 1) == (1 << 17, 1 << 18)
