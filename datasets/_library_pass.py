@@ -187,20 +187,21 @@ def sum_sparse(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray,
     return tok[first].astype(np.uint32), np.add.reduceat(cnt, first).astype(np.int64)
 
 
-def _child_hash_into(h: np.ndarray, tokens: np.ndarray, tmp: np.ndarray) -> None:
-    """``h = child_hash(h, tokens)`` in place (``tmp``: scratch of h's size): the same bits, no allocations."""
+def _child_hash_into(h: Any, tokens: Any, tmp: Any, xp: Any = np) -> None:
+    """``h = child_hash(h, tokens)`` in place (``tmp``: scratch of h's size): the same bits, no allocations;
+    ``xp``: the array module of the arrays (numpy, or cupy for the GPU pass)."""
     h *= _GOLDEN
     h ^= tokens
-    _mix_into(h, tmp)
+    _mix_into(h, tmp, xp)
 
 
-def _mix_into(h: np.ndarray, tmp: np.ndarray) -> None:
-    """``mix64(h)`` in place, through ``tmp``."""
+def _mix_into(h: Any, tmp: Any, xp: Any = np) -> None:
+    """``mix64(h)`` in place, through ``tmp`` (arrays of the module ``xp``)."""
     for shift, mult in ((_S30, _M1), (_S27, _M2)):
-        np.right_shift(h, shift, out=tmp)
+        xp.right_shift(h, shift, out=tmp)
         h ^= tmp
         h *= mult
-    np.right_shift(h, _S31, out=tmp)
+    xp.right_shift(h, _S31, out=tmp)
     h ^= tmp
 
 

@@ -23,30 +23,22 @@ from flashtrie.cpus import usable_cpus
 from flashtrie.errors import DeviceError
 from flashtrie.keywords import KeywordSet
 
-from ._hashing import _M1, _M2, _S27, _S30, _S31, ROOT_HASH
-from ._library_pass import _GOLDEN, _LENGTH_TAG, BINCOUNT_MAX, LibraryFacts, length_dtype, sum_sparse
+from ._hashing import ROOT_HASH
+from ._library_pass import (
+    _GOLDEN,
+    _LENGTH_TAG,
+    BINCOUNT_MAX,
+    LibraryFacts,
+    _child_hash_into,
+    _mix_into,
+    length_dtype,
+    sum_sparse,
+)
 
 __all__ = ["CHUNK", "device_dense", "fitting_chunk", "library_pass_xp", "library_pass_gpu"]
 
 CHUNK = 1 << 26  # keywords per upload (about 1.5 GB of tokens and offsets for 4-token keywords)
 _DENSE_BYTES = 16 << 30  # the most the device's count tables may take
-
-
-def _mix_into(xp: ModuleType, h: Any, tmp: Any) -> None:
-    """splitmix64's finaliser of ``h`` in place (``tmp``: scratch of h's size)."""
-    for shift, mult in ((_S30, _M1), (_S27, _M2)):
-        xp.right_shift(h, shift, out=tmp)
-        h ^= tmp
-        h *= mult
-    xp.right_shift(h, _S31, out=tmp)
-    h ^= tmp
-
-
-def _child_into(xp: ModuleType, h: Any, tokens: Any, tmp: Any) -> None:
-    """``h = child_hash(h, tokens)`` in place."""
-    h *= _GOLDEN
-    h ^= tokens.astype(np.uint64)
-    _mix_into(xp, h, tmp)
 
 
 def xor_all(xp: ModuleType, x: Any) -> int:
@@ -107,13 +99,13 @@ class _DeviceFacts:
             spos[k:] += 1
             if d < self.num_steps:
                 self.count(d, tok, get)
-            _child_into(xp, h[k:], tok, tmp[k:])
-        _child_into(xp, h, slen.astype(np.uint64) + _LENGTH_TAG, tmp)
+            _child_hash_into(h[k:], tok.astype(np.uint64), tmp[k:], xp)
+        _child_hash_into(h, slen.astype(np.uint64) + _LENGTH_TAG, tmp, xp)
         self.full[order + a] = h
         ids = order.astype(np.uint64) + np.uint64(a)
         ids *= _GOLDEN
         ids ^= h
-        _mix_into(xp, ids, tmp)
+        _mix_into(ids, tmp, xp)
         self.fp ^= xor_all(xp, ids)
 
     def finish(self, n: int, get: Callable[[Any], np.ndarray]) -> LibraryFacts:

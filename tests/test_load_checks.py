@@ -82,6 +82,19 @@ def _rebuilt(ix: NarrowLoudsIndex, **parts) -> NarrowLoudsIndex:
     return NarrowLoudsIndex(**args)
 
 
+def _flipped(ix: NarrowLoudsIndex, name: str, where: int, bit: int) -> NarrowLoudsIndex:
+    """``ix`` with one bit of the array ``name`` ("part.field") flipped, rebuilt as a loaded index."""
+    part, field = name.split(".")
+    old = getattr(ix, part)
+    arr = getattr(old, field).copy()
+    arr[where % arr.size] ^= np.uint64(1 << bit)
+    if isinstance(old, BitVector):
+        new = BitVector(**{**{k: getattr(old, k) for k in ("words", "rank", "nbits", "select0_hints")}, field: arr})
+    else:
+        new = PackedInts(arr, old.width, old.size)
+    return _rebuilt(ix, **{part: new})
+
+
 def test_unreachable_nodes_are_refused_before_the_checksums(tmp_path):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1], [2]]))  # LOUDS 11000: root with two leaves
     assert ix.louds.to_bools().tolist() == [True, True, False, False, False]
@@ -224,15 +237,7 @@ def test_tiny_pieces_find_the_same_problems(name, where, bit):
     rng = np.random.default_rng(3)
     kws = [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    part, field = name.split(".")
-    old = getattr(ix, part)
-    arr = getattr(old, field).copy()
-    arr[where % arr.size] ^= np.uint64(1 << bit)
-    if isinstance(old, BitVector):
-        new = BitVector(**{**{k: getattr(old, k) for k in ("words", "rank", "nbits", "select0_hints")}, field: arr})
-    else:
-        new = PackedInts(arr, old.width, old.size)
-    bad = _rebuilt(ix, **{part: new})
+    bad = _flipped(ix, name, where, bit)
     default = _problems(bad)
     assert _problems(bad, np) == default  # the GPU path's code (whole levels, scans beside it) on numpy
     with pytest.MonkeyPatch.context() as mp:
@@ -323,13 +328,5 @@ def test_gpu_pass_finds_the_same_problems(name, where, bit):
     rng = np.random.default_rng(4)
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(
         [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]))
-    part, field = name.split(".")
-    old = getattr(ix, part)
-    arr = getattr(old, field).copy()
-    arr[where % arr.size] ^= np.uint64(1 << bit)
-    if isinstance(old, BitVector):
-        new = BitVector(**{**{k: getattr(old, k) for k in ("words", "rank", "nbits", "select0_hints")}, field: arr})
-    else:
-        new = PackedInts(arr, old.width, old.size)
-    bad = _rebuilt(ix, **{part: new})
+    bad = _flipped(ix, name, where, bit)
     assert _problems(bad, cupy) == _problems(bad)
