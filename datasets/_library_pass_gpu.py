@@ -35,7 +35,7 @@ from ._library_pass import (
     sum_sparse,
 )
 
-__all__ = ["CHUNK", "device_dense", "fitting_chunk", "library_pass_xp", "library_pass_gpu"]
+__all__ = ["CHUNK", "device_dense", "fitting_chunk", "library_pass_xp", "library_pass_gpu", "pass_cupy"]
 
 CHUNK = 1 << 26  # keywords per upload (about 1.5 GB of tokens and offsets for 4-token keywords)
 _DENSE_BYTES = 16 << 30  # the most the device's count tables may take
@@ -173,18 +173,24 @@ def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
     return max(1, min(CHUNK, fit))
 
 
+def pass_cupy() -> ModuleType:
+    """cupy for the GPU pass, or a `DeviceError` that names ``device`` and the way out."""
+    from flashtrie.gpu_impl.build_gpu import cupy_module
+
+    try:
+        return cupy_module()
+    except DeviceError as e:
+        raise DeviceError(f"device 'gpu': the query generator's library pass needs cupy and a GPU ({e}); "
+                          "device 'cpu' or 'auto' runs it on the CPU") from None
+
+
 def library_pass_gpu(ks: KeywordSet, num_steps: int, max_token: int, chunk: int | None = None,
                      timings: dict[str, float] | None = None) -> LibraryFacts:
     """`library_pass` on the GPU (cupy; `flashtrie.errors.DeviceError` where it or a GPU is missing);
     ``timings`` as in `library_pass_xp`."""
-    from flashtrie.gpu_impl.build_gpu import cupy_module
     from flashtrie.gpu_impl.host_transfer import Stager
 
-    try:
-        cp = cupy_module()
-    except DeviceError as e:
-        raise DeviceError(f"device 'gpu': the query generator's library pass needs cupy and a GPU ({e}); "
-                          "device 'cpu' or 'auto' runs it on the CPU") from None
+    cp = pass_cupy()
     if chunk is None:
         chunk = fitting_chunk(ks, num_steps, max_token + 1, cp.cuda.runtime.memGetInfo()[0])
     stager = Stager(cp)

@@ -105,6 +105,10 @@ class ScaledLibrary:
         step = max(_RANGE, -(-n // (4 * self.threads)))
         self.ranges = [(s, min(s + step, n)) for s in range(0, n, step)]
         timings = {} if timings is None else timings
+        if device == "gpu":  # no GPU: say so before the passes over the library
+            from ._library_pass_gpu import pass_cupy
+
+            pass_cupy()
         t0 = time.perf_counter()
         self.max_token = max_token(keywords, self.threads)
         t1 = time.perf_counter()

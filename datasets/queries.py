@@ -255,13 +255,16 @@ def generate_queries_from(keywords: KeywordSet, params: QueryParams, *, threads:
     ``params.generator`` picks the version (2: per-query work independent of the library size; 1: kept so
     old seeds reproduce).  ``threads`` (version 2's one-off passes over the library) never changes the output;
     ``timings`` (a dict, optional) receives the seconds of each step of version 2; ``device`` ("auto",
-    "cpu", "gpu") is where its library pass runs (the same output on each).
+    "cpu", "gpu") is where its library pass runs (the same output on each; version 1 refuses "gpu").
     """
     check_device(device)
     if len(keywords) == 0:
         raise InputError("keywords: the library is empty; queries need at least one keyword")
     if params.generator == VERSION:
         return _generate_v2(keywords, params, threads, {} if timings is None else timings, device)
+    if device == "gpu":
+        raise InputError(f"device: 'gpu' runs version {VERSION}'s library pass; generator {params.generator} "
+                         f"has none (it runs on the CPU): use device='cpu' or 'auto', or generator {VERSION}")
     lib = _Library(keywords, params.num_steps, params.topic_depth, params.popularity_power,
                    params.popular_pool * params.proposals_per_step)
     params = replace(params, library_size=len(keywords), library_fingerprint=_fingerprint(lib.full))

@@ -19,7 +19,8 @@ rows).
 it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones are neither read
 nor written, so a float32 CUDA call is one kernel launch with no copy, no allocation and no
 synchronisation.  transformers' `PrefixConstrainedLogitsProcessor` adds 0 / -inf to a copy: the same
-values (a -0.0 it turns into +0.0, which compares equal), so generated sequences and scores agree.  One
+values (a -0.0 it turns into +0.0, which compares equal) for finite logits, so generated sequences and
+scores agree; a +inf or NaN logit at a disallowed token becomes -inf here where transformers gives NaN.  One
 visible difference: greedy search and sampling hand the processors the very tensor they keep as
 ``output_logits``; with ``output_logits=True`` those then show the masked values.  Pass
 ``inplace=False`` to mask a copy instead (one clone per call).

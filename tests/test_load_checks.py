@@ -303,6 +303,54 @@ def test_verify_device_is_checked_and_cpu_and_auto_agree(tmp_path):
     assert a.meta == b.meta
 
 
+def test_verify_device_is_checked_even_without_verify(tmp_path):
+    NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [3]])).save(tmp_path / "a.ftrie")
+    with pytest.raises(InputError, match="verify_device: expected one of"):
+        NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify=False, verify_device="tpu")
+
+
+def test_auto_keeps_small_indexes_on_the_cpu_and_gpu_names_its_argument(tmp_path, monkeypatch):
+    """'auto' below `VERIFY_GPU_MIN_NODES` never starts cupy; 'gpu' without it is a `DeviceError` that names
+    ``verify_device`` and the way out; at the threshold 'auto' asks for cupy and falls back without it."""
+    from flashtrie.gpu_impl import build_gpu
+
+    from flashtrie.errors import DeviceError
+
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [5]]))
+    ix.save(tmp_path / "a.ftrie")
+    asked: list[int] = []
+
+    def no_cupy():
+        asked.append(1)
+        raise DeviceError("the GPU builder needs cupy (faked); install it")
+
+    monkeypatch.setattr(build_gpu, "cupy_module", no_cupy)
+    t: dict[str, float] = {}
+    NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="auto", timings=t)
+    assert asked == [] and "LOUDS pass (degrees, leaves, longest keyword)" in t
+    with pytest.raises(DeviceError, match="verify_device 'gpu' needs cupy.*verify_device='cpu' or 'auto'"):
+        NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="gpu")
+    monkeypatch.setattr(checks, "VERIFY_GPU_MIN_NODES", ix.num_nodes)
+    NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="auto")
+    assert len(asked) == 2
+
+
+def test_gpu_out_of_memory_falls_back_only_for_auto(monkeypatch):
+    """A `MemoryError` of the GPU pass: 'auto' verifies on the CPU (same verdict), 'gpu' is a `DeviceError`."""
+    from flashtrie.errors import DeviceError
+
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [5]]))
+
+    def oom(*_args):
+        raise MemoryError("out of memory (faked)")
+
+    monkeypatch.setattr(checks, "louds_facts_levels", oom)
+    _, layout = checks.layout_problem(ix)
+    assert checks.content_problem(ix, layout, xp=np) is None
+    with pytest.raises(DeviceError, match="ran out of memory"):
+        checks.content_problem(ix, layout, xp=np, xp_required=True)
+
+
 def test_a_bad_leaf_is_refused_on_every_verify_device(tmp_path):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]]), ids="index")
     bits = ix.terminal.to_bools()

@@ -147,3 +147,16 @@ def test_piece_and_buffer_sizes_follow_the_thread_count():
     assert lp.sizes(lp.MANY_THREADS) == (lp.PIECE, lp._TALLY_KEYS)
     assert lp.sizes(16) == (1 << 19, 1 << 20)
     assert lp.sizes(1) == lp.sizes(lp.MANY_THREADS - 1) == (1 << 17, 1 << 18)
+
+
+def test_device_gpu_is_refused_for_the_version_1_generator():
+    """Version 1 has no GPU pass: device='gpu' is an InputError naming it, not a silent CPU run."""
+    from flashtrie.datasets import queries
+
+    from flashtrie import InputError
+
+    ks = KeywordSet.from_sequences([[1, 2], [3, 4, 5], [6]])
+    with pytest.raises(InputError, match="device: 'gpu' runs version"):
+        queries.generate_queries(ks, num_queries=1, proposals_per_step=4, generator=queries.GENERATORS[0],
+                                 device="gpu")
+    queries.generate_queries(ks, num_queries=1, proposals_per_step=4, generator=queries.GENERATORS[0], device="cpu")

@@ -137,8 +137,8 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",
                    help="where the one pass over the library (lengths, hashes, token counts) runs: 'auto' takes "
-                        "the GPU where cupy and a GPU are present, else the CPU; the queries are the same bit "
-                        "for bit on each")
+                        "the GPU where cupy and a GPU are present (the CPU where they are not, or where the GPU is "
+                        "short of memory; the output says which ran); the queries are the same bit for bit on each")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="output .npz (or .tsv: the public FlashTrie proposal format, without ground truth)")
 

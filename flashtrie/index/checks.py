@@ -277,32 +277,49 @@ def _scans(ix: NarrowLoudsIndex, workers: int, *, ranks: bool = True, tokens: bo
     return _grouped(groups, in_parallel([t for g in groups.values() for t in g], workers))
 
 
-def verify_module(device: str) -> ModuleType | None:
-    """The array module of the LOUDS pass for ``load(verify_device=...)``: None (CPU threads) for 'cpu',
-    cupy for 'gpu' (a `DeviceError` where cupy or a GPU is missing), cupy where usable for 'auto'."""
+#: Nodes from which ``verify_device='auto'`` runs the LOUDS pass on the GPU: below, the CPU pass takes well under a
+#: second, less than a fresh process's cupy start-up (import, CUDA context, first-use compilation: about 1 s).
+VERIFY_GPU_MIN_NODES = 1 << 24
+
+
+def check_verify_device(device: str) -> None:
+    """An `InputError` unless ``device`` is one of `VERIFY_DEVICES`."""
     if device not in VERIFY_DEVICES:
         raise InputError(f"verify_device: expected one of {VERIFY_DEVICES}, got {str(device)[:40]!r}")
-    if device == "cpu":
+
+
+def verify_module(device: str, num_nodes: int) -> ModuleType | None:
+    """The array module of the LOUDS pass for ``load(verify_device=...)``: None (CPU threads) for 'cpu', cupy
+    for 'gpu' (a `DeviceError` where cupy or a GPU is missing), and for 'auto' cupy where it is usable and the
+    index has at least `VERIFY_GPU_MIN_NODES` nodes."""
+    check_verify_device(device)
+    if device == "cpu" or (device == "auto" and num_nodes < VERIFY_GPU_MIN_NODES):
         return None
     from ..gpu_impl.build_gpu import cupy_module  # cupy is optional: imported only here
 
     try:
         return cupy_module()
-    except DeviceError:
+    except DeviceError as e:
         if device == "gpu":
-            raise
+            raise DeviceError(f"verify_device 'gpu' needs cupy and a usable GPU ({str(e).split(';')[0]}); "
+                              f"verify_device='cpu' or 'auto' verifies on the CPU") from e
         return None
 
 
-def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleType | None) -> tuple[LoudsFacts, str]:
-    """`louds_facts` on CPU threads, or level by level on ``xp`` (cupy) where given; falls back to the CPU
-    where the GPU runs out of memory.  Returns the facts and where they were found (for the timings)."""
+def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleType | None,
+                required: bool) -> tuple[LoudsFacts, str]:
+    """`louds_facts` on CPU threads, or level by level on ``xp`` (cupy) where given; where the GPU runs out of
+    memory, falls back to the CPU unless the GPU was ``required`` (then a `DeviceError`).  Returns the facts
+    and where they were found (for the timings)."""
     args = (ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, ix.max_keyword_length)
     if xp is not None:
         try:
             return louds_facts_levels(xp, *args), " on the GPU"
-        except MemoryError:
-            pass
+        except MemoryError as e:
+            if required:
+                raise DeviceError(f"verify_device 'gpu': the GPU ran out of memory for the LOUDS pass of "
+                                  f"{ix.num_nodes:,} nodes ({str(e)[:80]}); verify_device='auto' or 'cpu' "
+                                  f"verifies on the CPU") from e
         finally:
             if hasattr(xp, "get_default_memory_pool"):  # cupy keeps the freed blocks otherwise
                 xp.get_default_memory_pool().free_all_blocks()
@@ -310,11 +327,13 @@ def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleTy
 
 
 def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
-                    timings: dict[str, float] | None = None, xp: ModuleType | None = None) -> str | None:
+                    timings: dict[str, float] | None = None, xp: ModuleType | None = None,
+                    xp_required: bool = False) -> str | None:
     """Full checks against the bits (after `layout_problem` passed and the checksums matched).
 
     ``timings`` (optional) receives the seconds of each check; ``xp`` (cupy, optional: see
-    `verify_module`) runs the LOUDS pass on the GPU, with the same answers."""
+    `verify_module`) runs the LOUDS pass on the GPU, with the same answers (``xp_required``: no CPU fallback
+    where the GPU runs out of memory)."""
     workers = workers or usable_cpus()
     clock = _Clock(timings)
     scan = _scans(ix, workers, tokens=xp is None)  # with the GPU: the token scans run beside its pass
@@ -331,7 +350,7 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
         pool = ThreadPoolExecutor(max(1, workers))
         pending = {name: [pool.submit(t) for t in tasks] for name, tasks in groups.items()}
     try:
-        facts, on = _louds_pass(ix, layout, workers, xp)
+        facts, on = _louds_pass(ix, layout, workers, xp, xp_required)
     except ValueError as e:
         return f"LOUDS: {e}"
     finally:

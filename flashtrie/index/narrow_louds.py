@@ -16,7 +16,15 @@ from ..keywords import KeywordSet
 from ..tokens import check_token_sequence
 from .bits import BitVector
 from .builder import BuiltArrays, build_arrays, check_build_request
-from .checks import BITVECTORS, PACKED, content_problem, layout_problem, meta_problem, verify_module
+from .checks import (
+    BITVECTORS,
+    PACKED,
+    check_verify_device,
+    content_problem,
+    layout_problem,
+    meta_problem,
+    verify_module,
+)
 from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .packed import PackedInts
@@ -164,10 +172,11 @@ class NarrowLoudsIndex:
         renames instead) can kill the process with SIGBUS.  ``copy=True`` reads them into memory instead.
         ``timings`` (a dict, optional) receives the seconds of each step.  ``verify_device`` says where the
         one pass over the LOUDS runs (the largest check): 'cpu' (threads), 'gpu' (cupy; a `DeviceError`
-        without it) or 'auto' (the GPU where cupy and a device are usable, else the CPU); the answers are
-        the same.
+        without it, or when the GPU runs out of memory) or 'auto' (the GPU where cupy and a device are usable
+        and the index has at least `checks.VERIFY_GPU_MIN_NODES` nodes, else the CPU); the answers are the
+        same.
         """
-        xp = verify_module(verify_device) if verify else None
+        check_verify_device(verify_device)
         t0 = time.perf_counter()
         f = read_index_file(path, ARRAY_DTYPES, copy=copy)
         problem = meta_problem(f.meta)
@@ -180,6 +189,7 @@ class NarrowLoudsIndex:
                for name in PACKED}
         idx = cls(bvs["louds"], arrays["labels_lo"], bvs["hi_flag"], pks["labels_hi"], bvs["linked"],
                   pks["link_starts"], pks["suffix"], bvs["terminal"], pks["keyword_ids"], None, meta)
+        xp = verify_module(verify_device, idx.num_nodes) if verify else None
         try:  # the checks only read inside the arrays they have sized; a lying directory can still
             # send a select outside its word's bits: that is a damaged file too
             t1 = time.perf_counter()
@@ -192,7 +202,8 @@ class NarrowLoudsIndex:
                 if timings is not None:
                     timings["checksums"] = time.perf_counter() - t2
                 assert layout is not None
-                problem = content_problem(idx, layout, timings=timings, xp=xp)
+                problem = content_problem(idx, layout, timings=timings, xp=xp,
+                                          xp_required=verify_device == "gpu")
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:
