@@ -351,17 +351,27 @@ def _largest(records: Sequence[Record]) -> list[str]:
              "out)", ""] + _table(head, rows) + [""])
 
 
+def _by_size(records: Sequence[Record], stage: str) -> list[Record]:
+    """The records of one stage, smallest library first."""
+    return sorted((r for r in stage_records(records) if r.config.get("stage") == stage), key=lambda r: size_of(r) or 0)
+
+
+def _failed_row(r: Record, blanks: int) -> list:
+    """A table row for a stage that did not end ok: its size, ``blanks`` empty cells, its status."""
+    return [_n_text(size_of(r)), *[None] * blanks, f"{r.status}: {r.message}"]
+
+
 def _upload(records: Sequence[Record]) -> list[str]:
     """The index uploads: bytes, seconds and the host-to-device bandwidth, per size."""
-    ups = [r for r in stage_records(records) if r.config.get("stage") == "upload (GpuSearcher)"]
+    ups = _by_size(records, "upload (GpuSearcher)")
     lines = ["## Upload (GpuSearcher): host-to-device bandwidth", ""]
     if not ups:
         return lines + ["No upload in these records.", ""]
     rows = []
-    for r in sorted(ups, key=lambda r: size_of(r) or 0):
+    for r in ups:
         m = r.metrics
         if r.status != "ok":
-            rows.append([_n_text(size_of(r)), *[None] * 7, f"{r.status}: {r.message}"])
+            rows.append(_failed_row(r, 7))
             continue
         bw = m.get("copy_gb_per_s", m.get("h2d_gb_per_s"))
         rows.append([_n_text(size_of(r)), m.get("index_bytes"), m.get("copy_bytes"), m.get("copy_seconds"),
@@ -375,15 +385,14 @@ def _upload(records: Sequence[Record]) -> list[str]:
 
 def _checks(records: Sequence[Record]) -> list[str]:
     """GPU == numpy per size: the numpy reference's decode mode and set-up, each side's search seconds."""
-    recs = stage_records(records)
-    checks = [r for r in recs if r.config.get("stage") == "GPU == numpy"]
+    checks = _by_size(records, "GPU == numpy")
     lines = ["## GPU == numpy (bit for bit, the numpy reference)", ""]
     if not checks:
         return lines + ["No check in these records.", ""]
     rows = []
-    for r in sorted(checks, key=lambda r: size_of(r) or 0):
+    for r in checks:
         n, m = size_of(r), r.metrics
-        ref = _last_at([x for x in recs if x.config.get("stage") == "numpy searcher"], n)
+        ref = find_stage(records, "numpy searcher", n)
         rm = ref.metrics if ref is not None else {}
         rows.append([_n_text(n), m.get("numpy_decode", rm.get("decode")), rm.get("seconds"),
                      f"{rm['peak_rss_bytes'] / GB:.1f}" if rm.get("peak_rss_bytes") else None, m.get("queries"),
@@ -399,15 +408,15 @@ def _checks(records: Sequence[Record]) -> list[str]:
 
 def _marisa_sizes(records: Sequence[Record]) -> list[str]:
     """Our index file against marisa-trie's BinaryTrie of the same keywords, each with and without an id map."""
-    recs = [r for r in stage_records(records) if r.config.get("stage") == "index size vs marisa-trie"]
+    recs = _by_size(records, "index size vs marisa-trie")
     lines = ["## Index size vs marisa-trie (the same keywords)", ""]
     if not recs:
         return lines + ["Not measured in these records.", ""]
     rows = []
-    for r in sorted(recs, key=lambda r: size_of(r) or 0):
+    for r in recs:
         m = r.metrics
         if r.status != "ok":
-            rows.append([_n_text(size_of(r)), *[None] * 7, f"{r.status}: {r.message}"])
+            rows.append(_failed_row(r, 7))
             continue
         u = max(int(m["unique_keywords"]), 1)
 

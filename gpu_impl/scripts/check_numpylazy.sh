@@ -11,12 +11,8 @@ OUT=${OUT:-$PWD/out}
 L="$OUT/numpylazy"
 mkdir -p "$L"
 export PYTHONUNBUFFERED=1
-if compgen -G ".whl/*.whl" > /dev/null && [[ ":${PYTHONPATH:-}:" != *":/tmp/site:"* ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || echo "wheel install FAILED"
-fi
-[[ -n "${NUMPYLAZY_SKIP_INSTALL:-}" ]] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
-  > "$L/install.log" 2>&1 || { echo "project install FAILED"; tail -20 "$L/install.log"; }
+source gpu_impl/scripts/device_install.sh
+device_install "$L" "${NUMPYLAZY_SKIP_INSTALL:-}"
 echo "numpylazy: N=${NUMPYLAZY_N:-100M}, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 timeout 85 python3 gpu_impl/scripts/numpylazy_check.py --n "${NUMPYLAZY_N:-100M}" --out "$L" \
   --eager-below "${NUMPYLAZY_EAGER_BELOW:-0}" 2>&1 | tee "$L/log.txt"

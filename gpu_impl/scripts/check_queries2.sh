@@ -17,12 +17,8 @@ S="$L/summary.log"
 say() { echo "$*" | tee -a "$S"; }
 T0=$SECONDS
 
-if compgen -G ".whl/*.whl" > /dev/null && [[ ":${PYTHONPATH:-}:" != *":/tmp/site:"* ]]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH} || say "wheel install FAILED"
-fi
-[[ -n "${Q2_SKIP_INSTALL:-}" ]] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > "$L/install.log" 2>&1 \
-  || { say "project install FAILED"; tail -20 "$L/install.log"; }
+source gpu_impl/scripts/device_install.sh
+device_install "$L" "${Q2_SKIP_INSTALL:-}"
 say "queries2: N=${Q2_N:-100M}, $(nproc) cores, commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
 
 timeout 75 python3 benchmarks/query_pass_speed.py --n "${Q2_N:-100M}" \
