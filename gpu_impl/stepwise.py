@@ -156,14 +156,16 @@ class GpuTrieStepper:
     backend = "gpu"
 
     def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, array_module: str | None = None,
-                 searcher: Any = None, chunk: int = CHUNK, child_table: int = CHILD_TABLE) -> None:
+                 searcher: Any = None, chunk: int = CHUNK, child_table: int = CHILD_TABLE,
+                 defines: dict[str, str] | None = None) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
         torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
         [1024, 65536]; results do not depend on it).  ``child_table``: the child ranges of the first
         ``min(child_table, num_nodes)`` nodes are tabulated on the device once (8 bytes a node; a kernel at
         construction), so a state at one of them finds its children in one load (0: none; results do not
-        depend on it).  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
+        depend on it).  ``defines``: more macros for kernels/step.cu (tuning experiments; results do not
+        depend on them).  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
         chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
@@ -182,16 +184,18 @@ class GpuTrieStepper:
         #: the device, its arch, and the stream the index is uploaded on (the kernels run on the caller's)
         self.ctx = GpuContext(device)
         self.device, self.arch = self.ctx.device, self.ctx.arch
-        ck = compile_kernel("step.cu", self.arch, {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk)})
+        macros = {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk), **(defines or {})}
+        self.threads = int(macros["FT_STEP_THREADS"])
+        ck = compile_kernel("step.cu", self.arch, macros)
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
                    ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table")}
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * _sm_count(self.device)
-        #: how mask kernels find the children of a node past the child table: "select" (two select0 side by
-        #: side: the faster on the H200, 2026-12-01) or "block" (a block-wide search of its LOUDS zeros over
-        #: rank1); same results
+        #: how mask kernels find the children of a state's node past the child table: "select" (one thread:
+        #: select0, then the next zero; the faster on the H200, 2026-12-01) or "block" (a block-wide search of
+        #: its LOUDS zeros over rank1); same results
         self.child_search = "select"
         self._searcher = searcher
         if searcher is not None:
@@ -240,7 +244,7 @@ class GpuTrieStepper:
         self._child_table = self.xp.full((n + 1,), 0, self.xp.int64)
         self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(0))
         if n:
-            self._launch("child_table", -(-(n + 1) // THREADS), np.uint32(n), np.uint64(_ptr(self._child_table)),
+            self._launch("child_table", -(-(n + 1) // self.threads), np.uint32(n), np.uint64(_ptr(self._child_table)),
                          tab=False)
             self.xp.sync()
             self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(n))
@@ -256,7 +260,7 @@ class GpuTrieStepper:
         if cfg is None:
             from cuda.core import LaunchConfig
 
-            cfg = self._configs[blocks] = LaunchConfig(grid=blocks, block=THREADS)
+            cfg = self._configs[blocks] = LaunchConfig(grid=blocks, block=self.threads)
         if tab:
             self._launch_fn(s, cfg, self._k[name], self._view_arg, *self._tab_args, *args)
         else:
@@ -383,7 +387,7 @@ class GpuTrieStepper:
         counts = self.xp.empty((n,), self.xp.int64) if want_counts else None
         ends = self.xp.empty((n,), self.xp.bool) if want_ends else None
         if n:
-            self._launch("count", -(-n // THREADS), np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n),
+            self._launch("count", -(-n // self.threads), np.uint64(a.ptr), np.uint64(b.ptr), np.uint32(n),
                          np.uint64(_ptr(counts) if counts is not None else 0),
                          np.uint64(_ptr(ends) if ends is not None else 0))
         return counts, ends
@@ -443,7 +447,9 @@ class GpuTrieStepper:
             raise InputError(f"out: expected shape {[n, v]}, got {list(o.shape)}")
         if v > 1 and o.strides[1] != 1:
             raise InputError("out: expected contiguous rows (column stride 1)")
-        chunks = -(-v // self.chunk)
+        # chunks in aligned coordinates (kernels/step.cu mask_span): a row starts up to 3 float32 (15 bool)
+        # entries into its first chunk
+        chunks = -(-(v + (3 if additive else 15)) // self.chunk)
         bpr = self.blocks_per_row or max(1, -(-self._target_blocks // max(n, 1)))
         per_block = -(-chunks // min(chunks, int(bpr)))
         bpr = -(-chunks // per_block)

@@ -287,7 +287,37 @@ def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
                 new, _ = g.advance_mask(d, tok, v, eos, out=out)
                 same_states(nxt, new)
                 assert np.array_equal(out.cpu().numpy().view(np.uint32), want_f.view(np.uint32)), (g.chunk, bpr, off)
+                assert not base[:, :off].any() and not base[:, off + v:].any()  # nothing outside `out`
                 bb = torch.zeros(len(s), v + 21, dtype=torch.bool, device="cuda")
                 g.mask(d, v, eos, out=bb[:, off:off + v], additive=False)
                 assert np.array_equal(bb[:, off:off + v].cpu().numpy(), want_b), (g.chunk, bpr, off)
                 assert not bb[:, :off].any() and not bb[:, off + v:].any()
+
+
+def test_small_and_exact_child_windows():
+    """Dense sibling labels (every token below the vocabulary: one-label windows), a few siblings, tokens at the
+    window's ends: the one-thread search of a small window and the block-wide one give numpy's states."""
+    import torch
+
+    v = 3001
+    dense = [[x] for x in range(v - 1)] + [[x, y] for x in (0, 1, v - 2) for y in range(0, v - 1, 7)]
+    few = [[2, y] for y in range(5)] + [[3, y, 1] for y in (0, 9, 10, 2999)]
+    cpu, gpu = make(dense + few)
+    eos = v - 1
+    prefixes = [[], [], [], [], [0], [1], [v - 2], [2], [2], [3], [3], [3, 10], [], [2]]
+    x = np.array([0, 1, v - 2, 17, 7, 14, 2996, 4, 5, 9, 11, 1, eos, eos], dtype=np.int64)
+    s = cpu.start_from_prefixes(prefixes)
+    d, tok = dev(s), torch.as_tensor(x, device="cuda")
+    same_states(cpu.advance(s, x, eos), gpu.advance(d, tok, eos))
+    logits = np.random.default_rng(3).normal(size=(len(s), v)).astype(np.float32)
+    got = torch.as_tensor(logits, device="cuda")
+    nxt, want = cpu.advance_mask(s, x, v, eos, out=logits.copy())
+    new, _ = gpu.advance_mask(d, tok, v, eos, out=got)
+    same_states(nxt, new)
+    assert np.array_equal(got.cpu().numpy().view(np.uint32), want.view(np.uint32))
+    ids = np.array([[p[0] if p else 0, t] for p, t in zip(prefixes, x, strict=True)], dtype=np.int64)
+    begin = np.array([1 if not p else 0 for p in prefixes], dtype=np.int64)
+    want_b = cpu.walk_mask(ids, v, eos, begin=begin, additive=False)
+    got_b = gpu.walk_mask(torch.as_tensor(ids, device="cuda"), v, eos, begin=torch.as_tensor(begin, device="cuda"),
+                          additive=False)
+    assert np.array_equal(got_b.cpu().numpy(), want_b)

@@ -4,14 +4,17 @@
 // the edge length at the node, the root (0, 0); node -1 is DEAD and -2 FINISHED (flashtrie/stepwise.py).
 // Every kernel gives exactly what the numpy backend gives (flashtrie.stepwise.TrieStepper); a state that is
 // not valid for the index (node or off out of range) reads as DEAD here, where numpy refuses it.
-//   ft_step_advance  one block per state: the state after one token (EOS handling included; the child
-//                    found block-wide)
+//   ft_step_advance  one block per state: the state after one token (EOS handling included): thread 0 walks
+//                    the chain of dependent loads alone (decode, then the child when its label window is small:
+//                    its labels loaded together), the block searches a wide window (advance_one, block_advance)
 //   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root
-//   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries:
-//                    the state decoded block-wide, a bitmap of the chunk's allowed tokens in shared memory,
-//                    then -inf stored over the disallowed float32 logits (write-only: allowed entries are
-//                    never read or written; 16-byte stores where 4 in a row are disallowed), or a bool mask
-//   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step)
+//   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries
+//                    (cut where the row's 16-byte vectors start): the state decoded by thread 0 (one barrier),
+//                    a bitmap of the chunk's allowed tokens in shared memory, then -inf stored over the
+//                    disallowed float32 logits (write-only: allowed entries are never read or written; 16-byte
+//                    stores where 4 in a row are disallowed), or a bool mask
+//   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step);
+//                    thread 0 advances and decodes the new state with no barrier between
 //   ft_step_walk_mask     walk (block-wide per row), then the mask of the walked states, in one launch
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
@@ -29,6 +32,16 @@
 #define FT_STEP_CHUNK 4096  // vocabulary entries per mask chunk (a power of two; the bitmap is CHUNK / 8 bytes)
 #endif
 #define CHUNK ((u32)FT_STEP_CHUNK)
+// FT_STEP_TRACE (gpu_impl/scripts/step_probe.py only): ft_step_advance_mask takes one more argument, a u64
+// array of 16 per block: thread 0's clock64 at the phase marks TRACE(k), %globaltimer at entry and exit.
+#ifdef FT_STEP_TRACE
+__shared__ long long s_trace[16];
+#define TRACE(k) do { if (threadIdx.x == 0) s_trace[k] = clock64(); } while (0)
+#define TRACE_PARAM , unsigned long long* trace
+#else
+#define TRACE(k) do { } while (0)
+#define TRACE_PARAM
+#endif
 #define ST_DEAD (-1ll)
 #define ST_FINISHED (-2ll)
 #define K_AT 0
@@ -83,11 +96,14 @@ __device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node
     if (node == ST_FINISHED && off == 0) { p.kind = K_FIN; return p; }
     if (node < 0 || node >= (i64)I.num_nodes) return p;
     const u32 v = (u32)node;
+    // the child table's entries (used only at a node), the flags and rank1 of the linked bits (used only if the
+    // node is linked) are loaded together; the empty asm keeps the compiler from sinking loads into branches
+    const bool tab = children && v < T.n;
+    u64 ta = 0, tb = 0;
+    if (tab) { ta = __ldg(&T.fc[v]); tb = __ldg(&T.fc[v + 1]); }
     const u32 fl = node_flags(I, v);
-    // rank1 of the linked bits is loaded with the flags, not after them (used only if the node is linked);
-    // the empty asm keeps the compiler from sinking it into the branch
     const u32 lr = rank1(I.linked_words, I.linked_rank, v);
-    asm volatile("" ::"r"(lr));
+    asm volatile("" ::"r"(lr), "l"(ta), "l"(tb));
     u32 m = v == 0 ? 0u : 1u;
     u32 a = 0;
     if (fl & 1u) {
@@ -100,7 +116,8 @@ __device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node
     if (p.off == m) {
         p.kind = K_AT;
         p.term = (fl & 2u) != 0;
-        if (children) child_range(I, T, v, p);
+        if (tab) table_range(ta, tb, p);
+        else if (children) child_range(I, T, v, p);
     } else {
         p.kind = K_MID;
         p.tok = packed_get(I.suffix, I.suffix_width, (u64)a + p.off - 1);
@@ -200,97 +217,100 @@ __device__ void block_search2(u32 probes, u64 la, u64 ha, PA lt_a, u64 lb, u64 h
 
 #define ZERO_PROBES 32u  // probes per round of the LOUDS zero search (each a rank1: scattered loads)
 
-// Children [first, end) of `node`, block-wide.  The LOUDS zeros number node - 1 and node bound them; `wide`:
-// each is the first q with q - rank1(q) = zeros before q > j, found by block_search2 over [j + 1, j + num_nodes]
-// (a node's zero has at most num_nodes - 1 ones before it); else select0 of both, side by side (threads 0, 32).
-__device__ void block_child_range(const IndexView& I, u32 node, Pos& p, bool wide) {
-    __shared__ u64 s_zero[2];
+// Children [first, end) of `node`, block-wide (child_search "block"): the LOUDS zeros number node - 1 and node
+// bound them; each is the first q with q - rank1(q) = zeros before q > j, found by block_search2 over
+// [j + 1, j + num_nodes] (a node's zero has at most num_nodes - 1 ones before it).
+__device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
     const u64 n = I.num_nodes;
     u64 ustart, zend;  // ustart: one past zero node - 1 (0 for the root); zend: one past zero node
-    if (wide) {
-        auto zeros_le = [&](u64 j) {
-            return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
-        };
-        block_search2(min(ZERO_PROBES, blockDim.x), node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull,
-                      zeros_le((u64)node - 1), (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
-    } else {  // s_zero is written again only after the syncs of the next block_decode
-        if (threadIdx.x == 0) s_zero[0] = node ? select0(I, (u64)node - 1) + 1 : 0ull;
-        if (threadIdx.x == 32 % blockDim.x) s_zero[1] = select0(I, node) + 1;
-        __syncthreads();
-        ustart = s_zero[0];
-        zend = s_zero[1];
-    }
+    auto zeros_le = [&](u64 j) {
+        return [&I, j](u64 q) { return q - rank1(I.louds_words, I.louds_rank, q) <= j; };
+    };
+    block_search2(min(ZERO_PROBES, blockDim.x), node ? (u64)node : 0ull, node ? (u64)node - 1 + n : 0ull,
+                  zeros_le((u64)node - 1), (u64)node + 1, (u64)node + n, zeros_le((u64)node), ustart, zend);
     p.first = (u32)(ustart - node + 1);
     p.end = (u32)(zend - 1 - node + 1);
     p.r0 = rank1(I.hi_words, I.hi_rank, p.first);
     p.mid = p.end - (rank1(I.hi_words, I.hi_rank, p.end) - p.r0);
 }
 
-// Decode (node, off) with its child range, the same Pos in every thread (thread 0 decodes into *P; a state at
-// a node then finds its children block-wide).  The child table's entries are loaded by every thread while
-// thread 0 decodes (they depend on the node only).  The caller syncs before P is written again.
-__device__ __forceinline__ Pos block_decode(const IndexView& I, const Tab& T, i64 node, i64 off, Pos* P, bool wide) {
-    const bool tab = node >= 0 && node < (i64)T.n;
-    u64 ta = 0, tb = 0;
-    if (tab) { ta = __ldg(&T.fc[node]); tb = __ldg(&T.fc[node + 1]); }
-    if (threadIdx.x == 0) *P = decode(I, T, node, off, false);
-    __syncthreads();
-    Pos p = *P;
-    if (p.kind == K_AT) {  // uniform
-        if (tab) table_range(ta, tb, p); else block_child_range(I, p.node, p, wide);
-    }
-    return p;
-}
-
-// The state after token x, block-wide (as flashtrie.stepwise.TrieStepper.advance; labels are below V):
-// the child search is a block_lower_bound over label_window.  The result is in s_state[0..1] for every thread.
-__device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
-                                              u32 n_eos, Pos* P, i64* s_state, bool wide) {
-    const Pos p = block_decode(I, T, node, off, P, wide);
-    bool search = false;
-    if (threadIdx.x == 0) {
-        i64 nn = ST_DEAD, no = 0;
-        if (node == ST_FINISHED && off == 0) {
-            nn = ST_FINISHED;
-        } else if (p.kind == K_FIN) {
-            nn = ST_FINISHED;
-        } else if (p.kind != K_DEAD) {
-            if (is_eos(n_eos, x)) {
-                if (p.kind == K_AT && p.term) nn = ST_FINISHED;
-            } else if (x >= 0 && (u64)x < V && x <= 0xFFFFFFFEll) {
-                if (p.kind == K_MID) {
-                    if ((i64)p.tok == x) { nn = p.node; no = (i64)p.off + 1; }
-                } else {
-                    search = true;
-                }
-            }
-        }
-        s_state[0] = nn; s_state[1] = no; s_state[2] = search ? 1 : 0;
-    }
-    __syncthreads();
-    if (s_state[2]) {  // uniform
-        u32 lo, hi;
-        label_window(p.first, p.end, V, (u64)x, lo, hi);
-        const u32 c = block_lower_bound(I, lo, hi, p.mid, p.r0, (u64)x);
-        if (threadIdx.x == 0 && c < p.end && (i64)child_label(I, c, p.mid, p.r0) == x) {
-            s_state[0] = c; s_state[1] = 1;
-        }
-    }
-    __syncthreads();
-}
-
-#define NO_VOCAB (1ull << 32)  // advance and walk know no vocabulary: every label is below 2**32
-
-// The view (and the EOS ids: s_eos) into shared memory, then a sync.
+// The view and the EOS ids (s_eos) into shared memory by thread 0, which uses them at once; the other threads
+// may read them after the caller's next __syncthreads.
 __device__ __forceinline__ void load_view(const IndexView* view, IndexView& I, const i64* eos = nullptr,
                                           u32 n_eos = 0) {
-    if (threadIdx.x == 0) I = *view;
-    if (threadIdx.x < n_eos) s_eos[threadIdx.x] = __ldg(&eos[threadIdx.x]);
-    __syncthreads();
+    if (threadIdx.x == 0) {
+        I = *view;
+        for (u32 k = 0; k < n_eos; ++k) s_eos[k] = __ldg(&eos[k]);
+    }
 }
 
 __device__ __forceinline__ i64 token_at(const void* tok, u32 tok_is64, u64 i) {
     return tok_is64 ? ((const i64*)tok)[i] : (i64)((const int*)tok)[i];
+}
+
+#define NO_VOCAB (1ull << 32)  // advance and walk know no vocabulary: every label is below 2**32
+#define SMALL_WINDOW 8u        // a child search over at most this many labels: one thread, its loads together
+
+// One advance, by one thread (as flashtrie.stepwise.TrieStepper.advance; labels are below V): the new state,
+// or (search) a label window [lo, hi) over more than SMALL_WINDOW children for block_lower_bound to finish.
+struct Adv {
+    i64 nn, no;
+    u32 search, lo, hi, mid, r0, end;
+};
+
+__device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
+                                           u32 n_eos) {
+    Adv a;
+    a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0;
+    if (node == ST_FINISHED && off == 0) { a.nn = ST_FINISHED; return a; }
+    const Pos p = decode(I, T, node, off, true);
+    if (p.kind == K_DEAD) return a;
+    if (is_eos(n_eos, x)) {
+        if (p.kind == K_AT && p.term) a.nn = ST_FINISHED;
+        return a;
+    }
+    if (x < 0 || (u64)x >= V || x > 0xFFFFFFFEll) return a;
+    if (p.kind == K_MID) {
+        if ((i64)p.tok == x) { a.nn = p.node; a.no = (i64)p.off + 1; }
+        return a;
+    }
+    u32 lo, hi;
+    label_window(p.first, p.end, V, (u64)x, lo, hi);
+    if (hi - lo > SMALL_WINDOW) {
+        a.search = 1; a.lo = lo; a.hi = hi; a.mid = p.mid; a.r0 = p.r0; a.end = p.end;
+        return a;
+    }
+    u32 lab[SMALL_WINDOW + 1];  // children lo .. hi (hi: the lower bound when every label is below x)
+#pragma unroll
+    for (u32 j = 0; j <= SMALL_WINDOW; ++j)
+        lab[j] = j <= hi - lo && lo + j < p.end ? child_label(I, lo + j, p.mid, p.r0) : 0u;
+    u32 k = hi - lo;
+#pragma unroll
+    for (int j = (int)SMALL_WINDOW - 1; j >= 0; --j)
+        if ((u32)j < hi - lo && (u64)lab[j] >= (u64)x) k = (u32)j;
+    u32 labk = 0;
+#pragma unroll
+    for (u32 j = 0; j <= SMALL_WINDOW; ++j)
+        if (j == k) labk = lab[j];
+    if (lo + k < p.end && (i64)labk == x) { a.nn = lo + k; a.no = 1; }
+    return a;
+}
+
+// The state after token x in every thread: thread 0's advance_one, then (uniform) a block-wide child search
+// when its window is wide.  s_adv: two Adv in shared memory, used in turn (`turn`), so that consecutive calls
+// need one barrier each.
+__device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
+                                              u32 n_eos, Adv* s_adv, u32 turn, i64& nn, i64& no) {
+    Adv* A = &s_adv[turn & 1u];
+    if (threadIdx.x == 0) *A = advance_one(I, T, node, off, x, V, n_eos);
+    __syncthreads();
+    if (A->search) {  // uniform
+        const u32 c = block_lower_bound(I, A->lo, A->hi, A->mid, A->r0, (u64)x);
+        if (threadIdx.x == 0 && c < A->end && (i64)child_label(I, c, A->mid, A->r0) == x) { A->nn = c; A->no = 1; }
+        __syncthreads();
+    }
+    nn = A->nn;
+    no = A->no;
 }
 
 // One block per state: the state after its token (block_advance).
@@ -299,25 +319,26 @@ ft_step_advance(const IndexView* __restrict__ view, const u64* __restrict__ fc, 
                 const i64* off_in, const void* tok, u32 tok_is64, u64 tok_stride, u32 n, const i64* __restrict__ eos,
                 u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
-    __shared__ Pos P;
-    __shared__ i64 s_state[3];
+    __shared__ Adv s_adv[2];
     const u32 r = blockIdx.x;
     const i64 node = node_in[r], off = off_in[r], x = token_at(tok, tok_is64, (u64)r * tok_stride);
     load_view(view, I, eos, n_eos);
-    block_advance(I, Tab{fc, fc_n}, node, off, x, NO_VOCAB, n_eos, &P, s_state, false);
-    if (threadIdx.x == 0) { node_out[r] = s_state[0]; off_out[r] = s_state[1]; }
+    i64 nn, no;
+    block_advance(I, Tab{fc, fc_n}, node, off, x, NO_VOCAB, n_eos, s_adv, 0, nn, no);
+    if (threadIdx.x == 0) { node_out[r] = nn; off_out[r] = no; }
 }
 
-// The state after ids[r, c0:c1) from the root, block-wide (one block_advance per token; the result in every
-// thread).  s_state is read before block_advance writes it again (after a sync).
+// The state after ids[r, c0:c1) from the root, block-wide (one block_advance per token; in every thread).
 __device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, const i64* ids, i64 c0, i64 c1, u64 V,
-                                           u32 n_eos, Pos* P, i64* s_state, bool wide, i64& node, i64& off) {
+                                           u32 n_eos, Adv* s_adv, i64& node, i64& off) {
     node = 0;
     off = 0;
+    u32 turn = 0;
     for (i64 c = c0; c < c1; ++c) {
-        block_advance(I, T, node, off, __ldg(&ids[c]), V, n_eos, P, s_state, wide);
-        node = s_state[0];
-        off = s_state[1];
+        i64 nn, no;
+        block_advance(I, T, node, off, __ldg(&ids[c]), V, n_eos, s_adv, turn++, nn, no);
+        node = nn;
+        off = no;
     }
 }
 
@@ -327,167 +348,151 @@ ft_step_walk(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32
              u64 row_stride, u32 n, const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end,
              i64 end_all, const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
-    __shared__ Pos P;
-    __shared__ i64 s_state[3];
+    __shared__ Adv s_adv[2];
     const u32 r = blockIdx.x;
     const i64 c0 = begin ? begin[r] : begin_all;
     const i64 c1 = end ? end[r] : end_all;
     load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, Tab{fc, fc_n}, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, &P, s_state, false, node, off);
+    block_walk(I, Tab{fc, fc_n}, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, s_adv, node, off);
     if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
 __device__ __forceinline__ void set_bit(u32* bits, u32 k) { atomicOr(&bits[k >> 5], 1u << (k & 31)); }
-__device__ __forceinline__ bool get_bit(const u32* bits, u64 k) { return (bits[k >> 5] >> (k & 31)) & 1u; }
-
-// Bits k .. k + 3 of the bitmap (k + 3 inside it).
-__device__ __forceinline__ u32 get_bits4(const u32* bits, u64 k) {
-    const u32 w = (u32)(k >> 5), s = (u32)(k & 31);
-    u32 x = bits[w] >> s;
-    if (s > 28) x |= bits[w + 1] << (32 - s);
-    return x & 0xFu;
-}
 
 #define NEG_INF __int_as_float(0xff800000)
 
-// -inf stored over the logits of [ca, cb) whose bit is clear (the chunk's bitmap); allowed entries are not
-// touched.  16-byte stores where a whole aligned vector is disallowed, 4-byte stores where it is mixed.
-// NONE: the chunk allows nothing (the bitmap is not read: a plain loop of 16-byte stores).
-template <bool NONE>
-__device__ void neg_chunk(const u32* bits, float* rowp, u64 ca, u64 cb) {
-    const u32 T = blockDim.x;
-    const u32 mis = (u32)(((unsigned long long)(rowp + ca) >> 2) & 3u);
-    u64 a = ca + ((4u - mis) & 3u);
-    if (a > cb) a = cb;
-    const u64 nvec = (cb - a) >> 2;
-    float* base = rowp + a;
-    float4* vp = reinterpret_cast<float4*>(base);
-    const float ni = NEG_INF;
-#pragma unroll 4
-    for (u64 i = threadIdx.x; i < nvec; i += T) {
-        const u32 m = NONE ? 0u : get_bits4(bits, a - ca + 4 * i);
-        if (m == 0) {
-            vp[i] = make_float4(ni, ni, ni, ni);
-        } else if (m != 0xFu) {
-            float* q = base + 4 * i;
-            if (!(m & 1u)) q[0] = ni;
-            if (!(m & 2u)) q[1] = ni;
-            if (!(m & 4u)) q[2] = ni;
-            if (!(m & 8u)) q[3] = ni;
-        }
-    }
-    for (u64 v = ca + threadIdx.x; v < a; v += T)
-        if (NONE || !get_bit(bits, v - ca)) rowp[v] = ni;
-    for (u64 v = a + 4 * nvec + threadIdx.x; v < cb; v += T)
-        if (NONE || !get_bit(bits, v - ca)) rowp[v] = ni;
+// The 4 bits n as 4 bytes (0 / 1): the bool mask of 4 entries.
+__device__ __forceinline__ u32 bytes4(u32 n) {
+    return (n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21);
 }
 
-// The bool mask of [ca, cb): 16-byte stores of 16 entries where aligned.
-__device__ void bool_chunk(const u32* bits, unsigned char* rowb, u64 ca, u64 cb) {
-    const u32 T = blockDim.x;
-    const u32 mis = (u32)((unsigned long long)(rowb + ca) & 15u);
-    u64 a = ca + ((16u - mis) & 15u);
-    if (a > cb) a = cb;
-    const u64 nvec = (cb - a) >> 4;
-    uint4* vp = reinterpret_cast<uint4*>(rowb + a);
-    for (u64 i = threadIdx.x; i < nvec; i += T) {
-        const u64 k = a - ca + 16 * i;
-        u32 w[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            w[j] = 0;
-#pragma unroll
-            for (int t = 0; t < 4; ++t) w[j] |= (u32)get_bit(bits, k + 4 * j + t) << (8 * t);
-        }
-        vp[i] = make_uint4(w[0], w[1], w[2], w[3]);
-    }
-    for (u64 v = ca + threadIdx.x; v < a; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
-    for (u64 v = a + 16 * nvec + threadIdx.x; v < cb; v += T) rowb[v] = get_bit(bits, v - ca) ? 1 : 0;
+// -inf over the disallowed entries of a mixed vector e = (aligned vector index) << 4 | its 4 bits.
+__device__ __forceinline__ void neg_mixed(float* rowf, u32 mis, u64 e) {
+    float* q = rowf + ((i64)((e >> 4) << 2) - (i64)mis);
+    const float ni = NEG_INF;
+    if (!(e & 1u)) q[0] = ni;
+    if (!(e & 2u)) q[1] = ni;
+    if (!(e & 4u)) q[2] = ni;
+    if (!(e & 8u)) q[3] = ni;
 }
 
 #define SCAN_MAX 1024u  // a node with at most this many children: its labels go to shared memory once, and
                         // every chunk takes its own from there (no binary searches at the chunk bounds)
 
-// A block's part of a row's mask: vocabulary entries [v_begin, v_end), CHUNK at a time, for the decoded
-// state p (with its child range).  Bitmap of the chunk's allowed tokens in shared memory, then -inf over the
-// disallowed float32 logits (write-only), or a bool mask (16-byte stores).
-__device__ void mask_span(const IndexView& I, const Pos& p, u64 v_begin, u64 v_end, u64 V, u32 n_eos, float* rowf,
+// A block's part of a row's mask, for the decoded state p (with its child range).  Chunks are cut in aligned
+// coordinates u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting
+// at a multiple of VEC in u is one 16-byte store): the block has chunks [u_begin, u_end), CHUNK entries each.
+// Per chunk: a bitmap of its allowed entries in shared memory (bits outside the row set: never written), one
+// barrier, the bits of the allowed tokens, one barrier, then per vector its bits (one shared load): -inf over
+// the disallowed float32 logits (write-only: allowed entries are never read or written; one 16-byte store
+// where the 4 are disallowed), or the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating,
+// so the next chunk's bitmap needs no barrier after the stores.
+__device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_end, u64 V, u32 n_eos, float* rowf,
                           unsigned char* rowb) {
-    __shared__ u32 bits[CHUNK / 32];
+    __shared__ u32 bits2[2][CHUNK / 32];
     __shared__ u32 s_lab[SCAN_MAX];
     const u32 T = blockDim.x;
+    const u32 mis = rowf ? (u32)(((unsigned long long)rowf >> 2) & 3u) : (u32)((unsigned long long)rowb & 15u);
+    const u64 e_begin = u_begin > mis ? min(V, u_begin - mis) : 0ull;
+    const u64 e_end = u_end > mis ? min(V, u_end - mis) : 0ull;
+    if (e_begin >= e_end) return;  // uniform
     const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
     const bool scan = p.kind == K_AT && p.end - p.first <= SCAN_MAX;
     const bool search = p.kind == K_AT && !scan;
-    u32 lo_c = 0, hi_c = 0;
+    u32 lo_c = 0, hi_c = 0;  // search: children [lo_c, hi_c) have labels in the chunk's entries
     if (scan) {
         for (u32 c = p.first + threadIdx.x; c < p.end; c += T) s_lab[c - p.first] = child_label(I, c, p.mid, p.r0);
     } else if (search) {  // the first chunk's bounds, searched together
-        const u64 cb = min(v_end, v_begin + CHUNK);
+        const u64 eb = min(e_end, u_begin + CHUNK - mis);
         u32 la, ha, lb, hb;
-        label_window(p.first, p.end, V, v_begin, la, ha);
-        label_window(p.first, p.end, V, cb, lb, hb);
-        if (v_begin == 0) la = ha = p.first;
-        if (cb >= V) lb = hb = p.end;
-        block_lower_bound2(I, p.mid, p.r0, la, ha, v_begin, lb, hb, cb, lo_c, hi_c);
+        label_window(p.first, p.end, V, e_begin, la, ha);
+        label_window(p.first, p.end, V, eb, lb, hb);
+        if (e_begin == 0) la = ha = p.first;
+        if (eb >= V) lb = hb = p.end;
+        block_lower_bound2(I, p.mid, p.r0, la, ha, e_begin, lb, hb, eb, lo_c, hi_c);
     }
-    for (u64 ca = v_begin; ca < v_end; ca += CHUNK) {
-        const u64 cb = min(v_end, ca + CHUNK);
-        const u32 width = (u32)(cb - ca);
-        if (search && ca != v_begin) {
+    u32 buf = 0;
+    for (u64 cu = u_begin; cu < u_end; cu += CHUNK) {
+        const u64 elo = max(e_begin, cu > mis ? cu - mis : 0ull), ehi = min(e_end, cu + CHUNK - mis);
+        if (elo >= ehi) break;  // uniform: past the row's end
+        if (search && cu != u_begin) {
             u32 lo, hi;
-            label_window(p.first, p.end, V, cb, lo, hi);
-            hi_c = cb >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, cb);
+            label_window(p.first, p.end, V, ehi, lo, hi);
+            hi_c = ehi >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, ehi);
         }
-        const bool full = search && hi_c - lo_c == width;  // every entry of the chunk is a child label
-        for (u32 i = threadIdx.x; i < CHUNK / 32; i += T) {
-            const u32 k = 32 * i;
-            bits[i] = !full || k >= width ? 0u : (width - k >= 32 ? ~0u : ((1u << (width - k)) - 1u));
+        const bool full = search && (u64)(hi_c - lo_c) == ehi - elo;  // every entry is a child label
+        if (full && rowf) { lo_c = hi_c; continue; }  // nothing to store
+        u32* bits = bits2[buf];
+        buf ^= 1u;
+        const u32 jlo = (u32)(elo + mis - cu), jhi = (u32)(ehi + mis - cu);  // the chunk's bits of the row
+        for (u32 k = (jlo >> 5) + threadIdx.x; k < (jhi + 31) >> 5; k += T) {
+            const u32 a = max(jlo, 32 * k) - 32 * k, b = min(jhi, 32 * k + 32) - 32 * k;  // row bits [a, b)
+            const u32 in_row = (b >= 32 ? ~0u : (1u << b) - 1u) & ~((1u << a) - 1u);
+            bits[k] = full ? ~0u : (rowf ? ~in_row : 0u);
         }
         __syncthreads();  // (also: s_lab is written)
-        bool hit = full;  // this thread set a bit (or the chunk is full)
+        if (cu == u_begin) TRACE(5);
         if (scan) {
             for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
                 const u32 x = s_lab[c];
-                if (x >= ca && x < cb) { set_bit(bits, (u32)(x - ca)); hit = true; }
+                if (x >= elo && x < ehi) set_bit(bits, (u32)(x + mis - cu));
             }
         } else if (search && !full) {
-            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T) {
-                set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) - ca));
-                hit = true;
-            }
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
+                set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) + mis - cu));
         }
         if (threadIdx.x == 0) {
-            if (p.kind == K_MID && p.tok >= ca && p.tok < cb) { set_bit(bits, (u32)(p.tok - ca)); hit = true; }
+            if (p.kind == K_MID && p.tok >= elo && p.tok < ehi) set_bit(bits, (u32)(p.tok + mis - cu));
             if (eos_ok)
                 for (u32 e = 0; e < n_eos; ++e) {
                     const i64 x = s_eos[e];
-                    if (x >= (i64)ca && x < (i64)cb) { set_bit(bits, (u32)(x - (i64)ca)); hit = true; }
+                    if (x >= (i64)elo && x < (i64)ehi) set_bit(bits, (u32)((u64)x + mis - cu));
                 }
         }
-        const bool any = __syncthreads_or(hit);  // uniform: the chunk allows some token
-        if (!rowf) bool_chunk(bits, rowb, ca, cb);
-        else if (!any) neg_chunk<true>(bits, rowf, ca, cb);
-        else if (!full) neg_chunk<false>(bits, rowf, ca, cb);  // a full chunk: nothing to store
-        __syncthreads();  // before the next chunk's bitmap
+        __syncthreads();
+        if (cu == u_begin) TRACE(6);
+        if (rowf) {
+            float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
+            const float ni = NEG_INF;
+#pragma unroll 4
+            for (u32 i = (jlo >> 2) + threadIdx.x; i < (jhi + 3) >> 2; i += T) {
+                const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
+                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = make_float4(ni, ni, ni, ni);
+                else if (m != 0xFu) neg_mixed(rowf, mis, ((cu >> 2) + i) << 4 | m);
+            }
+        } else {
+            unsigned char* base = rowb + ((i64)cu - (i64)mis);
+            for (u32 i = (jlo >> 4) + threadIdx.x; i < (jhi + 15) >> 4; i += T) {
+                const u32 m = (bits[i >> 1] >> ((i & 1u) << 4)) & 0xFFFFu, j = 16 * i;
+                unsigned char* q = base + j;
+                if (j >= jlo && j + 16 <= jhi) {
+                    *reinterpret_cast<uint4*>(q) = make_uint4(bytes4(m & 0xFu), bytes4((m >> 4) & 0xFu),
+                                                              bytes4((m >> 8) & 0xFu), bytes4(m >> 12));
+                } else {
+                    for (u32 t = 0; t < 16; ++t)
+                        if (j + t >= jlo && j + t < jhi) q[t] = (unsigned char)((m >> t) & 1u);
+                }
+            }
+        }
+        if (cu == u_begin) TRACE(7);
         lo_c = hi_c;
     }
 }
 
 // The mask arguments every mask kernel takes after its own (kernel parameter lists, gpu_impl/stepwise.py
-// `_mask_args`): block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row; flags bit 0:
-// the child ranges of nodes past the child table by a block-wide search of their LOUDS zeros, else two select0
-// side by side.
+// `_mask_args`): block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row (in aligned
+// coordinates: mask_span); flags bit 0: the child ranges of nodes past the child table by a block-wide search
+// of their LOUDS zeros, else select0 and the next zero.
 #define MASK_PARAMS                                                                                            \
     u64 V, u32 per_block, u32 blocks_per_row, const i64 *__restrict__ eos, u32 n_eos, float *outf,            \
         unsigned char *outb, u64 row_stride, unsigned long long *dead_count, u32 flags
 #define MASK_ARGS V, per_block, blocks_per_row, eos, n_eos, outf, outb, row_stride, dead_count, flags
 
-// A mask block's row, its vocabulary span and the row's output.
+// A mask block's row, its chunks [u0, u1) (aligned coordinates) and the row's output.
 struct MaskRow {
     u32 row, b;
-    u64 v0, v1;
+    u64 u0, u1;
     float* f;
     unsigned char* c;
     bool wide;
@@ -497,20 +502,32 @@ __device__ __forceinline__ MaskRow mask_row(MASK_PARAMS) {
     MaskRow w;
     w.row = blockIdx.x / blocks_per_row;
     w.b = blockIdx.x % blocks_per_row;
-    w.v0 = min(V, (u64)w.b * per_block * CHUNK);
-    w.v1 = min(V, w.v0 + (u64)per_block * CHUNK);
+    w.u0 = (u64)w.b * per_block * CHUNK;
+    w.u1 = w.u0 + (u64)per_block * CHUNK;
     w.f = outf ? outf + (u64)w.row * row_stride : nullptr;
     w.c = outb ? outb + (u64)w.row * row_stride : nullptr;
     w.wide = (flags & 1u) != 0;
     return w;
 }
 
-// The shared end of every mask kernel: decode (node, off) block-wide, count it if dead, mask the block's span.
-__device__ __forceinline__ void mask_state(const IndexView& I, const Tab& T, i64 node, i64 off, const MaskRow& w,
-                                           Pos* P, MASK_PARAMS) {
-    const Pos p = block_decode(I, T, node, off, P, w.wide);
+// Thread 0's decode of a state for the mask: its child range too (the table or select0), except past the
+// table with `wide`, where every thread finishes it block-wide (mask_pos).
+__device__ __forceinline__ Pos decode_for_mask(const IndexView& I, const Tab& T, i64 node, i64 off, bool wide) {
+    return decode(I, T, node, off, !wide || (node >= 0 && node < (i64)T.n));
+}
+
+// After the barrier that follows thread 0's decode into *P: the Pos in every thread.
+__device__ __forceinline__ Pos mask_pos(const IndexView& I, const Tab& T, const Pos* P, bool wide) {
+    Pos p = *P;
+    if (wide && p.kind == K_AT && p.node >= T.n) block_child_range(I, p.node, p);  // uniform
+    return p;
+}
+
+// The shared end of every mask kernel: count the state if dead, mask the block's span.
+__device__ __forceinline__ void mask_end(const IndexView& I, const Pos& p, const MaskRow& w, MASK_PARAMS) {
     if (threadIdx.x == 0 && w.b == 0 && p.kind == K_DEAD) atomicAdd(dead_count, 1ull);
-    mask_span(I, p, w.v0, w.v1, V, n_eos, w.f, w.c);
+    TRACE(4);
+    mask_span(I, p, w.u0, w.u1, V, n_eos, w.f, w.c);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
@@ -519,29 +536,67 @@ ft_step_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32
     __shared__ IndexView I;
     __shared__ Pos P;
     const MaskRow w = mask_row(MASK_ARGS);
-    const i64 node = node_in[w.row], off = off_in[w.row];
+    const Tab T{fc, fc_n};
+    const i64 node = node_in[w.row], off = off_in[w.row];  // in flight with the view
     load_view(view, I, eos, n_eos);
-    mask_state(I, Tab{fc, fc_n}, node, off, w, &P, MASK_ARGS);
+    if (threadIdx.x == 0) P = decode_for_mask(I, T, node, off, w.wide);
+    __syncthreads();
+    mask_end(I, mask_pos(I, T, &P, w.wide), w, MASK_ARGS);
 }
 
-// advance, then the mask of the new states, in one launch: every block of a row advances the row's state
-// (block 0 of the row stores it), then masks its part.  `node_out` must not alias `node_in`.
-extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+// advance, then the mask of the new states, in one launch: in every block of a row, thread 0 advances the
+// row's state and decodes the new one with no barrier between (a wide child search is finished block-wide);
+// block 0 of the row stores the state; then every block masks its part.  `node_out` must not alias `node_in`.
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
 ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
                      const i64* __restrict__ node_in, const i64* __restrict__ off_in, const void* tok, u32 tok_is64,
-                     u64 tok_stride, u32 n, MASK_PARAMS, i64* node_out, i64* off_out) {
+                     u64 tok_stride, u32 n, MASK_PARAMS, i64* node_out, i64* off_out TRACE_PARAM) {
     __shared__ IndexView I;
     __shared__ Pos P;
-    __shared__ i64 s_state[3];
+    __shared__ Adv A;
+#ifdef FT_STEP_TRACE
+    if (threadIdx.x == 0) {
+        unsigned long long g;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        trace[16ull * blockIdx.x + 15] = g;
+        for (int k = 0; k < 16; ++k) s_trace[k] = 0;
+        s_trace[0] = clock64();
+    }
+#endif
     const MaskRow w = mask_row(MASK_ARGS);
-    const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
-    load_view(view, I, eos, n_eos);
     const Tab T{fc, fc_n};
-    block_advance(I, T, node, off, x, V, n_eos, &P, s_state, w.wide);
-    const i64 nn = s_state[0], no = s_state[1];
-    if (threadIdx.x == 0 && w.b == 0) { node_out[w.row] = nn; off_out[w.row] = no; }
-    __syncthreads();  // every thread has read s_state and P before P is decoded again
-    mask_state(I, T, nn, no, w, &P, MASK_ARGS);
+    const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
+    load_view(view, I, eos, n_eos);  // (node, off and x in flight with the view)
+    if (threadIdx.x == 0) {
+        A = advance_one(I, T, node, off, x, V, n_eos);
+        if (A.nn >= 0) TRACE(1);
+        if (!A.search) {
+            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
+            if (P.kind != K_DEAD) TRACE(2);
+        }
+    }
+    __syncthreads();
+    TRACE(3);
+    if (A.search) {  // uniform
+        const u32 c = block_lower_bound(I, A.lo, A.hi, A.mid, A.r0, (u64)x);
+        if (threadIdx.x == 0) {
+            if (c < A.end && (i64)child_label(I, c, A.mid, A.r0) == x) { A.nn = c; A.no = 1; }
+            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && w.b == 0) { node_out[w.row] = A.nn; off_out[w.row] = A.no; }
+    mask_end(I, mask_pos(I, T, &P, w.wide), w, MASK_ARGS);
+    TRACE(9);
+#ifdef FT_STEP_TRACE
+    if (threadIdx.x == 0) {
+        unsigned long long g;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        unsigned long long* t = trace + 16ull * blockIdx.x;
+        for (int k = 0; k < 10; ++k) t[k] = (unsigned long long)s_trace[k];
+        t[14] = g;
+    }
+#endif
 }
 
 // walk, then the mask of the walked states, in one launch (the processor of flashtrie/hf.py): every block of
@@ -552,15 +607,17 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc
                   const i64* __restrict__ end, i64 end_all, MASK_PARAMS) {
     __shared__ IndexView I;
     __shared__ Pos P;
-    __shared__ i64 s_state[3];
+    __shared__ Adv s_adv[2];
     const MaskRow w = mask_row(MASK_ARGS);
     const i64 c0 = begin ? begin[w.row] : begin_all;
     const i64 c1 = end ? end[w.row] : end_all;
-    load_view(view, I, eos, n_eos);
     const Tab T{fc, fc_n};
+    load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, n_eos, &P, s_state, w.wide, node, off);
-    mask_state(I, T, node, off, w, &P, MASK_ARGS);
+    block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, n_eos, s_adv, node, off);
+    if (threadIdx.x == 0) P = decode_for_mask(I, T, node, off, w.wide);
+    __syncthreads();
+    mask_end(I, mask_pos(I, T, &P, w.wide), w, MASK_ARGS);
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
@@ -569,6 +626,7 @@ ft_step_count(const IndexView* __restrict__ view, const u64* __restrict__ fc, u3
               unsigned char* ends) {
     __shared__ IndexView I;
     load_view(view, I);
+    __syncthreads();
     const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
     const Pos p = decode(I, Tab{fc, fc_n}, node_in[r], off_in[r], true);
@@ -604,6 +662,7 @@ extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_child_table(const IndexView* __restrict__ view, u32 n, u64* out) {
     __shared__ IndexView I;
     load_view(view, I);
+    __syncthreads();
     const u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (v > n) return;
     const u32 first = v == 0 ? 1u : (u32)(select0(I, v - 1) + 2 - v);

@@ -1,0 +1,302 @@
+"""Where the time of one fused stepwise step goes (issue #12's <= 10 us bar), on the device machine.
+
+    python3 gpu_impl/scripts/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
+    python3 gpu_impl/scripts/step_probe.py --ncu --index FILE        # a few eager launches for ncu
+
+Device µs from CUDA-graph replays (as harness/stepwise_bench.py), rows at the root and inside keywords:
+* floors with the fused step's grid (rows x blocks per row, 256 threads): an empty kernel; -inf stored over
+  every logit (16-byte stores, the rows' own alignment); a dependent chain of 1, 3 and 6 global loads at random
+  addresses of the index's size by one thread per block before those stores;
+* the stepper's kernels: fused (advance + mask), mask alone, advance alone, and each kernel variant named by
+  ``--variants`` (step.cu compiled with other macros: NAME=MACRO=VALUE,...).
+Prints one table; ``--out`` gets probe.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+
+FLOOR_SRC = r"""
+typedef unsigned int u32;
+typedef unsigned long long u64;
+extern "C" __global__ void probe_empty() {}
+
+__device__ __forceinline__ void neg_span(float* rowp, u64 ca, u64 cb) {
+    const float ni = __int_as_float(0xff800000);
+    const u32 mis = (u32)(((unsigned long long)(rowp + ca) >> 2) & 3u);
+    u64 a = ca + ((4u - mis) & 3u);
+    if (a > cb) a = cb;
+    const u64 nvec = (cb - a) >> 2;
+    float4* vp = reinterpret_cast<float4*>(rowp + a);
+    for (u64 i = threadIdx.x; i < nvec; i += blockDim.x) vp[i] = make_float4(ni, ni, ni, ni);
+    for (u64 v = ca + threadIdx.x; v < a; v += blockDim.x) rowp[v] = ni;
+    for (u64 v = a + 4 * nvec + threadIdx.x; v < cb; v += blockDim.x) rowp[v] = ni;
+}
+
+// -inf over row (blockIdx.x / bpr)'s span of the block, after `depth` dependent loads by thread 0 (0: none)
+extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 bpr, u64 per_block,
+                                       const u32* table, u64 table_mask, u32 depth, u32* sink) {
+    __shared__ u32 s;
+    const u32 row = blockIdx.x / bpr, b = blockIdx.x % bpr;
+    if (depth) {
+        if (threadIdx.x == 0) {
+            u64 x = (u64)blockIdx.x * 2654435761ull;
+            for (u32 k = 0; k < depth; ++k) x = (x * 6364136223846793005ull + __ldg(&table[x & table_mask])) ;
+            s = (u32)x;
+        }
+        __syncthreads();
+        if (s == 0xFFFFFFFFu && threadIdx.x == 0) sink[0] = s;  // keeps the chain
+    }
+    if (!out) return;
+    const u64 v0 = min(V, (u64)b * per_block), v1 = min(V, v0 + per_block);
+    neg_span(out + (u64)row * row_stride, v0, v1);
+}
+"""
+
+
+def _graph_us(f: Any, repeats: int = 200, inner: int = 1) -> float:
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        f()
+        with torch.cuda.graph(g, stream=side):
+            for _ in range(inner):
+                f()
+    torch.cuda.synchronize()
+    t_end = time.perf_counter() + 0.03  # clocks up, caches warm
+    while time.perf_counter() < t_end:
+        g.replay()
+    torch.cuda.synchronize()
+    best = []
+    for _ in range(3):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(repeats):
+            g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        best.append(e0.elapsed_time(e1) * 1e3 / (repeats * inner))
+    return float(np.median(best))
+
+
+def _index(args: argparse.Namespace) -> tuple[Any, Any]:
+    from flashtrie.harness.stepwise_bench import library
+
+    from flashtrie import NarrowLoudsIndex
+
+    keywords, _ = library(args.case)
+    if args.index and Path(args.index).exists():
+        return keywords, NarrowLoudsIndex.load(args.index)
+    t0 = time.perf_counter()
+    index = NarrowLoudsIndex.build(keywords)
+    print(f"# built {args.case}: {index.num_nodes:,} nodes in {time.perf_counter() - t0:.1f} s", flush=True)
+    if args.index:
+        index.save(args.index)
+    return keywords, index
+
+
+def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray]]:
+    from flashtrie.harness.stepwise_bench import sample_rows
+
+    out = {}
+    for name, root in (("root", True), ("mid", False)):
+        prefixes, nxt = sample_rows(keywords, rows, root, seed=rows)
+        out[name] = (cpu.start_from_prefixes(prefixes), nxt)
+    return out
+
+
+def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
+    """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index)."""
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    base = GpuTrieStepper(index)
+    out = {"default": base}
+    shared = SimpleNamespace(index=index, _index_ptr=base._view_ptr)
+    for spec in variants:
+        name, _, macros = spec.partition("=")
+        defines = dict(m.split("=", 1) for m in macros.split("+") if m)
+        chunk = int(defines.pop("FT_STEP_CHUNK", base.chunk))  # the host must cut chunks the same way
+        out[name] = GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines)
+    return out
+
+
+def _recorder(calls: list[Any]) -> Any:
+    """A stand-in for cuda.core's launch that keeps its arguments."""
+    return lambda *a: calls.append(a)
+
+
+TRACE_MARKS = ["entry", "advance (t0)", "decode new (t0)", "barrier", "pos", "bitmap 1", "bits 1", "stores 1",
+               "", "end"]
+
+
+def _trace(index: Any, gpu: Any, dev: dict[str, Any], V: int, eos: int, logits: Any, launch: Any) -> dict[str, Any]:
+    """Phase times of the fused kernel per block (step.cu compiled with FT_STEP_TRACE): the args of the
+    default stepper's own launch, plus a trace buffer; the last of 300 back-to-back launches is read."""
+    import torch
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    tracer = GpuTrieStepper(index, searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr),
+                            defines={"FT_STEP_TRACE": "1"})
+    out: dict[str, Any] = {}
+    for n, (d, tok) in dev.items():
+        calls: list[Any] = []
+        real = gpu._launch_fn
+        gpu._launch_fn = _recorder(calls)
+        try:
+            gpu.advance_mask(d, tok, V, eos, out=logits)
+        finally:
+            gpu._launch_fn = real
+        s, cfg, _, *args = calls[-1]
+        blocks = int(cfg.grid[0]) if isinstance(cfg.grid, tuple) else int(cfg.grid)
+        buf = torch.zeros(blocks * 16, dtype=torch.int64, device="cuda")
+        kern = tracer._k["advance_mask"]
+        for _ in range(300):
+            launch(s, cfg, kern, *args, np.uint64(buf.data_ptr()))
+        torch.cuda.synchronize()
+        tr = buf.view(blocks, 16).cpu().numpy().astype(np.int64)
+        cyc = tr[:, :10]
+        phases = {}
+        prev = 0
+        for k in range(1, 10):
+            if not TRACE_MARKS[k]:
+                continue
+            ok = (cyc[:, k] > 0) & (cyc[:, prev] > 0)
+            dd = (cyc[ok, k] - cyc[ok, prev]) / 1.98e3  # µs at the H200's 1.98 GHz
+            phases[f"{TRACE_MARKS[prev] or 'entry'} -> {TRACE_MARKS[k]}"] = (
+                [round(float(np.median(dd)), 3), round(float(np.percentile(dd, 90)), 3)] if ok.any() else None)
+            prev = k
+        seen = (tr[:, 15] > 0) & (tr[:, 14] > 0)
+        g_in, g_out = tr[seen, 15], tr[seen, 14]
+        phases["blocks traced"] = int(seen.sum())
+        phases["block entry spread (globaltimer, us)"] = round(float(g_in.max() - g_in.min()) / 1e3, 3)
+        phases["first entry -> last exit (us)"] = round(float(g_out.max() - g_in.min()) / 1e3, 3)
+        phases["block in kernel, median (us)"] = round(float(np.median(g_out - g_in)) / 1e3, 3)
+        phases["entry -> end, median / p90 (us, clock)"] = [round(float(np.median(cyc[:, 9] - cyc[:, 0])) / 1.98e3, 3),
+                                                           round(float(np.percentile(cyc[:, 9] - cyc[:, 0], 90))
+                                                                 / 1.98e3, 3)]
+        out[n] = phases
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", default="fixed:20M:32768")
+    ap.add_argument("--shape", default="2x70")
+    ap.add_argument("--index", default="", help="an index file to load (or to save the built index to)")
+    ap.add_argument("--variants", default="", help="NAME=MACRO=VALUE[+MACRO=VALUE],... step.cu compiled again "
+                    "(FT_STEP_CHUNK=N: the stepper's chunk)")
+    ap.add_argument("--ncu", action="store_true", help="only a few eager fused launches (for ncu)")
+    ap.add_argument("--out", default="")
+    args = ap.parse_args(argv)
+
+    import torch
+    from cuda.core import LaunchConfig, ObjectCode, Program, ProgramOptions, launch
+    from flashtrie.gpu_impl.stepwise import _stream
+
+    from flashtrie.stepwise import StepStates, TrieStepper
+
+    keywords, index = _index(args)
+    b, k = (int(x) for x in args.shape.lower().split("x"))
+    rows, V, eos = b * k, int(args.case.split(":")[2]) + 1, int(args.case.split(":")[2])
+    cpu = TrieStepper(index)
+    sets = _rows(keywords, cpu, rows)
+    steppers = _steppers(index, [v for v in args.variants.split(",") if v])
+    gpu = steppers["default"]
+    logits = torch.randn(rows, V, device="cuda")
+    dev = {n: (StepStates(torch.as_tensor(s.node, device="cuda"), torch.as_tensor(s.off, device="cuda")),
+               torch.as_tensor(t, device="cuda")) for n, (s, t) in sets.items()}
+    if args.ncu:
+        for _ in range(2):
+            for n in ("root", "mid"):
+                d, tok = dev[n]
+                for g in steppers.values():
+                    g.advance_mask(d, tok, V, eos, out=logits)
+        torch.cuda.synchronize()
+        return 0
+
+    res: dict[str, Any] = {"case": args.case, "shape": args.shape, "rows": rows, "vocab": V,
+                           "gpu": torch.cuda.get_device_name(), "blocks_per_row": None}
+    _, blocks, margs = gpu._mask_args(rows, V, eos, logits, True)
+    bpr = blocks // rows
+    per_block = int(margs[1]) * gpu.chunk
+    res["blocks_per_row"], res["blocks"] = bpr, blocks
+    # floors
+    opts = ProgramOptions(std="c++17", arch=gpu.arch)
+    obj = ObjectCode.from_cubin(bytes(Program(FLOOR_SRC, "c++", opts).compile("cubin").code))
+    k_empty, k_store = obj.get_kernel("probe_empty"), obj.get_kernel("probe_store")
+    table_n = 1 << 27  # 512 MiB of u32: the index's size class, random addresses miss the L2
+    table = torch.randint(0, 2**31 - 1, (table_n,), dtype=torch.int32, device="cuda")
+    sink = torch.zeros(1, dtype=torch.int32, device="cuda")
+    cfg = LaunchConfig(grid=blocks, block=256)
+
+    def stream() -> Any:
+        return _stream(int(torch.cuda.current_stream().cuda_stream))
+
+    def store(depth: int, out: Any = logits) -> Any:
+        return lambda: launch(stream(), cfg, k_store, np.uint64(out.data_ptr() if out is not None else 0),
+                              np.uint64(V), np.uint64(V), np.uint32(bpr), np.uint64(per_block),
+                              np.uint64(table.data_ptr()), np.uint64(table_n - 1), np.uint32(depth),
+                              np.uint64(sink.data_ptr()))
+
+    t: dict[str, float] = {}
+    t["empty"] = _graph_us(lambda: launch(stream(), cfg, k_empty))
+    t["empty x10"] = _graph_us(lambda: launch(stream(), cfg, k_empty), inner=10)
+    for depth in (0, 1, 3, 6):
+        t[f"chain {depth}, no stores"] = _graph_us(store(depth, None)) if depth else t["empty"]
+        t[f"chain {depth} + stores"] = _graph_us(store(depth))
+    t["stores x10"] = _graph_us(store(0), inner=10)
+    for n, (d, tok) in dev.items():
+        for name, g in steppers.items():
+            def fused(g: Any = g, d: Any = d, tok: Any = tok) -> Any:
+                return g.advance_mask(d, tok, V, eos, out=logits)
+
+            t[f"{n}: fused [{name}]"] = _graph_us(fused)
+            t[f"{n}: fused x10 [{name}]"] = _graph_us(fused, inner=10)
+        t[f"{n}: mask"] = _graph_us(lambda d=d: gpu.mask(d, V, eos, out=logits))
+        t[f"{n}: advance"] = _graph_us(lambda d=d, tok=tok: gpu.advance(d, tok, eos))
+        # the same results as numpy's, and from every variant
+        base = torch.randn(rows, V, device="cuda")
+        ref = gpu.advance_mask(d, tok, V, eos, out=base.clone())
+        host_states, host_tok = sets[n]
+        want_states = cpu.advance(host_states, host_tok, eos)
+        want = cpu.mask(want_states, V, eos, out=base.cpu().numpy().copy())
+        res[f"{n}: GPU == numpy"] = bool(
+            np.array_equal(ref[0].node.cpu().numpy(), want_states.node)
+            and np.array_equal(ref[0].off.cpu().numpy(), want_states.off)
+            and np.array_equal(ref[1].cpu().numpy().view(np.uint32), want.view(np.uint32)))
+        for name, g in steppers.items():
+            got = g.advance_mask(d, tok, V, eos, out=base.clone())
+            res[f"{n}: same [{name}]"] = bool(
+                torch.equal(got[0].node, ref[0].node) and torch.equal(got[0].off, ref[0].off)
+                and torch.equal(got[1].view(torch.int32), ref[1].view(torch.int32)))
+    t["empty (again)"] = _graph_us(lambda: launch(stream(), cfg, k_empty))
+    res["us"] = t
+    res["trace"] = _trace(index, steppers["default"], dev, V, eos, logits, launch)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        Path(args.out, "probe.json").write_text(json.dumps(res, indent=1))
+    print(f"| {args.case} {args.shape}: {rows} rows x {V}, {blocks} blocks ({bpr} per row) | device µs |")
+    print("| --- | ---: |")
+    for key, v in t.items():
+        print(f"| {key} | {v:.2f} |")
+    print({k: v for k, v in res.items() if "same" in k or "numpy" in k})
+    for n, ph in res["trace"].items():
+        print(f"trace {n} (median, p90 µs):")
+        for key, v in ph.items():
+            print(f"  {key}: {v}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
