@@ -18,10 +18,11 @@ random depths of random keywords; each row's token is its keyword's next token. 
 
 * ``graph_fused_us``: device time of one step, `advance_mask` (advance, then the in-place additive mask of
   the new states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the
-  step (no host launch gaps); ``graph_step_us`` the same as two launches (mask, then advance); also mask
-  alone, advance alone, the boolean mask, and the fused step without the child table
-  (``graph_fused_notable_us``: every child range by select0); ``graph10_fused_us``: the fused step 10 times
-  in one CUDA graph (no graph launch between steps, as in a decode loop captured whole);
+  step (no host launch gaps; the median of 3 blocks of up to 200 replays, after 30 ms of replays);
+  ``graph_step_us`` the same as two launches (mask, then advance); also mask alone, advance alone, the boolean
+  mask, and the fused step without the child table (``graph_fused_notable_us``: every child range by
+  select0); ``graph10_fused_us``: the fused step 10 times in one CUDA graph (no graph launch between steps, as
+  in a decode loop captured whole);
 * ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation; the
   collector off; tables show medians), and
   ``sync_fused_us`` / ``sync_us`` the same with a synchronisation after each step;
@@ -155,14 +156,16 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     e1.record()
     torch.cuda.synchronize()
     out["stream_us"] = e0.elapsed_time(e1) * 1e3 / repeats  # eager, launch gaps included
+    replays = max(3, min(GRAPH_REPLAYS, int(0.1 / max(once, 1e-9))))
+    out["graph_replays"] = replays
     for name, f in steps.items():
         try:
-            out[f"graph_{name}_us"] = _graph_us(f, repeats)
+            out[f"graph_{name}_us"] = graph_us(f, replays)
         except Exception as e:  # noqa: BLE001 - keep the eager numbers
             out["graph_error"] = f"{type(e).__name__}: {e}"
             break
     try:  # the fused step 10 times in one graph: no graph launch gap between steps (as in a captured decode loop)
-        out[f"graph{INNER}_fused_us"] = _graph_us(steps["fused"], max(3, repeats // INNER), INNER)
+        out[f"graph{INNER}_fused_us"] = graph_us(steps["fused"], max(3, replays // INNER), INNER)
     except Exception as e:  # noqa: BLE001
         out["graph_error"] = f"{type(e).__name__}: {e}"
     out["dead_rows"] = gpu.dead_count
@@ -171,7 +174,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
 
 
 INNER = 10  # steps per graph of the graph10_fused_us measurement
-WARM_S = 0.02  # seconds of calls (or graph replays) before each timed loop: clocks up, caches warm
+WARM_S = 0.03  # seconds of calls (or graph replays) before each timed loop: clocks up, caches warm
 
 
 def _busy(f: Callable[[], Any], seconds: float = WARM_S) -> None:
@@ -211,9 +214,14 @@ def _host_split(gpu: Any, fused: Callable[[], Any], repeats: int) -> dict[str, A
     return {"host_py_fused_us": _stats(py), "host_launch_us": _stats(launch)}
 
 
-def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
-    """Device µs per call of ``f`` from CUDA events around back-to-back replays of a CUDA graph of ``inner``
-    calls of ``f`` (1: one call per graph, a graph launch between calls)."""
+GRAPH_REPLAYS = 200  # replays of a one-step graph per timed block (fewer where a step is long: about 0.1 s)
+GRAPH_BLOCKS = 3  # timed blocks per measurement: the median is reported
+
+
+def graph_us(f: Callable[[], Any], replays: int, inner: int = 1, blocks: int = GRAPH_BLOCKS) -> float:
+    """Device µs per call of ``f``: CUDA events around ``replays`` back-to-back replays of a CUDA graph of
+    ``inner`` calls of ``f`` (1: one call per graph, a graph launch between calls), after ``WARM_S`` of replays;
+    the median of ``blocks`` such timings."""
     import torch
 
     side = torch.cuda.Stream()
@@ -226,13 +234,16 @@ def _graph_us(f: Callable[[], Any], repeats: int, inner: int = 1) -> float:
                 f()
     torch.cuda.synchronize()
     _busy(g.replay)
-    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    e0.record()
-    for _ in range(repeats):
-        g.replay()
-    e1.record()
-    torch.cuda.synchronize()
-    return e0.elapsed_time(e1) * 1e3 / (repeats * inner)
+    times = []
+    for _ in range(blocks):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(replays):
+            g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / (replays * inner))
+    return statistics.median(times)
 
 
 def numpy_step_metrics(cpu: TrieStepper, states: StepStates, tokens: np.ndarray, vocab: int, eos: int,
@@ -592,13 +603,19 @@ def render(records: list[Record], out_dir: str | Path) -> Path:
 
     out = Path(out_dir)
     ok = [r for r in records if r.sweep == "stepwise" and r.status == "ok" and "graph_fused_us" in r.metrics]
-    fig, (ax,) = _new("Per-step constraint cost (advance + mask, one launch), device time", "rows (batch x beams)",
-                      "µs per step", logx=True, logy=True)
-    several = len({commit_of(r) for r in ok}) > 1  # then one line per commit too
-    for key in sorted({(r.workload["case"], r.config["states"], commit_of(r) if several else "") for r in ok}):
-        pts = sorted((r.config["rows"], r.metrics["graph_fused_us"]) for r in ok
-                     if (r.workload["case"], r.config["states"], commit_of(r) if several else "") == key)
-        ax.plot(*zip(*pts, strict=True), marker="o", label=f"{key[0]} ({key[1]}{', ' + key[2] if several else ''})")
+    fig, (ax,) = _new("Per-step constraint cost (advance + mask, one launch), device time; newest run of each point",
+                      "rows (batch x beams)", "µs per step", logx=True, logy=True)
+    newest: dict[tuple[str, str, int], Record] = {}  # records come in the order given: later runs win
+    for r in ok:
+        newest[(r.workload["case"], r.config["states"], r.config["rows"])] = r
+    cases = sorted({k[0] for k in newest})
+    colours = {c: f"C{i % 10}" for i, c in enumerate(cases)}
+    for case, states in sorted({k[:2] for k in newest}):
+        pts = sorted((k[2], r.metrics["graph_fused_us"], commit_of(r)) for k, r in newest.items()
+                     if k[:2] == (case, states))
+        commits = ", ".join(sorted({c for _, _, c in pts}))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=colours[case],
+                linestyle="-" if states == "root" else "--", label=f"{case} ({states}; {commits})")
     if ok:
         ax.legend(fontsize=7)
     _save(fig, out, "stepwise_device_us")

@@ -62,32 +62,11 @@ extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 bp
 """
 
 
-def _graph_us(f: Any, repeats: int = 200, inner: int = 1) -> float:
-    import torch
+def _graph_us(f: Any, inner: int = 1) -> float:
+    """The benchmark's device µs per call (harness/stepwise_bench.py graph_us): 200 replays, median of 3."""
+    from flashtrie.harness.stepwise_bench import GRAPH_REPLAYS, graph_us
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(side):
-        f()
-        with torch.cuda.graph(g, stream=side):
-            for _ in range(inner):
-                f()
-    torch.cuda.synchronize()
-    t_end = time.perf_counter() + 0.03  # clocks up, caches warm
-    while time.perf_counter() < t_end:
-        g.replay()
-    torch.cuda.synchronize()
-    best = []
-    for _ in range(3):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(repeats):
-            g.replay()
-        e1.record()
-        torch.cuda.synchronize()
-        best.append(e0.elapsed_time(e1) * 1e3 / (repeats * inner))
-    return float(np.median(best))
+    return graph_us(f, GRAPH_REPLAYS, inner)
 
 
 def _index(args: argparse.Namespace) -> tuple[Any, Any]:
