@@ -164,13 +164,18 @@ class GpuTrieStepper:
         [1024, 65536]; results do not depend on it).  ``child_table``: the child ranges of the first
         ``min(child_table, num_nodes)`` nodes are tabulated on the device once (8 bytes a node; a kernel at
         construction), so a state at one of them finds its children in one load (0: none; results do not
-        depend on it).  ``defines``: more macros for kernels/step.cu (tuning experiments; results do not
-        depend on them).  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
+        depend on it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
+        block, a multiple of 32 in [64, 512]; FT_STEP_TRACE, for gpu_impl/scripts/step_probe.py only: its
+        advance_mask takes a trace buffer, so this stepper refuses advance_mask); results do not depend on
+        them.  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
         chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         if isinstance(child_table, bool) or not isinstance(child_table, (int, np.integer)) or child_table < 0:
             raise InputError(f"child_table: expected a non-negative integer, got {child_table!r}")
+        defines = _check_defines(defines)
+        #: compiled with FT_STEP_TRACE: advance_mask takes a trace buffer (gpu_impl/scripts/step_probe.py only)
+        self._tracing = "FT_STEP_TRACE" in defines
         self.chunk = chunk
         try:
             from cuda.core import ObjectCode
@@ -184,7 +189,7 @@ class GpuTrieStepper:
         #: the device, its arch, and the stream the index is uploaded on (the kernels run on the caller's)
         self.ctx = GpuContext(device)
         self.device, self.arch = self.ctx.device, self.ctx.arch
-        macros = {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk), **(defines or {})}
+        macros = {"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk), **defines}
         self.threads = int(macros["FT_STEP_THREADS"])
         ck = compile_kernel("step.cu", self.arch, macros)
         self._obj = ObjectCode.from_cubin(ck.cubin)
@@ -349,7 +354,8 @@ class GpuTrieStepper:
 
     def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
         """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
-        strided; ``begin`` / ``end``: None, an int, or an int64 device array ``[n]``)."""
+        strided; ``begin`` / ``end``: None, an int (checked), or an int64 device array ``[n]`` whose values must
+        lie in [0, L]: device values are not checked, which would need a synchronisation)."""
         _, n, args = self._walk_args(ids, begin, end)
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
@@ -478,6 +484,9 @@ class GpuTrieStepper:
     def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
                      additive: bool = True) -> tuple[StepStates, Any]:
         """`advance`, then `mask` of the new states, in one launch: ``(new_states, out)``."""
+        if self._tracing:
+            raise InputError("defines: a stepper compiled with FT_STEP_TRACE has no advance_mask (its kernel takes a "
+                             "trace buffer: gpu_impl/scripts/step_probe.py launches it)")
         a, b, n = self._states(states)
         t = self._view(tokens, "tokens", 1, _I64_I32)
         if t.shape != (n,):
@@ -497,6 +506,28 @@ class GpuTrieStepper:
 
     def reset_dead_count(self) -> None:
         self._dead[0] = 0
+
+
+#: the macros of kernels/step.cu a caller may set (`GpuTrieStepper(defines=...)`); FT_STEP_CHUNK comes from `chunk`
+DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE")
+
+
+def _check_defines(defines: dict[str, Any] | None) -> dict[str, str]:
+    """``defines`` as macro strings, refused where the host's launches would not match the kernels."""
+    if defines is None:
+        return {}
+    if not isinstance(defines, dict):
+        raise InputError(f"defines: expected a dict of macro names to values, got {type(defines).__name__}")
+    out = {str(k): str(v) for k, v in defines.items()}
+    if "FT_STEP_CHUNK" in out:
+        raise InputError("defines: FT_STEP_CHUNK is set through chunk=..., which the host's chunking follows")
+    unknown = sorted(set(out) - set(DEFINES))
+    if unknown:
+        raise InputError(f"defines: unknown macro(s) {unknown}; kernels/step.cu reads {list(DEFINES)}")
+    t = out.get("FT_STEP_THREADS")
+    if t is not None and not (t.isdigit() and 64 <= int(t) <= 512 and int(t) % 32 == 0):
+        raise InputError(f"defines: FT_STEP_THREADS must be a multiple of 32 in [64, 512], got {t!r}")
+    return out
 
 
 def _array_module(name: str | None, device: int) -> _Torch | _Cupy:

@@ -28,3 +28,17 @@ def test_every_step_kernel_compiles_without_spills(arch: str, tmp_path, monkeypa
         r = report[entry]
         assert r.get("spill_stores", 0) == 0 and r.get("stack", 0) == 0, (entry, r)
         assert 0 < r["registers"] <= 64, (entry, r)
+
+
+def test_stepper_refuses_defines_the_host_would_not_follow() -> None:
+    """Checked before any device work: FT_STEP_CHUNK (the host cuts chunks by `chunk`), unknown macros, threads."""
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    from flashtrie import InputError, KeywordSet, NarrowLoudsIndex
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [3]]))
+    for bad, match in (({"FT_STEP_CHUNK": "1024"}, "chunk="), ({"FT_STEP_CHUNKS": "1"}, "unknown macro"),
+                       ({"FT_STEP_THREADS": "100"}, "multiple of 32"), ({"FT_STEP_THREADS": "1024"}, r"\[64, 512\]"),
+                       ([("FT_STEP_TRACE", "1")], "dict")):
+        with pytest.raises(InputError, match=match):
+            GpuTrieStepper(index, defines=bad)
