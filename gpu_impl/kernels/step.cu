@@ -38,9 +38,34 @@
 __shared__ long long s_trace[16];
 #define TRACE(k) do { if (threadIdx.x == 0) s_trace[k] = clock64(); } while (0)
 #define TRACE_PARAM , unsigned long long* trace
+__device__ __forceinline__ unsigned long long globaltimer() {
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    return g;
+}
+// entry: %globaltimer in slot 15, the marks cleared, mark 0; exit: marks 0-9 and %globaltimer in slot 14
+#define TRACE_BEGIN()                                                     \
+    do {                                                                  \
+        if (threadIdx.x == 0) {                                           \
+            trace[16ull * blockIdx.x + 15] = globaltimer();               \
+            for (int k = 0; k < 16; ++k) s_trace[k] = 0;                  \
+            s_trace[0] = clock64();                                       \
+        }                                                                 \
+    } while (0)
+#define TRACE_END()                                                       \
+    do {                                                                  \
+        if (threadIdx.x == 0) {                                           \
+            const unsigned long long g = globaltimer();                   \
+            unsigned long long* t = trace + 16ull * blockIdx.x;           \
+            for (int k = 0; k < 10; ++k) t[k] = (unsigned long long)s_trace[k]; \
+            t[14] = g;                                                    \
+        }                                                                 \
+    } while (0)
 #else
 #define TRACE(k) do { } while (0)
 #define TRACE_PARAM
+#define TRACE_BEGIN() do { } while (0)
+#define TRACE_END() do { } while (0)
 #endif
 #define ST_DEAD (-1ll)
 #define ST_FINISHED (-2ll)
@@ -554,15 +579,7 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__
     __shared__ IndexView I;
     __shared__ Pos P;
     __shared__ Adv A;
-#ifdef FT_STEP_TRACE
-    if (threadIdx.x == 0) {
-        unsigned long long g;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-        trace[16ull * blockIdx.x + 15] = g;
-        for (int k = 0; k < 16; ++k) s_trace[k] = 0;
-        s_trace[0] = clock64();
-    }
-#endif
+    TRACE_BEGIN();
     const MaskRow w = mask_row(MASK_ARGS);
     const Tab T{fc, fc_n};
     const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
@@ -588,15 +605,7 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__
     if (threadIdx.x == 0 && w.b == 0) { node_out[w.row] = A.nn; off_out[w.row] = A.no; }
     mask_end(I, mask_pos(I, T, &P, w.wide), w, MASK_ARGS);
     TRACE(9);
-#ifdef FT_STEP_TRACE
-    if (threadIdx.x == 0) {
-        unsigned long long g;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-        unsigned long long* t = trace + 16ull * blockIdx.x;
-        for (int k = 0; k < 10; ++k) t[k] = (unsigned long long)s_trace[k];
-        t[14] = g;
-    }
-#endif
+    TRACE_END();
 }
 
 // walk, then the mask of the walked states, in one launch (the processor of flashtrie/hf.py): every block of
