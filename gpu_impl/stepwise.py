@@ -39,6 +39,9 @@ CHUNK = 4096  # default vocabulary entries per mask chunk (kernels/step.cu's FT_
 #: nodes whose child ranges the default child table holds (8 bytes each: 16 MiB at most); in level order these
 #: are the nodes nearest the root, where most decode rows are
 CHILD_TABLE = 1 << 21
+#: root labels whose child the default root table holds, with that child's decoded state (32 bytes a label: 128
+#: MiB at most, 1 MiB at V = 32,768); a row at the root then finds its next state in one load
+ROOT_TABLE = 1 << 22
 
 
 class _Torch:
@@ -157,22 +160,26 @@ class GpuTrieStepper:
 
     def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, array_module: str | None = None,
                  searcher: Any = None, chunk: int = CHUNK, child_table: int = CHILD_TABLE,
-                 defines: dict[str, str] | None = None) -> None:
+                 root_table: int = ROOT_TABLE, defines: dict[str, str] | None = None) -> None:
         """Compile (or load) kernels/step.cu and upload ``index`` once, or share the device index of
         ``searcher`` (a `GpuSearcher` of the same index).  ``array_module``: "torch" or "cupy" (default:
         torch when it is installed).  ``chunk``: vocabulary entries per mask chunk (a power of two in
         [1024, 65536]; results do not depend on it).  ``child_table``: the child ranges of the first
         ``min(child_table, num_nodes)`` nodes are tabulated on the device once (8 bytes a node; a kernel at
         construction), so a state at one of them finds its children in one load (0: none; results do not
-        depend on it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
+        depend on it).  ``root_table``: the root's children with labels below ``min(root_table, largest root
+        label + 1)`` are tabulated by label with their decoded states (32 bytes a label; a kernel at
+        construction), so a row at the root takes one load to its next state (0: none; results do not depend on
+        it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
         block, a multiple of 32 in [64, 512]; FT_STEP_TRACE, for gpu_impl/scripts/step_probe.py only: its
         advance_mask takes a trace buffer, so this stepper refuses advance_mask); results do not depend on
         them.  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
         chunk) sets how many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
-        if isinstance(child_table, bool) or not isinstance(child_table, (int, np.integer)) or child_table < 0:
-            raise InputError(f"child_table: expected a non-negative integer, got {child_table!r}")
+        for name, val in (("child_table", child_table), ("root_table", root_table)):
+            if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < 0:
+                raise InputError(f"{name}: expected a non-negative integer, got {val!r}")
         defines = _check_defines(defines)
         #: compiled with FT_STEP_TRACE: advance_mask takes a trace buffer (gpu_impl/scripts/step_probe.py only)
         self._tracing = "FT_STEP_TRACE" in defines
@@ -194,7 +201,8 @@ class GpuTrieStepper:
         ck = compile_kernel("step.cu", self.arch, macros)
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
-                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table")}
+                   ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table",
+                                "root_table")}
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * _sm_count(self.device)
@@ -220,13 +228,14 @@ class GpuTrieStepper:
         self._launch_fn = launch
         self._mask_cache: dict[tuple, tuple[int, list]] = {}
         self._build_child_table(min(int(child_table), int(index.num_nodes)))
+        self._build_root_table(int(root_table))
 
     @classmethod
     def from_searcher(cls, searcher: Any, *, array_module: str | None = None, chunk: int = CHUNK,
-                      child_table: int = CHILD_TABLE) -> GpuTrieStepper:
+                      child_table: int = CHILD_TABLE, root_table: int = ROOT_TABLE) -> GpuTrieStepper:
         """A stepper that shares ``searcher``'s uploaded index (no second copy on the device)."""
         return cls(searcher.index, searcher.device.device_id, array_module=array_module, searcher=searcher,
-                   chunk=chunk, child_table=child_table)
+                   chunk=chunk, child_table=child_table, root_table=root_table)
 
     # ------------------------------------------------------------------ index upload (index_upload.py's)
     def _upload_index(self) -> None:
@@ -247,12 +256,29 @@ class GpuTrieStepper:
         #: nodes whose child range the table holds (every node below it)
         self.child_table = n
         self._child_table = self.xp.full((n + 1,), 0, self.xp.int64)
-        self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(0))
+        self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(0), np.uint64(0), np.uint32(0))
         if n:
             self._launch("child_table", -(-(n + 1) // self.threads), np.uint32(n), np.uint64(_ptr(self._child_table)),
                          tab=False)
             self.xp.sync()
-            self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(n))
+            self._tab_args = (np.uint64(_ptr(self._child_table)), np.uint32(n), np.uint64(0), np.uint32(0))
+
+    def _build_root_table(self, cap: int) -> None:
+        """The root table (kernels/step.cu RootKid, 8 uint32 a label) of root labels below ``cap`` and the
+        largest root label + 1, on the device, once, synchronised; after the child table, which it reads."""
+        first, end = (int(v[0]) for v in self.index.child_range(np.zeros(1, np.int64)))
+        n = 0
+        if cap and end > first:
+            n = min(cap, int(self.index.labels(np.array([end - 1], np.int64))[0]) + 1)
+        #: root labels the root table covers (0: none)
+        self.root_table = n
+        self._root_table = self.xp.full((max(n, 1), 8), 0, self.xp.int32)
+        if n:
+            fc, fc_n = self._tab_args[:2]
+            self._launch("root_table", -(-(end - first) // self.threads), fc, fc_n, np.uint32(n),
+                         np.uint64(_ptr(self._root_table)), tab=False)
+            self.xp.sync()
+            self._tab_args = (fc, fc_n, np.uint64(_ptr(self._root_table)), np.uint32(n))
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, *args: Any, tab: bool = True) -> None:

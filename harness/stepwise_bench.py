@@ -20,7 +20,7 @@ random depths of random keywords; each row's token is its keyword's next token. 
   the new states into float32 logits: one launch), from CUDA events around replays of a CUDA graph of the
   step (no host launch gaps; the median of 3 blocks of up to 200 replays, after 30 ms of replays);
   ``graph_step_us`` the same as two launches (mask, then advance); also mask alone, advance alone, the boolean
-  mask, and the fused step without the child table (``graph_fused_notable_us``: every child range by
+  mask, and the fused step without the child and root tables (``graph_fused_notable_us``: every child range by
   select0); ``graph10_fused_us``: the fused step 10 times in one CUDA graph (no graph launch between steps, as
   in a decode loop captured whole);
 * ``host_fused_us`` / ``host_us``: host wall time of the eager calls (they need no synchronisation; the
@@ -407,8 +407,8 @@ def run(args: argparse.Namespace) -> list[Record]:
             t1 = time.perf_counter()
             gpu = GpuTrieStepper(index, chunk=args.chunk)
             wl["upload_s"] = round(time.perf_counter() - t1, 2)
-            wl["child_table_nodes"] = gpu.child_table
-            notab = GpuTrieStepper(index, chunk=args.chunk, child_table=0,
+            wl["child_table_nodes"], wl["root_table_labels"] = gpu.child_table, gpu.root_table
+            notab = GpuTrieStepper(index, chunk=args.chunk, child_table=0, root_table=0,
                                    searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr))
         print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
               f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)

@@ -268,7 +268,8 @@ def fake_device(monkeypatch: pytest.MonkeyPatch) -> list[_Recorder]:
     monkeypatch.setattr(S, "compile_kernel", lambda *a, **k: types.SimpleNamespace(cubin=b""))
     code = types.SimpleNamespace(get_kernel=lambda name: name)
     monkeypatch.setattr(cuda_core, "ObjectCode", types.SimpleNamespace(from_cubin=lambda cubin: code))
-    monkeypatch.setattr(S.GpuTrieStepper, "_build_child_table", lambda self, n: None)  # a kernel launch
+    monkeypatch.setattr(S.GpuTrieStepper, "_build_child_table", lambda self, n: None)  # kernel launches
+    monkeypatch.setattr(S.GpuTrieStepper, "_build_root_table", lambda self, n: None)
     return made
 
 

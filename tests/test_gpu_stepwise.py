@@ -139,9 +139,10 @@ def test_masks_match_numpy(kws, seed):
     cpu, gpu = make(small)
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
-    # advance_mask on a stepper with a small child table (or none: it changes no result), against its own numpy
-    # stepper (the dead counts of cpu and gpu stay comparable)
-    tab, ref = GpuTrieStepper(cpu.index, child_table=rnd.choice([0, 1, 2])), TrieStepper(cpu.index)
+    # advance_mask on a stepper with a small child table and root table (or none: they change no result),
+    # against its own numpy stepper (the dead counts of cpu and gpu stay comparable)
+    tab = GpuTrieStepper(cpu.index, child_table=rnd.choice([0, 1, 2]), root_table=rnd.choice([0, 1, 7, 1 << 22]))
+    ref = TrieStepper(cpu.index)
     alphabet = sorted({x for kw in small for x in kw})
     s, hist, cols = cpu.start(5), [()] * 5, []
     for _ in range(max(len(k) for k in small) + 1):
@@ -224,6 +225,8 @@ def test_shares_a_searchers_index_and_refuses_bad_input():
         gpu.advance(d, torch.zeros(4, dtype=torch.int64))
     with pytest.raises(InputError, match="child_table"):
         GpuTrieStepper(index, child_table=-1)
+    with pytest.raises(InputError, match="root_table"):
+        GpuTrieStepper(index, root_table=True)
 
 
 def test_cuda_graph_capture_of_a_step():
@@ -274,7 +277,7 @@ def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
     nxt, want_f = cpu.advance_mask(s, x, v, eos, out=logits.copy())
     want_b = cpu.mask(s, v, eos, additive=False)
     d, tok = dev(s), torch.as_tensor(x, device="cuda")
-    for g in (gpu, GpuTrieStepper(cpu.index, chunk=1024), GpuTrieStepper(cpu.index, child_table=0)):
+    for g in (gpu, GpuTrieStepper(cpu.index, chunk=1024), GpuTrieStepper(cpu.index, child_table=0, root_table=0)):
         for bpr, how in ((None, "block"), (1, "select"), (3, "block"), (10_000, "select")):
             g.blocks_per_row, g.child_search = bpr, how
             for off in (0, 1, 3):
@@ -321,3 +324,63 @@ def test_small_and_exact_child_windows():
     got_b = gpu.walk_mask(torch.as_tensor(ids, device="cuda"), v, eos, begin=torch.as_tensor(begin, device="cuda"),
                           additive=False)
     assert np.array_equal(got_b.cpu().numpy(), want_b)
+
+
+def test_root_table_holds_each_root_childs_decoded_state():
+    """The root table (kernels/step.cu RootKid, 8 uint32 a label): per root label below its length, the child
+    and its decode (at a node: children, wide-label start, rank, end of a keyword; inside an edge: the next
+    token); zeros where the root has no child; its length is the cap or the largest root label + 1."""
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    kws = [[3], [3, 4, 5], [9, 1, 2, 3], [70_000, 1], [70_000, 80_000], [70_000, 2], [12], [12, 13]]
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    first, end = (int(a[0]) for a in index.child_range(np.zeros(1, np.int64)))
+    kids = np.arange(first, end, dtype=np.int64)
+    labels = index.labels(kids).astype(np.int64)
+    for cap, n in ((1 << 22, 70_001), (10, 10), (0, 0)):
+        g = GpuTrieStepper(index, root_table=cap)
+        assert g.root_table == n
+        rt = g._root_table.cpu().numpy().view(np.uint32)[:n]
+        want = np.zeros((n, 8), np.uint32)
+        for c, x in zip(kids, labels, strict=True):
+            if x >= n:
+                continue
+            f, e = (int(a[0]) for a in index.child_range(np.array([c])))
+            if index.edge_lengths(np.array([c]))[0] == 1:
+                r0, re = index.hi_flag.rank1(np.array([f, e]))
+                want[x] = [c, 0, f, e - (re - r0), e, r0, 0, int(index.is_terminal(np.array([c]))[0])]
+            else:
+                want[x] = [c, 1, 0, 0, 0, 0, index.edge_tokens(np.array([c]), np.array([1]))[0], 0]
+        assert np.array_equal(rt, want), cap
+
+
+def test_mixed_vectors_in_every_lane():
+    """Rows whose 16-byte vectors nearly all mix allowed and disallowed entries (up to 32 mixed vectors a warp:
+    four rounds of the warp-wide stores), at every row offset: numpy's bits, nothing written outside out."""
+    import torch
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    rng = np.random.default_rng(4)
+    v, eos = 9001, 9000
+    kws = [[x] for x in range(1, 8999, 4)] + [[2, y] for y in range(0, 8999, 3)]
+    kws += [[7, int(z)] for z in np.flatnonzero(rng.random(8999) < 0.5)] + [[7, 1, 2]]
+    cpu, gpu = make(kws)
+    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1], []])
+    x = np.array([5, 3, 1, 2, eos, 9], dtype=np.int64)
+    logits = rng.normal(size=(len(s), v)).astype(np.float32)
+    want, want_f = logits.copy(), logits.copy()
+    cpu.mask(s, v, eos, out=want)
+    nxt, _ = cpu.advance_mask(s, x, v, eos, out=want_f)
+    d, tok = dev(s), torch.as_tensor(x, device="cuda")
+    for g in (gpu, GpuTrieStepper(cpu.index, chunk=1024, root_table=0)):
+        for off in (0, 1, 2, 3):
+            base = torch.zeros(len(s), v + 9, device="cuda")
+            out = base[:, off:off + v]
+            out.copy_(torch.as_tensor(logits, device="cuda"))
+            g.mask(d, v, eos, out=out)
+            assert np.array_equal(out.cpu().numpy().view(np.uint32), want.view(np.uint32)), (g.chunk, off)
+            out.copy_(torch.as_tensor(logits, device="cuda"))
+            new, _ = g.advance_mask(d, tok, v, eos, out=out)
+            same_states(nxt, new)
+            assert np.array_equal(out.cpu().numpy().view(np.uint32), want_f.view(np.uint32)), (g.chunk, off)
+            assert not base[:, :off].any() and not base[:, off + v:].any()

@@ -63,9 +63,11 @@ def _p(a: np.ndarray | None) -> ctypes.c_void_p:
 
 class Emu:
     """The kernels over host copies of the index arrays (each padded like the device upload), with a child
-    table of the first ``table`` nodes (None: all of them) built by its kernel."""
+    table of the first ``table`` nodes (None: all of them) and a root table of the root labels below ``root``
+    (None: 2**16; labels near 2**32 then take the search), each built by its kernel."""
 
-    def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex, table: int | None = None) -> None:
+    def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex, table: int | None = None,
+                 root: int | None = None) -> None:
         host = host_index(ix)
         self.lib, self.keep, ptrs = lib, [], {}
         for field, a in host.arrays.items():
@@ -82,7 +84,15 @@ class Emu:
         n = ix.num_nodes if table is None else min(table, ix.num_nodes)
         self.fc = np.zeros(n + 1, np.uint64)
         lib.emu_child_table(U32(-(-(n + 1) // TH)), _p(self.view), U32(n), _p(self.fc))
-        self.tab = [_p(self.view), _p(self.fc), U32(n)]
+        first, end = (int(a[0]) for a in ix.child_range(np.zeros(1, np.int64)))
+        top = int(ix.labels(np.array([end - 1]))[0]) + 1 if end > first else 0
+        rn = min(1 << 16 if root is None else root, top)
+        self.rt = np.zeros((max(rn, 1), 8), np.uint32)  # kernels/step.cu RootKid
+        if rn:
+            lib.emu_root_table(U32(-(-(end - first) // TH)), _p(self.view), _p(self.fc), U32(n), U32(rn),
+                               _p(self.rt))
+        self.rt = self.rt[:rn]
+        self.tab = [_p(self.view), _p(self.fc), U32(n), _p(self.rt), U32(rn)]
 
     def _eos(self, e: tuple[int, ...]) -> np.ndarray:
         a = np.zeros(8, np.int64)
@@ -202,7 +212,8 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
         e = (4294967290,) if rnd.random() < 0.7 else (4294967290, 4294967292)
     trie = DictTrie(kws)
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    cpu, emu = TrieStepper(ix), Emu(lib, ix, rnd.choice([None, 0, 1, 3]))  # child table: all, none, some nodes
+    # child table and root table: all, none, some nodes / root labels
+    cpu, emu = TrieStepper(ix), Emu(lib, ix, rnd.choice([None, 0, 1, 3]), rnd.choice([None, None, 0, 2]))
     alphabet = sorted({x for kw in kws for x in kw})
     s, hist, cols = cpu.start(n), [()] * n, []
     for _ in range(max(len(k) for k in kws) + 2):
@@ -316,3 +327,53 @@ def test_child_table_kernel_matches_numpy(lib, kws, n):
     fc = Emu(lib, ix, n).fc
     assert np.array_equal(fc & np.uint64(0xFFFFFFFF), want)
     assert np.array_equal(fc >> np.uint64(32), ix.hi_flag.rank1(want.astype(np.int64)).astype(np.uint64))
+
+
+@settings(max_examples=25)
+@given(keyword_lists(max_keywords=30, max_length=8), st.sampled_from([None, 0, 1, 3]), st.integers(0, 50))
+def test_root_table_kernel_matches_numpy(lib, kws, table, cap):
+    """ft_step_root_table: per root label below the cap, the root's child and its decoded state (decode(c, 1):
+    at a node, its children and whether a keyword ends; inside an edge, the edge's next token), from numpy."""
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    rt = Emu(lib, ix, table, cap).rt
+    first, end = (int(a[0]) for a in ix.child_range(np.zeros(1, np.int64)))
+    kids = np.arange(first, end, dtype=np.int64)
+    labels = ix.labels(kids).astype(np.int64)
+    assert len(rt) == (min(cap, int(labels[-1]) + 1) if len(kids) else 0)
+    want = np.zeros((len(rt), 8), np.uint32)
+    keep = labels < len(rt)
+    kids, labels = kids[keep], labels[keep]
+    if len(kids):
+        at = ix.edge_lengths(kids) == 1
+        f, e = ix.child_range(kids)
+        nwide = ix.hi_flag.rank1(e) - ix.hi_flag.rank1(f)
+        want[labels, 0] = kids
+        want[labels, 1] = np.where(at, 0, 1)  # K_AT, K_MID
+        want[labels, 2] = np.where(at, f, 0)
+        want[labels, 3] = np.where(at, e - nwide, 0)
+        want[labels, 4] = np.where(at, e, 0)
+        want[labels, 5] = np.where(at, ix.hi_flag.rank1(f), 0)
+        want[labels, 6] = np.where(at, 0, ix.edge_tokens(kids, np.where(at, 0, 1)))
+        want[labels, 7] = at & ix.is_terminal(kids)
+    assert np.array_equal(rt, want)
+
+
+def test_mixed_vectors_in_every_lane(lib):
+    """Rows whose 16-byte vectors nearly all mix allowed and disallowed entries (up to 32 mixed vectors a
+    warp, four rounds of the warp-wide stores), at odd row strides (every vector boundary moves)."""
+    rng = np.random.default_rng(4)
+    v, e = 9001, (9000,)
+    kws = [[x] for x in range(1, 8999, 4)] + [[2, y] for y in range(0, 8999, 3)]
+    kws += [[7, int(z)] for z in np.flatnonzero(rng.random(8999) < 0.5)] + [[7, 1, 2]]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu = TrieStepper(ix)
+    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1]])
+    for per_block, emu in ((1, Emu(lib, ix)), (2, Emu(lib, ix, 0, 0))):
+        _compare(cpu, emu, s, v, e, per_block)
+        x = np.array([5, 3, 1, 2, 9000], dtype=np.int64)
+        logits = np.random.default_rng(1).normal(size=(len(s), v)).astype(np.float32)
+        want, got = logits.copy(), logits.copy()
+        ns, _ = cpu.advance_mask(s, x, v, e, out=want)
+        _, _, gs = emu.mask(s, v, e, out=got, tok=x, per_block=per_block)
+        _same(ns, gs)
+        assert np.array_equal(want.view(np.uint32), got.view(np.uint32))

@@ -84,10 +84,23 @@ struct Pos {
 
 // The child table: fc[v] = first child of node v | rank1(hi_flag, first child) << 32, for v in [0, n]
 // (fc[v + 1] gives v's end: children of consecutive nodes are consecutive).
+// The root table: rt[x] for labels x < rt_n, 32 bytes (one sector): the root's child with label x (node 0:
+// none) and that child's decoded state (decode(child, 1), its child range included), so that a row at the
+// root finds its new state in one load (ft_step_root_table builds it).
+struct __align__(32) RootKid {
+    u32 node, kind, first, mid, end, r0, tok, term;
+};
+
 struct Tab {
     const u64* fc;
     u32 n;  // nodes covered (fc has n + 1 entries)
+    const RootKid* rt;
+    u32 rt_n;  // labels covered (0: no root table)
 };
+
+// What every kernel but the table builders takes after the view: the child table, then the root table.
+#define TAB_PARAMS const u64 *__restrict__ fc, u32 fc_n, const RootKid *__restrict__ rt, u32 rt_n
+#define TAB_INIT Tab{fc, fc_n, rt, rt_n}
 
 __device__ __forceinline__ void table_range(u64 a, u64 b, Pos& p) {
     p.first = (u32)a;
@@ -283,11 +296,35 @@ struct Adv {
     u32 search, lo, hi, mid, r0, end;
 };
 
+// The decoded state of the root's child entry k (decode(k.node, 1, true)).
+__device__ __forceinline__ Pos root_kid_pos(const RootKid& k) {
+    Pos p;
+    p.kind = (int)k.kind; p.node = k.node; p.off = 1;
+    p.first = k.first; p.mid = k.mid; p.end = k.end; p.r0 = k.r0; p.tok = k.tok; p.term = k.term != 0;
+    return p;
+}
+
+__device__ __forceinline__ RootKid load_root_kid(const RootKid* rt, u64 x) {
+    const uint4* q = reinterpret_cast<const uint4*>(rt + x);
+    const uint4 a = __ldg(q), b = __ldg(q + 1);
+    return RootKid{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+}
+
+// pos (optional): where a row at the root took its new state from the root table, that state decoded (with its
+// children), and *have_pos set.
 __device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
-                                           u32 n_eos) {
+                                           u32 n_eos, Pos* pos = nullptr, bool* have_pos = nullptr) {
     Adv a;
     a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0;
     if (node == ST_FINISHED && off == 0) { a.nn = ST_FINISHED; return a; }
+    if (node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V) && !is_eos(n_eos, x)) {
+        const RootKid k = load_root_kid(T.rt, (u64)x);  // one load: the child and its decoded state
+        if (k.node) {
+            a.nn = k.node; a.no = 1;
+            if (pos) { *pos = root_kid_pos(k); *have_pos = true; }
+        }
+        return a;
+    }
     const Pos p = decode(I, T, node, off, true);
     if (p.kind == K_DEAD) return a;
     if (is_eos(n_eos, x)) {
@@ -340,7 +377,7 @@ __device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, 
 
 // One block per state: the state after its token (block_advance).
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_advance(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n, const i64* node_in,
+ft_step_advance(const IndexView* __restrict__ view, TAB_PARAMS, const i64* node_in,
                 const i64* off_in, const void* tok, u32 tok_is64, u64 tok_stride, u32 n, const i64* __restrict__ eos,
                 u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
@@ -349,7 +386,7 @@ ft_step_advance(const IndexView* __restrict__ view, const u64* __restrict__ fc, 
     const i64 node = node_in[r], off = off_in[r], x = token_at(tok, tok_is64, (u64)r * tok_stride);
     load_view(view, I, eos, n_eos);
     i64 nn, no;
-    block_advance(I, Tab{fc, fc_n}, node, off, x, NO_VOCAB, n_eos, s_adv, 0, nn, no);
+    block_advance(I, TAB_INIT, node, off, x, NO_VOCAB, n_eos, s_adv, 0, nn, no);
     if (threadIdx.x == 0) { node_out[r] = nn; off_out[r] = no; }
 }
 
@@ -369,7 +406,7 @@ __device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, con
 
 // One block per row: the state after the row's tokens ids[r, begin:end] from the root.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
-ft_step_walk(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n, const i64* __restrict__ ids,
+ft_step_walk(const IndexView* __restrict__ view, TAB_PARAMS, const i64* __restrict__ ids,
              u64 row_stride, u32 n, const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end,
              i64 end_all, const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
@@ -379,7 +416,7 @@ ft_step_walk(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32
     const i64 c1 = end ? end[r] : end_all;
     load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, Tab{fc, fc_n}, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, s_adv, node, off);
+    block_walk(I, TAB_INIT, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, s_adv, node, off);
     if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
@@ -392,14 +429,21 @@ __device__ __forceinline__ u32 bytes4(u32 n) {
     return (n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21);
 }
 
-// -inf over the disallowed entries of a mixed vector e = (aligned vector index) << 4 | its 4 bits.
-__device__ __forceinline__ void neg_mixed(float* rowf, u32 mis, u64 e) {
-    float* q = rowf + ((i64)((e >> 4) << 2) - (i64)mis);
-    const float ni = NEG_INF;
-    if (!(e & 1u)) q[0] = ni;
-    if (!(e & 2u)) q[1] = ni;
-    if (!(e & 4u)) q[2] = ni;
-    if (!(e & 8u)) q[3] = ni;
+// -inf over the disallowed entries of the warp's mixed vectors (lanes set in `mixed`; vector i of base with
+// allowed bits m in each lane), warp-wide: 8 vectors a round, 4 lanes each (lane 4g + j stores entry j of the
+// g-th), so that a vector's entries leave in one store instruction as one 16-byte segment (the vector's own
+// lane storing its entries one by one made up to three requests of it).
+__device__ __forceinline__ void neg_mixed_warp(float* base, u32 mixed, u32 i, u32 m) {
+    const u32 lane = threadIdx.x & 31u, g = lane >> 2, j = lane & 3u;
+    while (mixed) {  // uniform over the warp
+        u32 mm = mixed;
+        for (u32 k = 0; k < g; ++k) mm &= mm - 1u;  // the g-th (from 0) lane left in mixed is the lowest of mm
+        const u32 src = mm ? (u32)(__ffs((int)mm) - 1) : 0u;
+        const u32 si = __shfl_sync(~0u, i, (int)src), sm = __shfl_sync(~0u, m, (int)src);
+        if (mm && !((sm >> j) & 1u)) base[4 * si + j] = NEG_INF;
+        const u32 rest = __shfl_sync(~0u, mm, 31);  // lane 31 (g = 7): the 8 lowest but one cleared
+        mixed = rest & (rest - 1u);
+    }
 }
 
 #define SCAN_MAX 1024u  // a node with at most this many children: its labels go to shared memory once, and
@@ -479,12 +523,12 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         if (cu == u_begin) TRACE(6);
         if (rowf) {
             float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
-            const float ni = NEG_INF;
-#pragma unroll 4
-            for (u32 i = (jlo >> 2) + threadIdx.x; i < (jhi + 3) >> 2; i += T) {
-                const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
-                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = make_float4(ni, ni, ni, ni);
-                else if (m != 0xFu) neg_mixed(rowf, mis, ((cu >> 2) + i) << 4 | m);
+            const u32 i_hi = (jhi + 3) >> 2;
+            for (u32 i0 = jlo >> 2; i0 < i_hi; i0 += T) {  // uniform: every lane of a warp takes part
+                const u32 i = i0 + threadIdx.x;
+                const u32 m = i < i_hi ? (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu : 0xFu;
+                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+                neg_mixed_warp(base, __ballot_sync(~0u, m != 0 && m != 0xFu), i, m);
             }
         } else {
             unsigned char* base = rowb + ((i64)cu - (i64)mis);
@@ -556,12 +600,12 @@ __device__ __forceinline__ void mask_end(const IndexView& I, const Pos& p, const
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
-ft_step_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
+ft_step_mask(const IndexView* __restrict__ view, TAB_PARAMS,
              const i64* __restrict__ node_in, const i64* __restrict__ off_in, u32 n, MASK_PARAMS) {
     __shared__ IndexView I;
     __shared__ Pos P;
     const MaskRow w = mask_row(MASK_ARGS);
-    const Tab T{fc, fc_n};
+    const Tab T = TAB_INIT;
     const i64 node = node_in[w.row], off = off_in[w.row];  // in flight with the view
     load_view(view, I, eos, n_eos);
     if (threadIdx.x == 0) P = decode_for_mask(I, T, node, off, w.wide);
@@ -573,7 +617,7 @@ ft_step_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32
 // row's state and decodes the new one with no barrier between (a wide child search is finished block-wide);
 // block 0 of the row stores the state; then every block masks its part.  `node_out` must not alias `node_in`.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
-ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
+ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
                      const i64* __restrict__ node_in, const i64* __restrict__ off_in, const void* tok, u32 tok_is64,
                      u64 tok_stride, u32 n, MASK_PARAMS, i64* node_out, i64* off_out TRACE_PARAM) {
     __shared__ IndexView I;
@@ -581,14 +625,15 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__
     __shared__ Adv A;
     TRACE_BEGIN();
     const MaskRow w = mask_row(MASK_ARGS);
-    const Tab T{fc, fc_n};
+    const Tab T = TAB_INIT;
     const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
     load_view(view, I, eos, n_eos);  // (node, off and x in flight with the view)
     if (threadIdx.x == 0) {
-        A = advance_one(I, T, node, off, x, V, n_eos);
+        bool have = false;
+        A = advance_one(I, T, node, off, x, V, n_eos, &P, &have);
         if (A.nn >= 0) TRACE(1);
         if (!A.search) {
-            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
+            if (!have) P = decode_for_mask(I, T, A.nn, A.no, w.wide);
             if (P.kind != K_DEAD) TRACE(2);
         }
     }
@@ -611,7 +656,7 @@ ft_step_advance_mask(const IndexView* __restrict__ view, const u64* __restrict__
 // walk, then the mask of the walked states, in one launch (the processor of flashtrie/hf.py): every block of
 // a row walks ids[row, begin:end) from the root block-wide, then masks its part.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
-ft_step_walk_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
+ft_step_walk_mask(const IndexView* __restrict__ view, TAB_PARAMS,
                   const i64* __restrict__ ids, u64 ids_stride, u32 n, const i64* __restrict__ begin, i64 begin_all,
                   const i64* __restrict__ end, i64 end_all, MASK_PARAMS) {
     __shared__ IndexView I;
@@ -620,7 +665,7 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc
     const MaskRow w = mask_row(MASK_ARGS);
     const i64 c0 = begin ? begin[w.row] : begin_all;
     const i64 c1 = end ? end[w.row] : end_all;
-    const Tab T{fc, fc_n};
+    const Tab T = TAB_INIT;
     load_view(view, I, eos, n_eos);
     i64 node, off;
     block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, n_eos, s_adv, node, off);
@@ -630,7 +675,7 @@ ft_step_walk_mask(const IndexView* __restrict__ view, const u64* __restrict__ fc
 }
 
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_count(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
+ft_step_count(const IndexView* __restrict__ view, TAB_PARAMS,
               const i64* __restrict__ node_in, const i64* __restrict__ off_in, u32 n, i64* counts,
               unsigned char* ends) {
     __shared__ IndexView I;
@@ -638,21 +683,21 @@ ft_step_count(const IndexView* __restrict__ view, const u64* __restrict__ fc, u3
     __syncthreads();
     const u32 r = blockIdx.x * blockDim.x + threadIdx.x;
     if (r >= n) return;
-    const Pos p = decode(I, Tab{fc, fc_n}, node_in[r], off_in[r], true);
+    const Pos p = decode(I, TAB_INIT, node_in[r], off_in[r], true);
     if (counts) counts[r] = p.kind == K_AT ? (i64)(p.end - p.first) : (p.kind == K_MID ? 1 : 0);
     if (ends) ends[r] = (p.kind == K_AT && p.term) ? 1 : 0;
 }
 
 // CSR (offsets != null: row r's tokens at offsets[r] ..) or padded rows of `cap` (the first cap tokens).
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
-ft_step_fill(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n,
+ft_step_fill(const IndexView* __restrict__ view, TAB_PARAMS,
              const i64* __restrict__ node_in, const i64* __restrict__ off_in, u32 n, const i64* __restrict__ offsets,
              u64 cap, i64* tokens) {
     __shared__ IndexView I;
     __shared__ Pos P;
     load_view(view, I);
     const u32 r = blockIdx.x;
-    if (threadIdx.x == 0) P = decode(I, Tab{fc, fc_n}, node_in[r], off_in[r], true);
+    if (threadIdx.x == 0) P = decode(I, TAB_INIT, node_in[r], off_in[r], true);
     __syncthreads();
     const Pos p = P;
     const u64 base = offsets ? (u64)offsets[r] : (u64)r * cap;
@@ -676,4 +721,22 @@ ft_step_child_table(const IndexView* __restrict__ view, u32 n, u64* out) {
     if (v > n) return;
     const u32 first = v == 0 ? 1u : (u32)(select0(I, v - 1) + 2 - v);
     out[v] = (u64)first | ((u64)rank1(I.hi_words, I.hi_rank, first) << 32);
+}
+
+// The root table (Tab.rt) of labels below lab_n, into out (zeroed: node 0 where the root has no such child):
+// one thread per child c of the root, in [root first + c0, root end).
+extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
+ft_step_root_table(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n, u32 lab_n,
+                   RootKid* out) {
+    __shared__ IndexView I;
+    load_view(view, I);
+    __syncthreads();
+    const Tab T{fc, fc_n, nullptr, 0};
+    const Pos root = decode(I, T, 0, 0, true);
+    const u64 c = (u64)root.first + (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (root.kind != K_AT || c >= root.end) return;
+    const u32 x = child_label(I, (u32)c, root.mid, root.r0);
+    if (x >= lab_n) return;
+    const Pos p = decode(I, T, (i64)c, 1, true);
+    out[x] = RootKid{(u32)c, (u32)p.kind, p.first, p.mid, p.end, p.r0, p.tok, p.term ? 1u : 0u};
 }

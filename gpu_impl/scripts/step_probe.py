@@ -96,7 +96,8 @@ def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray
 
 
 def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
-    """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index)."""
+    """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index); the
+    lowercase keys child_table and root_table are the stepper's options of those names."""
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
     base = GpuTrieStepper(index)
@@ -106,7 +107,8 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
         name, _, macros = spec.partition("=")
         defines = dict(m.split("=", 1) for m in macros.split("+") if m)
         chunk = int(defines.pop("FT_STEP_CHUNK", base.chunk))  # the host must cut chunks the same way
-        out[name] = GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines)
+        opts = {k: int(defines.pop(k)) for k in ("child_table", "root_table") if k in defines}
+        out[name] = GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines, **opts)
     return out
 
 

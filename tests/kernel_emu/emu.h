@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <atomic>
+#include <memory>
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim;
@@ -19,6 +20,27 @@ inline std::barrier<>* g_bar = nullptr;
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
+// warps of 32 threads (the block's last one may be short), each with its own barrier for the _sync intrinsics,
+// which every lane of a warp calls (full mask only)
+inline std::vector<std::barrier<>*> g_warp_bar;
+inline unsigned long long g_lane_val[1024];
+inline std::barrier<>& warp_bar() { return *g_warp_bar[threadIdx.x / 32]; }
+inline unsigned long long warp_exchange(unsigned long long v, unsigned src_lane, bool ballot) {
+    g_lane_val[threadIdx.x] = v;
+    warp_bar().arrive_and_wait();
+    const unsigned w0 = threadIdx.x / 32 * 32, w1 = std::min(w0 + 32, blockDim.x);
+    unsigned long long r = 0;
+    if (ballot) {
+        for (unsigned t = w0; t < w1; ++t) r |= (unsigned long long)(g_lane_val[t] != 0) << (t - w0);
+    } else {
+        r = g_lane_val[w0 + src_lane % 32 < w1 ? w0 + src_lane % 32 : threadIdx.x];
+    }
+    warp_bar().arrive_and_wait();
+    return r;
+}
+inline unsigned __ballot_sync(unsigned, int pred) { return (unsigned)warp_exchange(pred != 0, 0, true); }
+inline unsigned __shfl_sync(unsigned, unsigned v, int src) { return (unsigned)warp_exchange(v, (unsigned)src, false); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
@@ -31,6 +53,7 @@ template <class A, class B> inline A min(A a, B b) { return a < (A)b ? a : (A)b;
 template <class A, class B> inline A max(A a, B b) { return a > (A)b ? a : (A)b; }
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
+#define __align__(n) alignas(n)
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 // two counters used in turn: a counter is cleared (by thread 0, after everyone read it) before its next use
@@ -53,8 +76,15 @@ inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& 
         blockIdx.x = b;
         std::barrier<> bar(block);
         g_bar = &bar;
+        std::vector<std::unique_ptr<std::barrier<>>> warps;
+        g_warp_bar.clear();
+        for (unsigned w = 0; w * 32 < block; ++w) {
+            warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, block - 32 * w)));
+            g_warp_bar.push_back(warps.back().get());
+        }
         std::vector<std::thread> ts;
-        for (unsigned t = 0; t < block; ++t) ts.emplace_back([&, t] { threadIdx.x = t; f(); bar.arrive_and_drop(); });
+        for (unsigned t = 0; t < block; ++t)
+            ts.emplace_back([&, t] { threadIdx.x = t; f(); bar.arrive_and_drop(); warp_bar().arrive_and_drop(); });
         for (auto& t : ts) t.join();
     }
 }
