@@ -172,9 +172,10 @@ class GpuTrieStepper:
         construction), so a row at the root takes one load to its next state (0: none; results do not depend on
         it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
         block, a multiple of 32 in [64, 512]; FT_STEP_TRACE, for gpu_impl/scripts/step_probe.py only: its
-        advance_mask takes a trace buffer, so this stepper refuses advance_mask); results do not depend on
-        them.  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per
-        chunk) sets how many blocks share a row's chunks."""
+        advance_mask takes a trace buffer, so this stepper refuses advance_mask; FT_STEP_MIXED_LANE, the probe's
+        A/B of how mixed 16-byte vectors are stored); results do not depend on them.  `blocks_per_row`
+        (attribute; None: about 4 blocks per SM in all, at most one per chunk) sets how many blocks share a
+        row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         for name, val in (("child_table", child_table), ("root_table", root_table)):
@@ -376,12 +377,14 @@ class GpuTrieStepper:
                 if bv.shape != (n,) or (n > 1 and bv.strides[0] != 1):
                     raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
                 bounds += [np.uint64(bv.ptr), np.int64(0)]
-        return v, n, [np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width), np.uint32(n), *bounds]
+        return v, n, [np.uint64(v.ptr), np.uint64(v.strides[0] if n > 1 else width), np.uint64(width), np.uint32(n),
+                      *bounds]
 
     def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
         """States after ``ids[r, begin[r]:end[r]]`` from the root (``ids``: int64 ``[n, L]``, rows may be
         strided; ``begin`` / ``end``: None, an int (checked), or an int64 device array ``[n]`` whose values must
-        lie in [0, L]: device values are not checked, which would need a synchronisation)."""
+        lie in [0, L]: device values are not checked on the host, which would need a synchronisation; a row with
+        a bound outside [0, L] comes back DEAD, where numpy refuses it)."""
         _, n, args = self._walk_args(ids, begin, end)
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
@@ -535,7 +538,7 @@ class GpuTrieStepper:
 
 
 #: the macros of kernels/step.cu a caller may set (`GpuTrieStepper(defines=...)`); FT_STEP_CHUNK comes from `chunk`
-DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE")
+DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE", "FT_STEP_MIXED_LANE")
 
 
 def _check_defines(defines: dict[str, Any] | None) -> dict[str, str]:

@@ -384,3 +384,20 @@ def test_mixed_vectors_in_every_lane():
             same_states(nxt, new)
             assert np.array_equal(out.cpu().numpy().view(np.uint32), want_f.view(np.uint32)), (g.chunk, off)
             assert not base[:, :off].any() and not base[:, off + v:].any()
+
+
+def test_walk_bounds_outside_the_row_give_dead():
+    """Device begin / end outside [0, L] (not checked on the host: that would need a synchronisation): DEAD rows
+    from walk, and walk_mask masks them as numpy masks DEAD states; begin > end walks nothing."""
+    import torch
+
+    cpu, gpu = make([[1, 2, 3], [1, 4], [5]])
+    ids = np.array([[1, 2, 3]] * 5, dtype=np.int64)
+    begin = np.array([0, -1, 4, 2**62, 3], dtype=np.int64)
+    end = np.array([2, 2, 3, 3, 1], dtype=np.int64)
+    t = {k: torch.as_tensor(a, device="cuda") for k, a in (("ids", ids), ("b", begin), ("e", end))}
+    ok = cpu.walk(ids[[0, 4]], begin=begin[[0, 4]], end=end[[0, 4]])
+    want = StepStates(np.array([ok.node[0], -1, -1, -1, ok.node[1]]), np.array([ok.off[0], 0, 0, 0, ok.off[1]]))
+    same_states(want, gpu.walk(t["ids"], begin=t["b"], end=t["e"]))
+    m = gpu.walk_mask(t["ids"], 10, 9, begin=t["b"], end=t["e"], additive=False)
+    assert np.array_equal(m.cpu().numpy(), cpu.mask(want, 10, 9, additive=False))

@@ -10,11 +10,11 @@ pytest.importorskip("cuda.bindings.nvrtc")
 from flashtrie.gpu_impl.compile import compile_kernel, spill_report  # noqa: E402
 
 ENTRIES = ["ft_step_advance", "ft_step_walk", "ft_step_mask", "ft_step_advance_mask", "ft_step_walk_mask",
-           "ft_step_count", "ft_step_fill"]
+           "ft_step_count", "ft_step_fill", "ft_step_root_table", "ft_step_child_table"]
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_every_step_kernel_compiles_without_spills(arch: str, tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize(("arch", "extra"), [("sm_80", {}), ("sm_90", {}), ("sm_90", {"FT_STEP_MIXED_LANE": "1"})])
+def test_every_step_kernel_compiles_without_spills(arch: str, extra: dict[str, str], tmp_path, monkeypatch) -> None:
     try:
         from cuda.bindings import nvrtc
 
@@ -23,7 +23,7 @@ def test_every_step_kernel_compiles_without_spills(arch: str, tmp_path, monkeypa
     except Exception:
         pytest.skip("NVRTC library not installed")
     monkeypatch.setenv("FLASHTRIE_CACHE", str(tmp_path))
-    report = spill_report(compile_kernel("step.cu", arch, {"FT_STEP_THREADS": "256"}, verbose=True).log)
+    report = spill_report(compile_kernel("step.cu", arch, {"FT_STEP_THREADS": "256", **extra}, verbose=True).log)
     for entry in ENTRIES:
         r = report[entry]
         assert r.get("spill_stores", 0) == 0 and r.get("stack", 0) == 0, (entry, r)
@@ -42,3 +42,6 @@ def test_stepper_refuses_defines_the_host_would_not_follow() -> None:
                        ([("FT_STEP_TRACE", "1")], "dict")):
         with pytest.raises(InputError, match=match):
             GpuTrieStepper(index, defines=bad)
+    for opt, bad in (("child_table", -1), ("root_table", -1), ("root_table", True), ("root_table", 2.0)):
+        with pytest.raises(InputError, match=opt):
+            GpuTrieStepper(index, **{opt: bad})

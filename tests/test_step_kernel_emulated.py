@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from stepwise_oracle import DictTrie, pick_token
 from strategies import keyword_lists
 
-from flashtrie import KeywordSet, NarrowLoudsIndex
+from flashtrie import InputError, KeywordSet, NarrowLoudsIndex
 from flashtrie.index import derived
 from flashtrie.stepwise import StepStates, TrieStepper
 
@@ -110,8 +110,8 @@ class Emu:
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
         no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-        self.lib.emu_walk(U32(n), *self.tab, _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
-                          _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
+        self.lib.emu_walk(U32(n), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]), U32(n), _p(begin),
+                          I64(0), _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
         return StepStates(no, oo)
 
     def walk_mask(self, ids: np.ndarray, begin: np.ndarray, end: int, v: int, e: tuple[int, ...], per_block: int,
@@ -120,8 +120,9 @@ class Emu:
         n, chunks = ids.shape[0], -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        self.lib.emu_walk_mask(U32(n * bpr), *self.tab, _p(ids), U64(ids.shape[1]), U32(n), _p(begin), I64(0),
-                               _p(None), I64(end), U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)),
+        self.lib.emu_walk_mask(U32(n * bpr), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]), U32(n),
+                               _p(begin), I64(0), _p(None), I64(end), U64(v), U32(per_block), U32(bpr),
+                               _p(self._eos(e)), U32(len(e)),
                                _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
         return out if out is not None else ob.astype(bool)
 
@@ -377,3 +378,25 @@ def test_mixed_vectors_in_every_lane(lib):
         _, _, gs = emu.mask(s, v, e, out=got, tok=x, per_block=per_block)
         _same(ns, gs)
         assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
+
+
+def test_walk_bounds_outside_the_row_give_dead(lib):
+    """Device begin / end outside [0, L] (numpy refuses them; the host cannot read device values without a
+    synchronisation): the row comes back DEAD and nothing past the row is read; begin > end walks nothing."""
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [5]]))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    ids = np.array([[1, 2, 3]] * 6, dtype=np.int64)
+    begin = np.array([0, -1, 4, 2**62, 0, 3], dtype=np.int64)
+    end = np.array([2, 2, 3, 3, 3, 1], dtype=np.int64)
+    no, oo = np.empty(6, np.int64), np.empty(6, np.int64)
+    lib.emu_walk(U32(6), *emu.tab, _p(ids), U64(3), U64(3), U32(6), _p(begin), I64(0), _p(end), I64(0),
+                 _p(np.zeros(8, np.int64)), U32(0), _p(no), _p(oo))
+    ok = cpu.walk(ids[[0, 4, 5]], begin=begin[[0, 4, 5]], end=end[[0, 4, 5]])
+    assert no.tolist() == [ok.node[0], -1, -1, -1, ok.node[1], 0] and oo[[1, 2, 3]].tolist() == [0, 0, 0]
+    assert oo[[0, 4, 5]].tolist() == ok.off.tolist()
+    end2 = np.array([2, 4, 2**40, -3, 3, 3], dtype=np.int64)
+    lib.emu_walk(U32(6), *emu.tab, _p(ids), U64(3), U64(3), U32(6), _p(None), I64(0), _p(end2), I64(0),
+                 _p(np.zeros(8, np.int64)), U32(0), _p(no), _p(oo))
+    assert no[1:4].tolist() == [-1, -1, -1] and no[0] == cpu.walk(ids[:1], end=2).node[0]
+    with pytest.raises(InputError, match="begin"):
+        cpu.walk(ids, begin=begin)

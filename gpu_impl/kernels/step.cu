@@ -7,7 +7,8 @@
 //   ft_step_advance  one block per state: the state after one token (EOS handling included): thread 0 walks
 //                    the chain of dependent loads alone (decode, then the child when its label window is small:
 //                    its labels loaded together), the block searches a wide window (advance_one, block_advance)
-//   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root
+//   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root (DEAD
+//                    where begin or end is outside [0, width])
 //   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries
 //                    (cut where the row's 16-byte vectors start): the state decoded by thread 0 (one barrier),
 //                    a bitmap of the chunk's allowed tokens in shared memory, then -inf stored over the
@@ -20,8 +21,12 @@
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
 //   ft_step_child_table  one thread per node v <= n: the child table (first child of v, rank1(hi_flag, it))
 //
-// Every kernel but the last takes the child table (fc, fc_n) after the view: the child range of a node below
-// fc_n is two adjacent table entries (one load) instead of two select0 (a chain of dependent loads each).
+//   ft_step_root_table  one thread per child of the root: the root table (RootKid by label)
+//
+// Every kernel but the last two takes the child table (fc, fc_n) and the root table (rt, rt_n) after the view:
+// the child range of a node below fc_n is two adjacent table entries (one load) instead of two select0 (a chain
+// of dependent loads each), and a row at the root takes its child and that child's decoded state from one
+// entry of the root table.
 
 #include "index.cuh"
 
@@ -390,11 +395,17 @@ ft_step_advance(const IndexView* __restrict__ view, TAB_PARAMS, const i64* node_
     if (threadIdx.x == 0) { node_out[r] = nn; off_out[r] = no; }
 }
 
-// The state after ids[r, c0:c1) from the root, block-wide (one block_advance per token; in every thread).
-__device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, const i64* ids, i64 c0, i64 c1, u64 V,
-                                           u32 n_eos, Adv* s_adv, i64& node, i64& off) {
+// The state after ids[r, c0:c1) from the root, block-wide (one block_advance per token; in every thread).  Bounds
+// outside [0, width] (device values: the host cannot check them without a synchronisation; numpy refuses them)
+// give DEAD, as a state that is not valid for the index does, and read nothing.
+__device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, const i64* ids, u64 width, i64 c0,
+                                           i64 c1, u64 V, u32 n_eos, Adv* s_adv, i64& node, i64& off) {
     node = 0;
     off = 0;
+    if (c0 < 0 || c1 < 0 || (u64)c0 > width || (u64)c1 > width) {  // uniform
+        node = ST_DEAD;
+        return;
+    }
     u32 turn = 0;
     for (i64 c = c0; c < c1; ++c) {
         i64 nn, no;
@@ -407,7 +418,7 @@ __device__ __forceinline__ void block_walk(const IndexView& I, const Tab& T, con
 // One block per row: the state after the row's tokens ids[r, begin:end] from the root.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
 ft_step_walk(const IndexView* __restrict__ view, TAB_PARAMS, const i64* __restrict__ ids,
-             u64 row_stride, u32 n, const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end,
+             u64 row_stride, u64 width, u32 n, const i64* __restrict__ begin, i64 begin_all, const i64* __restrict__ end,
              i64 end_all, const i64* __restrict__ eos, u32 n_eos, i64* node_out, i64* off_out) {
     __shared__ IndexView I;
     __shared__ Adv s_adv[2];
@@ -416,7 +427,7 @@ ft_step_walk(const IndexView* __restrict__ view, TAB_PARAMS, const i64* __restri
     const i64 c1 = end ? end[r] : end_all;
     load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, TAB_INIT, ids + (u64)r * row_stride, c0, c1, NO_VOCAB, n_eos, s_adv, node, off);
+    block_walk(I, TAB_INIT, ids + (u64)r * row_stride, width, c0, c1, NO_VOCAB, n_eos, s_adv, node, off);
     if (threadIdx.x == 0) { node_out[r] = node; off_out[r] = off; }
 }
 
@@ -429,21 +440,30 @@ __device__ __forceinline__ u32 bytes4(u32 n) {
     return (n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21);
 }
 
-// -inf over the disallowed entries of the warp's mixed vectors (lanes set in `mixed`; vector i of base with
-// allowed bits m in each lane), warp-wide: 8 vectors a round, 4 lanes each (lane 4g + j stores entry j of the
-// g-th), so that a vector's entries leave in one store instruction as one 16-byte segment (the vector's own
-// lane storing its entries one by one made up to three requests of it).
-__device__ __forceinline__ void neg_mixed_warp(float* base, u32 mixed, u32 i, u32 m) {
-    const u32 lane = threadIdx.x & 31u, g = lane >> 2, j = lane & 3u;
-    while (mixed) {  // uniform over the warp
-        u32 mm = mixed;
-        for (u32 k = 0; k < g; ++k) mm &= mm - 1u;  // the g-th (from 0) lane left in mixed is the lowest of mm
-        const u32 src = mm ? (u32)(__ffs((int)mm) - 1) : 0u;
-        const u32 si = __shfl_sync(~0u, i, (int)src), sm = __shfl_sync(~0u, m, (int)src);
-        if (mm && !((sm >> j) & 1u)) base[4 * si + j] = NEG_INF;
-        const u32 rest = __shfl_sync(~0u, mm, 31);  // lane 31 (g = 7): the 8 lowest but one cleared
-        mixed = rest & (rest - 1u);
+// -inf over the disallowed entries of the warp's mixed vectors (lanes set in `mixed`: vector i of base, its
+// allowed bits m), warp-wide: each mixed lane puts (i, m) in its warp's slots (s_mx, in the order of the lanes),
+// then lane 4g + j stores entry j of slot g, g + 8, ..., so that the disallowed entries of a vector leave in one
+// store instruction as one 16-byte segment (where its own lane stored them one by one: up to three requests).
+__device__ __forceinline__ void neg_mixed_warp(float* base, u32* s_mx, u32 mixed, u32 i, u32 m) {
+    if (!mixed) return;  // uniform over the warp
+    const u32 lane = threadIdx.x & 31u, j = lane & 3u;
+    u32* slot = s_mx + (threadIdx.x & ~31u);
+    if ((mixed >> lane) & 1u) slot[__popc(mixed & ((1u << lane) - 1u))] = i << 4 | m;
+    __syncwarp();
+    const u32 cnt = (u32)__popc(mixed);
+    for (u32 g = lane >> 2; g < cnt; g += 8) {
+        const u32 e = slot[g];
+        if (!((e >> j) & 1u)) base[4 * (e >> 4) + j] = NEG_INF;
     }
+    __syncwarp();  // the slots are written again by the next round
+}
+
+// The same by the vector's own lane, entry by entry (b2abab9's stores; FT_STEP_MIXED_LANE, the probe's A/B only).
+__device__ __forceinline__ void neg_mixed_lane(float* q, u32 m) {
+    if (!(m & 1u)) q[0] = NEG_INF;
+    if (!(m & 2u)) q[1] = NEG_INF;
+    if (!(m & 4u)) q[2] = NEG_INF;
+    if (!(m & 8u)) q[3] = NEG_INF;
 }
 
 #define SCAN_MAX 1024u  // a node with at most this many children: its labels go to shared memory once, and
@@ -461,6 +481,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
                           unsigned char* rowb) {
     __shared__ u32 bits2[2][CHUNK / 32];
     __shared__ u32 s_lab[SCAN_MAX];
+    __shared__ u32 s_mx[FT_STEP_THREADS];  // neg_mixed_warp's slots, 32 a warp
     const u32 T = blockDim.x;
     const u32 mis = rowf ? (u32)(((unsigned long long)rowf >> 2) & 3u) : (u32)((unsigned long long)rowb & 15u);
     const u64 e_begin = u_begin > mis ? min(V, u_begin - mis) : 0ull;
@@ -524,12 +545,23 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         if (rowf) {
             float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
             const u32 i_hi = (jhi + 3) >> 2;
+            const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+#ifdef FT_STEP_MIXED_LANE
+#pragma unroll 4
+            for (u32 i = (jlo >> 2) + threadIdx.x; i < i_hi; i += T) {
+                const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
+                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
+                else if (m != 0xFu) neg_mixed_lane(base + 4 * i, m);
+            }
+#else
+#pragma unroll 4
             for (u32 i0 = jlo >> 2; i0 < i_hi; i0 += T) {  // uniform: every lane of a warp takes part
                 const u32 i = i0 + threadIdx.x;
                 const u32 m = i < i_hi ? (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu : 0xFu;
-                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-                neg_mixed_warp(base, __ballot_sync(~0u, m != 0 && m != 0xFu), i, m);
+                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
+                neg_mixed_warp(base, s_mx, __ballot_sync(~0u, m != 0 && m != 0xFu), i, m);
             }
+#endif
         } else {
             unsigned char* base = rowb + ((i64)cu - (i64)mis);
             for (u32 i = (jlo >> 4) + threadIdx.x; i < (jhi + 15) >> 4; i += T) {
@@ -657,7 +689,8 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
 // a row walks ids[row, begin:end) from the root block-wide, then masks its part.
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS, 4)
 ft_step_walk_mask(const IndexView* __restrict__ view, TAB_PARAMS,
-                  const i64* __restrict__ ids, u64 ids_stride, u32 n, const i64* __restrict__ begin, i64 begin_all,
+                  const i64* __restrict__ ids, u64 ids_stride, u64 width, u32 n, const i64* __restrict__ begin,
+                  i64 begin_all,
                   const i64* __restrict__ end, i64 end_all, MASK_PARAMS) {
     __shared__ IndexView I;
     __shared__ Pos P;
@@ -668,7 +701,7 @@ ft_step_walk_mask(const IndexView* __restrict__ view, TAB_PARAMS,
     const Tab T = TAB_INIT;
     load_view(view, I, eos, n_eos);
     i64 node, off;
-    block_walk(I, T, ids + (u64)w.row * ids_stride, c0, c1, V, n_eos, s_adv, node, off);
+    block_walk(I, T, ids + (u64)w.row * ids_stride, width, c0, c1, V, n_eos, s_adv, node, off);
     if (threadIdx.x == 0) P = decode_for_mask(I, T, node, off, w.wide);
     __syncthreads();
     mask_end(I, mask_pos(I, T, &P, w.wide), w, MASK_ARGS);

@@ -23,24 +23,18 @@ inline void __syncthreads() { g_bar->arrive_and_wait(); }
 // warps of 32 threads (the block's last one may be short), each with its own barrier for the _sync intrinsics,
 // which every lane of a warp calls (full mask only)
 inline std::vector<std::barrier<>*> g_warp_bar;
-inline unsigned long long g_lane_val[1024];
+inline unsigned g_lane_val[1024];
 inline std::barrier<>& warp_bar() { return *g_warp_bar[threadIdx.x / 32]; }
-inline unsigned long long warp_exchange(unsigned long long v, unsigned src_lane, bool ballot) {
-    g_lane_val[threadIdx.x] = v;
+inline unsigned __ballot_sync(unsigned, int pred) {
+    g_lane_val[threadIdx.x] = pred != 0;
     warp_bar().arrive_and_wait();
     const unsigned w0 = threadIdx.x / 32 * 32, w1 = std::min(w0 + 32, blockDim.x);
-    unsigned long long r = 0;
-    if (ballot) {
-        for (unsigned t = w0; t < w1; ++t) r |= (unsigned long long)(g_lane_val[t] != 0) << (t - w0);
-    } else {
-        r = g_lane_val[w0 + src_lane % 32 < w1 ? w0 + src_lane % 32 : threadIdx.x];
-    }
+    unsigned r = 0;
+    for (unsigned t = w0; t < w1; ++t) r |= (unsigned)g_lane_val[t] << (t - w0);
     warp_bar().arrive_and_wait();
     return r;
 }
-inline unsigned __ballot_sync(unsigned, int pred) { return (unsigned)warp_exchange(pred != 0, 0, true); }
-inline unsigned __shfl_sync(unsigned, unsigned v, int src) { return (unsigned)warp_exchange(v, (unsigned)src, false); }
-inline int __ffs(int x) { return __builtin_ffs(x); }
+inline void __syncwarp(unsigned = ~0u) { warp_bar().arrive_and_wait(); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
