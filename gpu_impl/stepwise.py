@@ -61,7 +61,7 @@ class _Torch:
                 self._raw_stream = None
         except Exception:  # noqa: BLE001 - the public API then
             self._raw_stream = None
-        self.int64, self.float32, self.bool = torch.int64, torch.float32, torch.bool
+        self.int64, self.int32, self.float32, self.bool = torch.int64, torch.int32, torch.float32, torch.bool
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         return self.t.empty(shape, dtype=dtype, device=self.device)
@@ -97,7 +97,7 @@ class _Cupy:
 
         self.cp = cupy
         self.dev = cupy.cuda.Device(device)
-        self.int64, self.float32, self.bool = cupy.int64, cupy.float32, cupy.bool_
+        self.int64, self.int32, self.float32, self.bool = cupy.int64, cupy.int32, cupy.float32, cupy.bool_
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
         with self.dev:
@@ -274,8 +274,9 @@ class GpuTrieStepper:
         #: root labels the root table covers (0: none)
         self.root_table = n
         self._root_table = self.xp.full((max(n, 1), 8), 0, self.xp.int32)
+        fc, fc_n = self._tab_args[:2]
+        self._tab_args = (fc, fc_n, np.uint64(0), np.uint32(0))
         if n:
-            fc, fc_n = self._tab_args[:2]
             self._launch("root_table", -(-(end - first) // self.threads), fc, fc_n, np.uint32(n),
                          np.uint64(_ptr(self._root_table)), tab=False)
             self.xp.sync()

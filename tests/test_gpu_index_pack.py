@@ -302,3 +302,34 @@ def test_device_array_intake_refuses_host_and_foreign_objects() -> None:
             call(np.zeros(3, np.int64))
         with pytest.raises(InputError, match=r"not a device array readable .*\(object\)"):
             call(object())
+
+
+def test_stepper_tables_are_built_through_either_array_module(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child and root table builders, with the real array-module classes (torch on the CPU here, a stand-in
+    CuPy): every dtype they ask for exists, and the root table's launch covers the root's children and labels."""
+    import sys
+
+    torch = pytest.importorskip("torch")
+    from flashtrie.gpu_impl import stepwise as S
+
+    fake_cupy = types.SimpleNamespace(int64="i8", int32="i4", float32="f4", bool_="b1",
+                                      cuda=types.SimpleNamespace(Device=lambda d: d))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    cp = S._Cupy(0)
+    monkeypatch.setattr(torch, "device", lambda *a: torch.empty(0).device)  # _Torch's cuda device: the CPU here
+    tx = S._Torch(0)
+    for xp in (cp, tx):
+        assert all(hasattr(xp, name) for name in ("int64", "int32", "float32", "bool")), type(xp).__name__
+    ix = _index([[3], [3, 4, 5], [9, 1, 2], [70000, 1], [12]], "input")
+    st = S.GpuTrieStepper.__new__(S.GpuTrieStepper)
+    launches: list[tuple] = []
+    st.index, st.xp, st.threads = ix, tx, 256
+    st._launch = lambda name, blocks, *args, tab=True: launches.append((name, blocks, args, tab))
+    tx.sync = lambda: None
+    st._build_child_table(4)
+    st._build_root_table(1 << 22)
+    assert [(n, b, t) for n, b, _, t in launches] == [("child_table", 1, False), ("root_table", 1, False)]
+    assert st.root_table == 70001 and tuple(st._root_table.shape) == (70001, 8)
+    assert st._root_table.dtype == torch.int32 and int(st._tab_args[3]) == 70001
+    st._build_root_table(0)
+    assert st.root_table == 0 and int(st._tab_args[3]) == 0

@@ -757,7 +757,7 @@ ft_step_child_table(const IndexView* __restrict__ view, u32 n, u64* out) {
 }
 
 // The root table (Tab.rt) of labels below lab_n, into out (zeroed: node 0 where the root has no such child):
-// one thread per child c of the root, in [root first + c0, root end).
+// one thread per child of the root (child first + the thread's index in the grid).
 extern "C" __global__ void __launch_bounds__(FT_STEP_THREADS)
 ft_step_root_table(const IndexView* __restrict__ view, const u64* __restrict__ fc, u32 fc_n, u32 lab_n,
                    RootKid* out) {
