@@ -355,8 +355,9 @@ def test_root_table_holds_each_root_childs_decoded_state():
 
 
 def test_mixed_vectors_in_every_lane():
-    """Rows whose 16-byte vectors nearly all mix allowed and disallowed entries (up to 32 mixed vectors a warp:
-    four rounds of the warp-wide stores), at every row offset: numpy's bits, nothing written outside out."""
+    """Rows whose 16-byte vectors nearly all mix allowed and disallowed entries (up to 32 mixed vectors a warp;
+    a node below SCAN_MAX children too, whose kept logits are stored back), at every row offset: numpy's bits,
+    nothing written outside out."""
     import torch
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
@@ -364,9 +365,12 @@ def test_mixed_vectors_in_every_lane():
     v, eos = 9001, 9000
     kws = [[x] for x in range(1, 8999, 4)] + [[2, y] for y in range(0, 8999, 3)]
     kws += [[7, int(z)] for z in np.flatnonzero(rng.random(8999) < 0.5)] + [[7, 1, 2]]
+    # [3]: 1,000 children, one in every vector (the scan, whose logits are kept and stored back); [11]: a
+    # keyword with 400 children (the scan where EOS is allowed, stored entry by entry)
+    kws += [[3, y] for y in range(1, 4000, 4)] + [[11]] + [[11, y] for y in range(0, 800, 2)]
     cpu, gpu = make(kws)
-    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1], []])
-    x = np.array([5, 3, 1, 2, eos, 9], dtype=np.int64)
+    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1], [], [3], [], [11]])
+    x = np.array([5, 3, 1, 2, eos, 9, 1, 3, 0], dtype=np.int64)
     logits = rng.normal(size=(len(s), v)).astype(np.float32)
     want, want_f = logits.copy(), logits.copy()
     cpu.mask(s, v, eos, out=want)

@@ -361,17 +361,21 @@ def test_root_table_kernel_matches_numpy(lib, kws, table, cap):
 
 def test_mixed_vectors_in_every_lane(lib):
     """Rows whose 16-byte vectors nearly all mix allowed and disallowed entries (up to 32 mixed vectors a
-    warp, four rounds of the warp-wide stores), at odd row strides (every vector boundary moves)."""
+    warp), at odd row strides (every vector boundary moves): nodes past the scan's SCAN_MAX children, and
+    one below it where a mixed vector is stored whole and its allowed logits stored back."""
     rng = np.random.default_rng(4)
     v, e = 9001, (9000,)
     kws = [[x] for x in range(1, 8999, 4)] + [[2, y] for y in range(0, 8999, 3)]
     kws += [[7, int(z)] for z in np.flatnonzero(rng.random(8999) < 0.5)] + [[7, 1, 2]]
+    # [3]: 1,000 children, one in every vector (the scan, whose logits are kept and stored back); [11]: a
+    # keyword with 400 children (the scan where EOS is allowed, stored entry by entry)
+    kws += [[3, y] for y in range(1, 4000, 4)] + [[11]] + [[11, y] for y in range(0, 800, 2)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     cpu = TrieStepper(ix)
-    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1]])
+    s = cpu.start_from_prefixes([[], [2], [7], [7, 1], [1], [3], [], [11]])
     for per_block, emu in ((1, Emu(lib, ix)), (2, Emu(lib, ix, 0, 0))):
         _compare(cpu, emu, s, v, e, per_block)
-        x = np.array([5, 3, 1, 2, 9000], dtype=np.int64)
+        x = np.array([5, 3, 1, 2, 9000, 1, 3, 0], dtype=np.int64)
         logits = np.random.default_rng(1).normal(size=(len(s), v)).astype(np.float32)
         want, got = logits.copy(), logits.copy()
         ns, _ = cpu.advance_mask(s, x, v, e, out=want)

@@ -12,8 +12,9 @@
 //   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries
 //                    (cut where the row's 16-byte vectors start): the state decoded by thread 0 (one barrier),
 //                    a bitmap of the chunk's allowed tokens in shared memory, then -inf stored over the
-//                    disallowed float32 logits (write-only: allowed entries are never read or written; 16-byte
-//                    stores where 4 in a row are disallowed), or a bool mask
+//                    disallowed float32 logits (16-byte stores; at a node of at most SCAN_MAX children, the
+//                    allowed logits are read first and stored back after the vectors went out whole: mask_span),
+//                    or a bool mask
 //   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step);
 //                    thread 0 advances and decodes the new state with no barrier between
 //   ft_step_walk_mask     walk (block-wide per row), then the mask of the walked states, in one launch
@@ -440,26 +441,10 @@ __device__ __forceinline__ u32 bytes4(u32 n) {
     return (n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21);
 }
 
-// -inf over the disallowed entries of the warp's mixed vectors (lanes set in `mixed`: vector i of base, its
-// allowed bits m), warp-wide: each mixed lane puts (i, m) in its warp's slots (s_mx, in the order of the lanes),
-// then lane 4g + j stores entry j of slot g, g + 8, ..., so that the disallowed entries of a vector leave in one
-// store instruction as one 16-byte segment (where its own lane stored them one by one: up to three requests).
-__device__ __forceinline__ void neg_mixed_warp(float* base, u32* s_mx, u32 mixed, u32 i, u32 m) {
-    if (!mixed) return;  // uniform over the warp
-    const u32 lane = threadIdx.x & 31u, j = lane & 3u;
-    u32* slot = s_mx + (threadIdx.x & ~31u);
-    if ((mixed >> lane) & 1u) slot[__popc(mixed & ((1u << lane) - 1u))] = i << 4 | m;
-    __syncwarp();
-    const u32 cnt = (u32)__popc(mixed);
-    for (u32 g = lane >> 2; g < cnt; g += 8) {
-        const u32 e = slot[g];
-        if (!((e >> j) & 1u)) base[4 * (e >> 4) + j] = NEG_INF;
-    }
-    __syncwarp();  // the slots are written again by the next round
-}
-
-// The same by the vector's own lane, entry by entry (b2abab9's stores; FT_STEP_MIXED_LANE, the probe's A/B only).
-__device__ __forceinline__ void neg_mixed_lane(float* q, u32 m) {
+// -inf over the disallowed entries of a mixed 16-byte vector q (allowed bits m), entry by entry: the vectors at a
+// row's two ends (their entries outside the row are never written), and every mixed vector of a row whose
+// allowed entries are not all kept for restoring (mask_span).
+__device__ __forceinline__ void neg_mixed(float* q, u32 m) {
     if (!(m & 1u)) q[0] = NEG_INF;
     if (!(m & 2u)) q[1] = NEG_INF;
     if (!(m & 4u)) q[2] = NEG_INF;
@@ -469,19 +454,41 @@ __device__ __forceinline__ void neg_mixed_lane(float* q, u32 m) {
 #define SCAN_MAX 1024u  // a node with at most this many children: its labels go to shared memory once, and
                         // every chunk takes its own from there (no binary searches at the chunk bounds)
 
+// *dst = *src for a float in shared memory from global memory, asynchronously (cp.async, sm_80+: no register
+// waits for it); wait_copies() waits for the thread's copies.  (On the host: a plain copy.)
+__device__ __forceinline__ void copy_async(float* dst, const float* src) {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+#else
+    *dst = *src;
+#endif
+}
+__device__ __forceinline__ void wait_copies() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
 // A block's part of a row's mask, for the decoded state p (with its child range).  Chunks are cut in aligned
 // coordinates u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting
 // at a multiple of VEC in u is one 16-byte store): the block has chunks [u_begin, u_end), CHUNK entries each.
 // Per chunk: a bitmap of its allowed entries in shared memory (bits outside the row set: never written), one
 // barrier, the bits of the allowed tokens, one barrier, then per vector its bits (one shared load): -inf over
-// the disallowed float32 logits (write-only: allowed entries are never read or written; one 16-byte store
-// where the 4 are disallowed), or the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating,
+// the disallowed float32 logits, or the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating,
 // so the next chunk's bitmap needs no barrier after the stores.
+// The float32 logits are write-only except for `restore` (a node of at most SCAN_MAX children where no keyword
+// ends): each thread loads the logits of its children's labels in the block's span with the labels, before any
+// store; every vector inside the row that is not all allowed is then one 16-byte store of
+// -inf, and after the last chunk (one barrier) those kept logits are stored back.  So no 32-byte sector is
+// written in part before it was written whole (a row at the root of a 32,768-token library has about 600 mixed
+// vectors); elsewhere a mixed vector's disallowed entries are stored one by one (neg_mixed) and allowed entries
+// are never read or written.  FT_STEP_NO_RESTORE (the probe's A/B only): no restore.
 __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_end, u64 V, u32 n_eos, float* rowf,
                           unsigned char* rowb) {
     __shared__ u32 bits2[2][CHUNK / 32];
     __shared__ u32 s_lab[SCAN_MAX];
-    __shared__ u32 s_mx[FT_STEP_THREADS];  // neg_mixed_warp's slots, 32 a warp
+    __shared__ float s_keep[SCAN_MAX];  // restore: the logits of the labels s_lab (those in the span)
     const u32 T = blockDim.x;
     const u32 mis = rowf ? (u32)(((unsigned long long)rowf >> 2) & 3u) : (u32)((unsigned long long)rowb & 15u);
     const u64 e_begin = u_begin > mis ? min(V, u_begin - mis) : 0ull;
@@ -490,9 +497,18 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
     const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
     const bool scan = p.kind == K_AT && p.end - p.first <= SCAN_MAX;
     const bool search = p.kind == K_AT && !scan;
+#ifdef FT_STEP_NO_RESTORE
+    const bool restore = false;
+#else
+    const bool restore = scan && rowf && !eos_ok;  // (where EOS is allowed: a keyword's end, kept as it was)
+#endif
     u32 lo_c = 0, hi_c = 0;  // search: children [lo_c, hi_c) have labels in the chunk's entries
-    if (scan) {
-        for (u32 c = p.first + threadIdx.x; c < p.end; c += T) s_lab[c - p.first] = child_label(I, c, p.mid, p.r0);
+    if (scan) {  // thread t: children first + t + k T (here and in the restore)
+        for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
+            const u32 x = child_label(I, p.first + c, p.mid, p.r0);
+            s_lab[c] = x;
+            if (restore && x >= e_begin && x < e_end) copy_async(&s_keep[c], rowf + x);
+        }
     } else if (search) {  // the first chunk's bounds, searched together
         const u64 eb = min(e_end, u_begin + CHUNK - mis);
         u32 la, ha, lb, hb;
@@ -532,6 +548,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
             for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
                 set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) + mis - cu));
         }
+        if (restore && cu == u_begin) wait_copies();  // the kept logits are read before any store below
         if (threadIdx.x == 0) {
             if (p.kind == K_MID && p.tok >= elo && p.tok < ehi) set_bit(bits, (u32)(p.tok + mis - cu));
             if (eos_ok)
@@ -546,22 +563,14 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
             float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
             const u32 i_hi = (jhi + 3) >> 2;
             const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-#ifdef FT_STEP_MIXED_LANE
+            // restore: the vectors [w0, w0 + nw) lie inside the row (a mixed one is stored whole)
+            const u32 w0 = (jlo + 3) >> 2, nw = restore && (jhi >> 2) > w0 ? (jhi >> 2) - w0 : 0u;
 #pragma unroll 4
             for (u32 i = (jlo >> 2) + threadIdx.x; i < i_hi; i += T) {
                 const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
-                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
-                else if (m != 0xFu) neg_mixed_lane(base + 4 * i, m);
+                if (m == 0 || (m != 0xFu && i - w0 < nw)) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
+                else if (m != 0xFu) neg_mixed(base + 4 * i, m);
             }
-#else
-#pragma unroll 4
-            for (u32 i0 = jlo >> 2; i0 < i_hi; i0 += T) {  // uniform: every lane of a warp takes part
-                const u32 i = i0 + threadIdx.x;
-                const u32 m = i < i_hi ? (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu : 0xFu;
-                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
-                neg_mixed_warp(base, s_mx, __ballot_sync(~0u, m != 0 && m != 0xFu), i, m);
-            }
-#endif
         } else {
             unsigned char* base = rowb + ((i64)cu - (i64)mis);
             for (u32 i = (jlo >> 4) + threadIdx.x; i < (jhi + 15) >> 4; i += T) {
@@ -578,6 +587,13 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         }
         if (cu == u_begin) TRACE(7);
         lo_c = hi_c;
+    }
+    if (restore) {  // uniform
+        __syncthreads();  // every -inf of the span is stored
+        for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
+            const u32 x = s_lab[c];
+            if (x >= e_begin && x < e_end) rowf[x] = s_keep[c];
+        }
     }
 }
 

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <functional>
 #include <atomic>
-#include <memory>
 struct dim3 { unsigned x = 0, y = 0, z = 0; };
 inline thread_local dim3 threadIdx;
 inline dim3 blockIdx, blockDim;
@@ -20,21 +19,6 @@ inline std::barrier<>* g_bar = nullptr;
 #define __restrict__
 #define __shared__ static
 inline void __syncthreads() { g_bar->arrive_and_wait(); }
-// warps of 32 threads (the block's last one may be short), each with its own barrier for the _sync intrinsics,
-// which every lane of a warp calls (full mask only)
-inline std::vector<std::barrier<>*> g_warp_bar;
-inline unsigned g_lane_val[1024];
-inline std::barrier<>& warp_bar() { return *g_warp_bar[threadIdx.x / 32]; }
-inline unsigned __ballot_sync(unsigned, int pred) {
-    g_lane_val[threadIdx.x] = pred != 0;
-    warp_bar().arrive_and_wait();
-    const unsigned w0 = threadIdx.x / 32 * 32, w1 = std::min(w0 + 32, blockDim.x);
-    unsigned r = 0;
-    for (unsigned t = w0; t < w1; ++t) r |= (unsigned)g_lane_val[t] << (t - w0);
-    warp_bar().arrive_and_wait();
-    return r;
-}
-inline void __syncwarp(unsigned = ~0u) { warp_bar().arrive_and_wait(); }
 template <class T> inline T __ldg(const T* p) { return *p; }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
@@ -70,15 +54,9 @@ inline void emu_run(unsigned grid, unsigned block, const std::function<void()>& 
         blockIdx.x = b;
         std::barrier<> bar(block);
         g_bar = &bar;
-        std::vector<std::unique_ptr<std::barrier<>>> warps;
-        g_warp_bar.clear();
-        for (unsigned w = 0; w * 32 < block; ++w) {
-            warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, block - 32 * w)));
-            g_warp_bar.push_back(warps.back().get());
-        }
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < block; ++t)
-            ts.emplace_back([&, t] { threadIdx.x = t; f(); bar.arrive_and_drop(); warp_bar().arrive_and_drop(); });
+            ts.emplace_back([&, t] { threadIdx.x = t; f(); bar.arrive_and_drop(); });
         for (auto& t : ts) t.join();
     }
 }
