@@ -172,8 +172,8 @@ class GpuTrieStepper:
         construction), so a row at the root takes one load to its next state (0: none; results do not depend on
         it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
         block, a multiple of 32 in [64, 512]; FT_STEP_TRACE, for gpu_impl/scripts/step_probe.py only: its
-        advance_mask takes a trace buffer, so this stepper refuses advance_mask; FT_STEP_NO_RESTORE, the probe's
-        A/B of how mixed 16-byte vectors are stored); results do not depend on them.  `blocks_per_row`
+        advance_mask takes a trace buffer, so this stepper refuses advance_mask; FT_STEP_NO_RESTORE and
+        FT_STEP_NO_ROOT_FAST, the probe's A/B variants); results do not depend on them.  `blocks_per_row`
         (attribute; None: about 4 blocks per SM in all, at most one per chunk) sets how many blocks share a
         row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
@@ -539,7 +539,7 @@ class GpuTrieStepper:
 
 
 #: the macros of kernels/step.cu a caller may set (`GpuTrieStepper(defines=...)`); FT_STEP_CHUNK comes from `chunk`
-DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE", "FT_STEP_NO_RESTORE")
+DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE", "FT_STEP_NO_RESTORE", "FT_STEP_NO_ROOT_FAST")
 
 
 def _check_defines(defines: dict[str, Any] | None) -> dict[str, str]:

@@ -133,10 +133,16 @@ __device__ __forceinline__ void child_range(const IndexView& I, const Tab& T, u3
     p.mid = p.end - (rE - p.r0);
 }
 
-// Decode a state; `children` also computes the child range of a state at a node.
-__device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node, i64 off, bool children) {
+// The DEAD state, decoded.
+__device__ __forceinline__ Pos dead_pos() {
     Pos p;
     p.kind = K_DEAD; p.node = 0; p.off = 0; p.first = p.mid = p.end = p.r0 = 0; p.tok = 0; p.term = false;
+    return p;
+}
+
+// Decode a state; `children` also computes the child range of a state at a node.
+__device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node, i64 off, bool children) {
+    Pos p = dead_pos();
     if (node == ST_FINISHED && off == 0) { p.kind = K_FIN; return p; }
     if (node < 0 || node >= (i64)I.num_nodes) return p;
     const u32 v = (u32)node;
@@ -676,6 +682,29 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
     const Tab T = TAB_INIT;
     const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
     load_view(view, I, eos, n_eos);  // (node, off and x in flight with the view)
+#ifndef FT_STEP_NO_ROOT_FAST
+    // A row at the root with a token in the root table (uniform: every thread has node, off and x): every thread
+    // loads its new state from the table while thread 0 loads the view, so the view's barrier is the only one
+    // before the mask and no decoded state goes through shared memory.  (FT_STEP_NO_ROOT_FAST: the probe's A/B.)
+    bool root = node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V);
+    for (u32 k = 0; root && k < n_eos; ++k) root = __ldg(&eos[k]) != x;
+    if (root) {  // uniform
+        const RootKid k = load_root_kid(T.rt, (u64)x);
+        const Pos p = k.node ? root_kid_pos(k) : dead_pos();
+        TRACE(1);
+        TRACE(2);
+        __syncthreads();  // the view
+        TRACE(3);
+        if (threadIdx.x == 0 && w.b == 0) {
+            node_out[w.row] = k.node ? (i64)k.node : ST_DEAD;
+            off_out[w.row] = k.node ? 1 : 0;
+        }
+        mask_end(I, p, w, MASK_ARGS);
+        TRACE(9);
+        TRACE_END();
+        return;
+    }
+#endif
     if (threadIdx.x == 0) {
         bool have = false;
         A = advance_one(I, T, node, off, x, V, n_eos, &P, &have);
