@@ -476,45 +476,20 @@ __device__ __forceinline__ void wait_copies() {
 #endif
 }
 
-// A chunk's bitmap before its allowed bits are set: bits of the row [jlo, jhi) clear, bits outside the row set
-// for the float32 logits (never written), every bit set where `full` (every entry allowed).
-__device__ __forceinline__ void init_bits(u32* bits, u32 jlo, u32 jhi, bool full, bool f32) {
-    for (u32 k = (jlo >> 5) + threadIdx.x; k < (jhi + 31) >> 5; k += blockDim.x) {
-        const u32 a = max(jlo, 32 * k) - 32 * k, b = min(jhi, 32 * k + 32) - 32 * k;  // row bits [a, b)
-        const u32 in_row = (b >= 32 ? ~0u : (1u << b) - 1u) & ~((1u << a) - 1u);
-        bits[k] = full ? ~0u : (f32 ? ~in_row : 0u);
-    }
-}
-
-// Thread 0's bits of a chunk (entries [elo, ehi), bit 0 at entry cu - mis): a state inside an edge allows its
-// next token, and EOS where a keyword ends (or after the end, or dead: eos_ok).
-__device__ __forceinline__ void thread0_bits(u32* bits, const Pos& p, bool eos_ok, u32 n_eos, u64 elo, u64 ehi,
-                                             u64 cu, u32 mis) {
-    if (threadIdx.x != 0) return;
-    if (p.kind == K_MID && p.tok >= elo && p.tok < ehi) set_bit(bits, (u32)(p.tok + mis - cu));
-    if (eos_ok)
-        for (u32 e = 0; e < n_eos; ++e) {
-            const i64 x = s_eos[e];
-            if (x >= (i64)elo && x < (i64)ehi) set_bit(bits, (u32)((u64)x + mis - cu));
-        }
-}
-
 // A block's part of a row's mask, for the decoded state p (with its child range).  Chunks are cut in aligned
 // coordinates u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting
 // at a multiple of VEC in u is one 16-byte store): the block has chunks [u_begin, u_end), CHUNK entries each.
 // Per chunk: a bitmap of its allowed entries in shared memory (bits outside the row set: never written), one
 // barrier, the bits of the allowed tokens, one barrier, then per vector its bits (one shared load): -inf over
 // the disallowed float32 logits, or the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating,
-// so the next chunk's bitmap needs no barrier after the stores.  At a node of at most SCAN_MAX children (`scan`)
-// the labels go to shared memory once, and the first chunk's bits are set as they arrive (one round fewer).
-// The float32 logits are write-only except for `restore` (a scan where no keyword ends): each thread copies the
-// logits of its children's labels in the block's span to shared memory as the labels arrive (cp.async); the
-// chunks store their vectors with no allowed entry, and the mixed vectors inside the row are left to the end:
-// one barrier, one 16-byte -inf store each (by their labels' threads), one barrier, and the kept logits stored
-// back.  So no 32-byte sector is written in part before it was written whole (a row at the root of a
-// 32,768-token library has about 600 mixed vectors).  Elsewhere a mixed vector's disallowed entries are stored
-// one by one (neg_mixed) and allowed entries are never read or written.  FT_STEP_NO_RESTORE: no restore (the
-// probe's A/B only).
+// so the next chunk's bitmap needs no barrier after the stores.
+// The float32 logits are write-only except for `restore` (a node of at most SCAN_MAX children where no keyword
+// ends): each thread loads the logits of its children's labels in the block's span with the labels, before any
+// store; every vector inside the row that is not all allowed is then one 16-byte store of
+// -inf, and after the last chunk (one barrier) those kept logits are stored back.  So no 32-byte sector is
+// written in part before it was written whole (a row at the root of a 32,768-token library has about 600 mixed
+// vectors); elsewhere a mixed vector's disallowed entries are stored one by one (neg_mixed) and allowed entries
+// are never read or written.  FT_STEP_NO_RESTORE (the probe's A/B only): no restore.
 __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_end, u64 V, u32 n_eos, float* rowf,
                           unsigned char* rowb) {
     __shared__ u32 bits2[2][CHUNK / 32];
@@ -534,19 +509,12 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
     const bool restore = scan && rowf && !eos_ok;  // (where EOS is allowed: a keyword's end, kept as it was)
 #endif
     u32 lo_c = 0, hi_c = 0;  // search: children [lo_c, hi_c) have labels in the chunk's entries
-    if (scan) {  // the first chunk's bits are set as the labels arrive (thread t: children first + t + k T)
-        const u64 ehi = min(e_end, u_begin + CHUNK - mis);
-        init_bits(bits2[0], (u32)(e_begin + mis - u_begin), (u32)(ehi + mis - u_begin), false, rowf != nullptr);
-        __syncthreads();
-        TRACE(5);
+    if (scan) {  // thread t: children first + t + k T (here and in the restore)
         for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
             const u32 x = child_label(I, p.first + c, p.mid, p.r0);
             s_lab[c] = x;
-            if (x >= e_begin && x < ehi) set_bit(bits2[0], (u32)(x + mis - u_begin));
             if (restore && x >= e_begin && x < e_end) copy_async(&s_keep[c], rowf + x);
         }
-        thread0_bits(bits2[0], p, eos_ok, n_eos, e_begin, ehi, u_begin, mis);
-        __syncthreads();  // (also: s_lab is written)
     } else if (search) {  // the first chunk's bounds, searched together
         const u64 eb = min(e_end, u_begin + CHUNK - mis);
         u32 la, ha, lb, hb;
@@ -570,34 +538,44 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         u32* bits = bits2[buf];
         buf ^= 1u;
         const u32 jlo = (u32)(elo + mis - cu), jhi = (u32)(ehi + mis - cu);  // the chunk's bits of the row
-        if (!scan || cu != u_begin) {  // (the scan's first chunk: its bits are set)
-            init_bits(bits, jlo, jhi, full, rowf != nullptr);
-            __syncthreads();
-            if (cu == u_begin) TRACE(5);
-            if (scan) {
-                for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
-                    const u32 x = s_lab[c];
-                    if (x >= elo && x < ehi) set_bit(bits, (u32)(x + mis - cu));
-                }
-            } else if (search && !full) {
-                for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
-                    set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) + mis - cu));
-            }
-            thread0_bits(bits, p, eos_ok, n_eos, elo, ehi, cu, mis);
-            __syncthreads();
+        for (u32 k = (jlo >> 5) + threadIdx.x; k < (jhi + 31) >> 5; k += T) {
+            const u32 a = max(jlo, 32 * k) - 32 * k, b = min(jhi, 32 * k + 32) - 32 * k;  // row bits [a, b)
+            const u32 in_row = (b >= 32 ? ~0u : (1u << b) - 1u) & ~((1u << a) - 1u);
+            bits[k] = full ? ~0u : (rowf ? ~in_row : 0u);
         }
+        __syncthreads();  // (also: s_lab is written)
+        if (cu == u_begin) TRACE(5);
+        if (scan) {
+            for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
+                const u32 x = s_lab[c];
+                if (x >= elo && x < ehi) set_bit(bits, (u32)(x + mis - cu));
+            }
+        } else if (search && !full) {
+            for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
+                set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) + mis - cu));
+        }
+        if (restore && cu == u_begin) wait_copies();  // the kept logits are read before any store below
+        if (threadIdx.x == 0) {
+            if (p.kind == K_MID && p.tok >= elo && p.tok < ehi) set_bit(bits, (u32)(p.tok + mis - cu));
+            if (eos_ok)
+                for (u32 e = 0; e < n_eos; ++e) {
+                    const i64 x = s_eos[e];
+                    if (x >= (i64)elo && x < (i64)ehi) set_bit(bits, (u32)((u64)x + mis - cu));
+                }
+        }
+        __syncthreads();
         if (cu == u_begin) TRACE(6);
         if (rowf) {
             float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
             const u32 i_hi = (jhi + 3) >> 2;
             const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-            // restore: the mixed vectors [w0, w0 + nw), inside the row, are left to the restore
+            // restore: the vectors [w0, w0 + nw) lie inside the row (a mixed one is stored whole)
             const u32 w0 = (jlo + 3) >> 2, nw = restore && (jhi >> 2) > w0 ? (jhi >> 2) - w0 : 0u;
 #pragma unroll 4
             for (u32 i = (jlo >> 2) + threadIdx.x; i < i_hi; i += T) {
                 const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
-                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
-                else if (m != 0xFu && i - w0 >= nw) neg_mixed(base + 4 * i, m);
+                if (m == 0 || (m != 0xFu && i - w0 < nw)) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
+                else if (m != 0xFu) neg_mixed(base + 4 * i, m);
             }
         } else {
             unsigned char* base = rowb + ((i64)cu - (i64)mis);
@@ -616,15 +594,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         if (cu == u_begin) TRACE(7);
         lo_c = hi_c;
     }
-    if (restore) {  // uniform: the mixed vectors inside the row, by the threads of their labels
-        wait_copies();
-        __syncthreads();  // every kept logit is read
-        const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-        for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
-            const u32 x = s_lab[c];
-            const u64 e0 = (u64)x - ((x + mis) & 3u);  // the entry starting x's vector (below 0: wraps, not inside)
-            if (x >= e_begin && x < e_end && e0 <= x && e0 + 4 <= V) *reinterpret_cast<float4*>(rowf + e0) = ni4;
-        }
+    if (restore) {  // uniform
         __syncthreads();  // every -inf of the span is stored
         for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
             const u32 x = s_lab[c];
