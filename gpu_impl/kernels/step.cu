@@ -461,9 +461,9 @@ __device__ __forceinline__ void neg_mixed(float* q, u32 m) {
                         // every chunk takes its own from there (no binary searches at the chunk bounds)
 
 // *dst = *src for a float in shared memory from global memory, asynchronously (cp.async, sm_80+: no register
-// waits for it); wait_copies() waits for the thread's copies.  (On the host: a plain copy.)
+// waits for it); wait_copies() waits for the thread's copies.  (Before sm_80 and on the host: a plain copy.)
 __device__ __forceinline__ void copy_async(float* dst, const float* src) {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((u32)__cvta_generic_to_shared(dst)), "l"(src)
                  : "memory");
 #else
@@ -471,7 +471,7 @@ __device__ __forceinline__ void copy_async(float* dst, const float* src) {
 #endif
 }
 __device__ __forceinline__ void wait_copies() {
-#ifdef __CUDA_ARCH__
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;" ::: "memory");
 #endif
 }
