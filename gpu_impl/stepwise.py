@@ -172,10 +172,9 @@ class GpuTrieStepper:
         construction), so a row at the root takes one load to its next state (0: none; results do not depend on
         it).  ``defines``: kernels/step.cu's tuning macros (`DEFINES`: FT_STEP_THREADS, threads per
         block, a multiple of 32 in [64, 512]; FT_STEP_TRACE, for gpu_impl/scripts/step_probe.py only: its
-        advance_mask takes a trace buffer, so this stepper refuses advance_mask; FT_STEP_NO_RESTORE and
-        FT_STEP_NO_ROOT_FAST, the probe's A/B variants); results do not depend on them.  `blocks_per_row`
-        (attribute; None: about 4 blocks per SM in all, at most one per chunk) sets how many blocks share a
-        row's chunks."""
+        advance_mask takes a trace buffer, so this stepper refuses advance_mask); results do not depend on
+        them.  `blocks_per_row` (attribute; None: about 4 blocks per SM in all, at most one per chunk) sets how
+        many blocks share a row's chunks."""
         if isinstance(chunk, bool) or not isinstance(chunk, int) or not 1024 <= chunk <= 65536 or chunk & (chunk - 1):
             raise InputError(f"chunk: expected a power of two in [1024, 65536], got {chunk!r}")
         for name, val in (("child_table", child_table), ("root_table", root_table)):
@@ -203,7 +202,7 @@ class GpuTrieStepper:
         self._obj = ObjectCode.from_cubin(ck.cubin)
         self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in
                    ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table",
-                                "root_table")}
+                    "root_table")}
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * _sm_count(self.device)
@@ -539,7 +538,7 @@ class GpuTrieStepper:
 
 
 #: the macros of kernels/step.cu a caller may set (`GpuTrieStepper(defines=...)`); FT_STEP_CHUNK comes from `chunk`
-DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE", "FT_STEP_NO_RESTORE", "FT_STEP_NO_ROOT_FAST")
+DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE")
 
 
 def _check_defines(defines: dict[str, Any] | None) -> dict[str, str]:

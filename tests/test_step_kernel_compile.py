@@ -13,9 +13,7 @@ ENTRIES = ["ft_step_advance", "ft_step_walk", "ft_step_mask", "ft_step_advance_m
            "ft_step_count", "ft_step_fill", "ft_step_root_table", "ft_step_child_table"]
 
 
-@pytest.mark.parametrize(("arch", "extra"), [("sm_75", {}), ("sm_80", {}), ("sm_90", {}),
-                                            ("sm_90", {"FT_STEP_NO_RESTORE": "1"}),
-                                            ("sm_90", {"FT_STEP_NO_ROOT_FAST": "1"})])
+@pytest.mark.parametrize(("arch", "extra"), [("sm_75", {}), ("sm_80", {}), ("sm_90", {})])
 def test_every_step_kernel_compiles_without_spills(arch: str, extra: dict[str, str], tmp_path, monkeypatch) -> None:
     try:
         from cuda.bindings import nvrtc

@@ -322,19 +322,19 @@ __device__ __forceinline__ RootKid load_root_kid(const RootKid* rt, u64 x) {
     return RootKid{a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 }
 
-// pos (optional): where a row at the root took its new state from the root table, that state decoded (with its
-// children), and *have_pos set.
+// Whether the state (node, off) is the root and token x is a label the root table covers (x may still be EOS).
+__device__ __forceinline__ bool in_root_table(const Tab& T, i64 node, i64 off, i64 x, u64 V) {
+    return node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V);
+}
+
 __device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
-                                           u32 n_eos, Pos* pos = nullptr, bool* have_pos = nullptr) {
+                                           u32 n_eos) {
     Adv a;
     a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0;
     if (node == ST_FINISHED && off == 0) { a.nn = ST_FINISHED; return a; }
-    if (node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V) && !is_eos(n_eos, x)) {
-        const RootKid k = load_root_kid(T.rt, (u64)x);  // one load: the child and its decoded state
-        if (k.node) {
-            a.nn = k.node; a.no = 1;
-            if (pos) { *pos = root_kid_pos(k); *have_pos = true; }
-        }
+    if (in_root_table(T, node, off, x, V) && !is_eos(n_eos, x)) {
+        const RootKid k = load_root_kid(T.rt, (u64)x);  // one load: the child (and its decoded state)
+        if (k.node) { a.nn = k.node; a.no = 1; }
         return a;
     }
     const Pos p = decode(I, T, node, off, true);
@@ -489,7 +489,7 @@ __device__ __forceinline__ void wait_copies() {
 // -inf, and after the last chunk (one barrier) those kept logits are stored back.  So no 32-byte sector is
 // written in part before it was written whole (a row at the root of a 32,768-token library has about 600 mixed
 // vectors); elsewhere a mixed vector's disallowed entries are stored one by one (neg_mixed) and allowed entries
-// are never read or written.  FT_STEP_NO_RESTORE (the probe's A/B only): no restore.
+// are never read or written.
 __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_end, u64 V, u32 n_eos, float* rowf,
                           unsigned char* rowb) {
     __shared__ u32 bits2[2][CHUNK / 32];
@@ -503,11 +503,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
     const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
     const bool scan = p.kind == K_AT && p.end - p.first <= SCAN_MAX;
     const bool search = p.kind == K_AT && !scan;
-#ifdef FT_STEP_NO_RESTORE
-    const bool restore = false;
-#else
     const bool restore = scan && rowf && !eos_ok;  // (where EOS is allowed: a keyword's end, kept as it was)
-#endif
     u32 lo_c = 0, hi_c = 0;  // search: children [lo_c, hi_c) have labels in the chunk's entries
     if (scan) {  // thread t: children first + t + k T (here and in the restore)
         for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
@@ -682,11 +678,10 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
     const Tab T = TAB_INIT;
     const i64 node = node_in[w.row], off = off_in[w.row], x = token_at(tok, tok_is64, (u64)w.row * tok_stride);
     load_view(view, I, eos, n_eos);  // (node, off and x in flight with the view)
-#ifndef FT_STEP_NO_ROOT_FAST
     // A row at the root with a token in the root table (uniform: every thread has node, off and x): every thread
     // loads its new state from the table while thread 0 loads the view, so the view's barrier is the only one
-    // before the mask and no decoded state goes through shared memory.  (FT_STEP_NO_ROOT_FAST: the probe's A/B.)
-    bool root = node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V);
+    // before the mask and no decoded state goes through shared memory (advance_one's shortcut, block-wide).
+    bool root = in_root_table(T, node, off, x, V);
     for (u32 k = 0; root && k < n_eos; ++k) root = __ldg(&eos[k]) != x;
     if (root) {  // uniform
         const RootKid k = load_root_kid(T.rt, (u64)x);
@@ -704,13 +699,11 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
         TRACE_END();
         return;
     }
-#endif
     if (threadIdx.x == 0) {
-        bool have = false;
-        A = advance_one(I, T, node, off, x, V, n_eos, &P, &have);
+        A = advance_one(I, T, node, off, x, V, n_eos);
         if (A.nn >= 0) TRACE(1);
         if (!A.search) {
-            if (!have) P = decode_for_mask(I, T, A.nn, A.no, w.wide);
+            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
             if (P.kind != K_DEAD) TRACE(2);
         }
     }
