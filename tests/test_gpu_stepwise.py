@@ -328,8 +328,9 @@ def test_small_and_exact_child_windows():
 
 def test_root_table_holds_each_root_childs_decoded_state():
     """The root table (kernels/step.cu RootKid, 8 uint32 a label): per root label below its length, the child
-    and its decode (at a node: children, wide-label start, rank, end of a keyword; inside an edge: the next
-    token); zeros where the root has no child; its length is the cap or the largest root label + 1."""
+    and its decode (at a node: children, wide-label start, rank, end of a keyword, and zeros for a node without
+    children; inside an edge: the next token); zeros where the root has no child; its length is the cap or the
+    largest root label + 1."""
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
     kws = [[3], [3, 4, 5], [9, 1, 2, 3], [70_000, 1], [70_000, 80_000], [70_000, 2], [12], [12, 13]]
@@ -348,7 +349,8 @@ def test_root_table_holds_each_root_childs_decoded_state():
             f, e = (int(a[0]) for a in index.child_range(np.array([c])))
             if index.edge_lengths(np.array([c]))[0] == 1:
                 r0, re = index.hi_flag.rank1(np.array([f, e]))
-                want[x] = [c, 0, f, e - (re - r0), e, r0, 0, int(index.is_terminal(np.array([c]))[0])]
+                rng = [f, e - (re - r0), e, r0] if e > f else [0, 0, 0, 0]
+                want[x] = [c, 0, *rng, 0, int(index.is_terminal(np.array([c]))[0])]
             else:
                 want[x] = [c, 1, 0, 0, 0, 0, index.edge_tokens(np.array([c]), np.array([1]))[0], 0]
         assert np.array_equal(rt, want), cap

@@ -11,12 +11,13 @@
 //                    where begin or end is outside [0, width])
 //   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries
 //                    (cut where the row's 16-byte vectors start): the state decoded by thread 0 (one barrier),
-//                    a bitmap of the chunk's allowed tokens in shared memory, then -inf stored over the
-//                    disallowed float32 logits (16-byte stores; at a node of at most SCAN_MAX children, the
-//                    allowed logits are read first and stored back after the vectors went out whole: mask_span),
-//                    or a bool mask
+//                    then -inf stored over the disallowed float32 logits in 16-byte stores, or a bool mask
+//                    (mask_span): by comparison where at most an edge token and EOS are allowed; at a node of at
+//                    most SCAN_MAX children, over the whole span with the allowed logits read first and stored
+//                    back (mask_restore); else through a bitmap of each chunk's allowed tokens in shared memory
 //   ft_step_advance_mask  both in one launch: the new states and their mask (one launch per decode step);
-//                    thread 0 advances and decodes the new state with no barrier between
+//                    thread 0 advances and decodes the new state with no barrier between (inside an edge from
+//                    the node the old state read: one load for the next token)
 //   ft_step_walk_mask     walk (block-wide per row), then the mask of the walked states, in one launch
 //   ft_step_count    one thread per state: number of allowed trie tokens, and whether a keyword ends
 //   ft_step_fill     one block per state: the allowed tokens, ascending, into CSR or padded rows
@@ -86,6 +87,7 @@ struct Pos {
     u32 first, mid, end, r0;  // children (K_AT)
     u32 tok;                  // the next edge token (K_MID)
     bool term;                // a keyword ends here (K_AT)
+    bool ranged;              // [first, end) is known (K_AT; decode without `children` leaves it to the caller)
 };
 
 // The child table: fc[v] = first child of node v | rank1(hi_flag, first child) << 32, for v in [0, n]
@@ -137,7 +139,63 @@ __device__ __forceinline__ void child_range(const IndexView& I, const Tab& T, u3
 __device__ __forceinline__ Pos dead_pos() {
     Pos p;
     p.kind = K_DEAD; p.node = 0; p.off = 0; p.first = p.mid = p.end = p.r0 = 0; p.tok = 0; p.term = false;
+    p.ranged = false;
     return p;
+}
+
+// What a state's decode reads of its node: the flags, the edge (link start a, length m) and, with `children`,
+// the child table's entries.
+struct Node {
+    u32 v, fl, a, m;
+    u64 ta, tb;
+    bool tab;
+};
+
+// The node's reads, loaded together: the child table's entries (used only at the node), the flags and rank1 of
+// the linked bits (used only if the node is linked); the empty asm keeps the compiler from sinking loads into
+// branches.  Then the edge's link start and length (a linked node).
+__device__ __forceinline__ Node load_node(const IndexView& I, const Tab& T, u32 v, bool children) {
+    Node n;
+    n.v = v;
+    n.tab = children && v < T.n;
+    n.ta = n.tb = 0;
+    if (n.tab) { n.ta = __ldg(&T.fc[v]); n.tb = __ldg(&T.fc[v + 1]); }
+    n.fl = node_flags(I, v);
+    const u32 lr = rank1(I.linked_words, I.linked_rank, v);
+    asm volatile("" ::"r"(lr), "l"(n.ta), "l"(n.tb));
+    n.m = v == 0 ? 0u : 1u;
+    n.a = 0;
+    if (n.fl & NODE_LINKED) {
+        n.a = packed_get(I.link_starts, I.ls_width, lr);
+        n.m = 1u + packed_get(I.link_starts, I.ls_width, (u64)lr + 1) - n.a;
+    }
+    return n;
+}
+
+// The state `off` tokens into node n's edge (valid: 1 <= off <= n.m, or 0 at the root); `children`: with the
+// child range of a state at the node (a node without children has the empty range, known from its flags).
+__device__ __forceinline__ Pos node_pos(const IndexView& I, const Tab& T, const Node& n, u32 off, bool children) {
+    Pos p = dead_pos();
+    p.node = n.v;
+    p.off = off;
+    if (off == n.m) {
+        p.kind = K_AT;
+        p.term = (n.fl & NODE_TERMINAL) != 0;
+        p.ranged = true;
+        if (!(n.fl & NODE_HAS_CHILD)) {}  // no children: [0, 0)
+        else if (n.tab) table_range(n.ta, n.tb, p);
+        else if (children) child_range(I, T, n.v, p);
+        else p.ranged = false;
+    } else {
+        p.kind = K_MID;
+        p.tok = packed_get(I.suffix, I.suffix_width, (u64)n.a + off - 1);
+    }
+    return p;
+}
+
+// Whether `node` is a node of the index and `off` a valid offset into its edge (n loaded).
+__device__ __forceinline__ bool valid_off(const Node& n, i64 off) {
+    return off >= (n.v == 0 ? 0 : 1) && off <= (i64)n.m;
 }
 
 // Decode a state; `children` also computes the child range of a state at a node.
@@ -145,34 +203,9 @@ __device__ __forceinline__ Pos decode(const IndexView& I, const Tab& T, i64 node
     Pos p = dead_pos();
     if (node == ST_FINISHED && off == 0) { p.kind = K_FIN; return p; }
     if (node < 0 || node >= (i64)I.num_nodes) return p;
-    const u32 v = (u32)node;
-    // the child table's entries (used only at a node), the flags and rank1 of the linked bits (used only if the
-    // node is linked) are loaded together; the empty asm keeps the compiler from sinking loads into branches
-    const bool tab = children && v < T.n;
-    u64 ta = 0, tb = 0;
-    if (tab) { ta = __ldg(&T.fc[v]); tb = __ldg(&T.fc[v + 1]); }
-    const u32 fl = node_flags(I, v);
-    const u32 lr = rank1(I.linked_words, I.linked_rank, v);
-    asm volatile("" ::"r"(lr), "l"(ta), "l"(tb));
-    u32 m = v == 0 ? 0u : 1u;
-    u32 a = 0;
-    if (fl & 1u) {
-        a = packed_get(I.link_starts, I.ls_width, lr);
-        m = 1u + packed_get(I.link_starts, I.ls_width, (u64)lr + 1) - a;
-    }
-    if (off < (v == 0 ? 0 : 1) || off > (i64)m) return p;
-    p.node = v;
-    p.off = (u32)off;
-    if (p.off == m) {
-        p.kind = K_AT;
-        p.term = (fl & 2u) != 0;
-        if (tab) table_range(ta, tb, p);
-        else if (children) child_range(I, T, v, p);
-    } else {
-        p.kind = K_MID;
-        p.tok = packed_get(I.suffix, I.suffix_width, (u64)a + p.off - 1);
-    }
-    return p;
+    const Node n = load_node(I, T, (u32)node, children);
+    if (!valid_off(n, off)) return p;
+    return node_pos(I, T, n, (u32)off, children);
 }
 
 // The EOS ids of the launch (at most 8, flashtrie.stepwise._MAX_EOS), copied to shared memory with the view
@@ -282,6 +315,7 @@ __device__ void block_child_range(const IndexView& I, u32 node, Pos& p) {
     p.end = (u32)(zend - 1 - node + 1);
     p.r0 = rank1(I.hi_words, I.hi_rank, p.first);
     p.mid = p.end - (rank1(I.hi_words, I.hi_rank, p.end) - p.r0);
+    p.ranged = true;
 }
 
 // The view and the EOS ids (s_eos) into shared memory by thread 0, which uses them at once; the other threads
@@ -302,10 +336,12 @@ __device__ __forceinline__ i64 token_at(const void* tok, u32 tok_is64, u64 i) {
 #define SMALL_WINDOW 8u        // a child search over at most this many labels: one thread, its loads together
 
 // One advance, by one thread (as flashtrie.stepwise.TrieStepper.advance; labels are below V): the new state,
-// or (search) a label window [lo, hi) over more than SMALL_WINDOW children for block_lower_bound to finish.
+// or (search) a label window [lo, hi) over more than SMALL_WINDOW children for block_lower_bound to finish;
+// `next` (K_MID: the token is the edge's next one) the new state decoded from the node already loaded.
 struct Adv {
     i64 nn, no;
     u32 search, lo, hi, mid, r0, end;
+    u32 next;  // the new state's decode is in *next (advance_one's argument)
 };
 
 // The decoded state of the root's child entry k (decode(k.node, 1, true)).
@@ -313,6 +349,7 @@ __device__ __forceinline__ Pos root_kid_pos(const RootKid& k) {
     Pos p;
     p.kind = (int)k.kind; p.node = k.node; p.off = 1;
     p.first = k.first; p.mid = k.mid; p.end = k.end; p.r0 = k.r0; p.tok = k.tok; p.term = k.term != 0;
+    p.ranged = true;
     return p;
 }
 
@@ -327,25 +364,33 @@ __device__ __forceinline__ bool in_root_table(const Tab& T, i64 node, i64 off, i
     return node == 0 && off == 0 && x >= 0 && (u64)x < min((u64)T.rt_n, V);
 }
 
+// `next` (may be null): where the new state goes, decoded (its child range if `next_children`), when it is the
+// next offset into the old state's edge: the node's reads are the old state's.
 __device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
-                                           u32 n_eos) {
+                                           u32 n_eos, Pos* next = nullptr, bool next_children = true) {
     Adv a;
-    a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0;
+    a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0; a.next = 0;
     if (node == ST_FINISHED && off == 0) { a.nn = ST_FINISHED; return a; }
     if (in_root_table(T, node, off, x, V) && !is_eos(n_eos, x)) {
         const RootKid k = load_root_kid(T.rt, (u64)x);  // one load: the child (and its decoded state)
         if (k.node) { a.nn = k.node; a.no = 1; }
         return a;
     }
-    const Pos p = decode(I, T, node, off, true);
-    if (p.kind == K_DEAD) return a;
+    if (node < 0 || node >= (i64)I.num_nodes) return a;
+    const Node nd = load_node(I, T, (u32)node, true);
+    if (!valid_off(nd, off)) return a;
+    const Pos p = node_pos(I, T, nd, (u32)off, true);
     if (is_eos(n_eos, x)) {
         if (p.kind == K_AT && p.term) a.nn = ST_FINISHED;
         return a;
     }
     if (x < 0 || (u64)x >= V || x > 0xFFFFFFFEll) return a;
     if (p.kind == K_MID) {
-        if ((i64)p.tok == x) { a.nn = p.node; a.no = (i64)p.off + 1; }
+        if ((i64)p.tok == x) {
+            a.nn = p.node;
+            a.no = (i64)p.off + 1;
+            if (next) { *next = node_pos(I, T, nd, p.off + 1, next_children); a.next = 1; }
+        }
         return a;
     }
     u32 lo, hi;
@@ -447,9 +492,8 @@ __device__ __forceinline__ u32 bytes4(u32 n) {
     return (n & 1u) | ((n & 2u) << 7) | ((n & 4u) << 14) | ((n & 8u) << 21);
 }
 
-// -inf over the disallowed entries of a mixed 16-byte vector q (allowed bits m), entry by entry: the vectors at a
-// row's two ends (their entries outside the row are never written), and every mixed vector of a row whose
-// allowed entries are not all kept for restoring (mask_span).
+// -inf over the entries of a 16-byte vector q whose bits in m are clear, entry by entry (a vector at a row's end:
+// its entries outside the row are never written; or one that holds allowed entries that are not restored).
 __device__ __forceinline__ void neg_mixed(float* q, u32 m) {
     if (!(m & 1u)) q[0] = NEG_INF;
     if (!(m & 2u)) q[1] = NEG_INF;
@@ -457,8 +501,65 @@ __device__ __forceinline__ void neg_mixed(float* q, u32 m) {
     if (!(m & 8u)) q[3] = NEG_INF;
 }
 
+// Bit j set where entry e0 + j (e0 may be below 0) is in [lo, hi), for the `width` (<= 16) entries from e0.
+__device__ __forceinline__ u32 span_bits(i64 e0, u32 width, u64 lo, u64 hi) {
+    const i64 a = max((i64)lo - e0, 0ll), b = min((i64)hi - e0, (i64)width);
+    return a >= b ? 0u : ((1u << (u32)b) - 1u) & ~((1u << (u32)a) - 1u);
+}
+
+#define NO_TOKEN (-(1ll << 62))  // sparse_bits: no edge token
+
+// The allowed entries among the `width` entries from e0 of a state that allows at most its edge's next token
+// `tok` and (eos_ok) the EOS ids: a state inside an edge, DEAD, FINISHED or a node without children.
+__device__ __forceinline__ u32 sparse_bits(i64 e0, u32 width, i64 tok, bool eos_ok, u32 n_eos) {
+    u32 m = (u64)(tok - e0) < width ? 1u << (u32)(tok - e0) : 0u;
+    if (eos_ok)
+        for (u32 k = 0; k < n_eos; ++k) {
+            const i64 d = s_eos[k] - e0;
+            if ((u64)d < width) m |= 1u << (u32)d;
+        }
+    return m;
+}
+
+// -inf over the entries of the block's span [e_begin, e_end) but `tok` and (eos_ok) the EOS ids: the span's
+// 16-byte vectors (aligned coordinates from u_begin: entry e is at u = e + mis) in one store each, those at the
+// row's ends and the few with an allowed entry entry by entry.  No barrier, nothing read.
+__device__ __forceinline__ void neg_span(float* rowf, u64 u_begin, u64 e_begin, u64 e_end, u32 mis, i64 tok,
+                                         bool eos_ok, u32 n_eos) {
+    const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
+    const u64 g_end = (e_end + mis + 3) >> 2;
+#pragma unroll 4
+    for (u64 g = (u_begin >> 2) + threadIdx.x; g < g_end; g += blockDim.x) {
+        const i64 e0 = (i64)(4 * g) - (i64)mis;
+        const u32 wr = span_bits(e0, 4, e_begin, e_end) & ~sparse_bits(e0, 4, tok, eos_ok, n_eos);
+        if (wr == 0xFu) *reinterpret_cast<float4*>(rowf + e0) = ni4;
+        else if (wr) neg_mixed(rowf + e0, ~wr & 0xFu);
+    }
+}
+
+// The bool mask of the block's span for a sparse state (sparse_bits): one 16-byte store of 16 entries, entry by
+// entry at the row's ends.
+__device__ __forceinline__ void bool_span(unsigned char* rowb, u64 u_begin, u64 e_begin, u64 e_end, u32 mis,
+                                          i64 tok, bool eos_ok, u32 n_eos) {
+    const u64 g_end = (e_end + mis + 15) >> 4;
+    for (u64 g = (u_begin >> 4) + threadIdx.x; g < g_end; g += blockDim.x) {
+        const i64 e0 = (i64)(16 * g) - (i64)mis;
+        const u32 in = span_bits(e0, 16, e_begin, e_end), m = sparse_bits(e0, 16, tok, eos_ok, n_eos);
+        unsigned char* q = rowb + e0;
+        if (in == 0xFFFFu) {
+            *reinterpret_cast<uint4*>(q) = make_uint4(bytes4(m & 0xFu), bytes4((m >> 4) & 0xFu),
+                                                      bytes4((m >> 8) & 0xFu), bytes4(m >> 12));
+        } else {
+            for (u32 t = 0; t < 16; ++t)
+                if ((in >> t) & 1u) q[t] = (unsigned char)((m >> t) & 1u);
+        }
+    }
+}
+
 #define SCAN_MAX 1024u  // a node with at most this many children: its labels go to shared memory once, and
                         // every chunk takes its own from there (no binary searches at the chunk bounds)
+__shared__ u32 s_lab[SCAN_MAX];
+__shared__ float s_keep[SCAN_MAX + 8];  // mask_restore: the logits of s_lab's labels in the span, then the EOS ids'
 
 // *dst = *src for a float in shared memory from global memory, asynchronously (cp.async, sm_80+: no register
 // waits for it); wait_copies() waits for the thread's copies.  (Before sm_80 and on the host: a plain copy.)
@@ -476,42 +577,89 @@ __device__ __forceinline__ void wait_copies() {
 #endif
 }
 
+// The labels of the node's children into s_lab (thread t: children first + t + k T; up to 4 per thread loaded
+// together, the copies after them), and with rowf the logits of those in [e_begin, e_end) into s_keep.
+__device__ __forceinline__ void load_labels(const IndexView& I, const Pos& p, float* rowf, u64 e_begin, u64 e_end) {
+    const u32 T = blockDim.x, nch = p.end - p.first;
+    for (u32 c0 = threadIdx.x; c0 < nch; c0 += 4 * T) {
+        u32 x[4];
+#pragma unroll
+        for (u32 j = 0; j < 4; ++j) x[j] = c0 + j * T < nch ? child_label(I, p.first + c0 + j * T, p.mid, p.r0) : 0u;
+#pragma unroll
+        for (u32 j = 0; j < 4; ++j) {
+            const u32 c = c0 + j * T;
+            if (c >= nch) break;
+            s_lab[c] = x[j];
+            if (rowf && x[j] >= e_begin && x[j] < e_end) copy_async(&s_keep[c], rowf + x[j]);
+        }
+    }
+}
+
+// The float32 mask of the block's span at a node of 1 .. SCAN_MAX children: the allowed logits (its children's
+// labels, and the EOS ids where a keyword ends) are copied to shared memory as the labels arrive; after one
+// barrier -inf goes over the whole span, 16 bytes a store; after another the kept logits are stored back.  So
+// no 32-byte sector is written in part before it was written whole, and no bitmap is built.
+__device__ void mask_restore(const IndexView& I, const Pos& p, u64 u_begin, u64 e_begin, u64 e_end, u32 mis,
+                             bool eos_ok, u32 n_eos, float* rowf) {
+    load_labels(I, p, rowf, e_begin, e_end);
+    const bool eos_mine = eos_ok && threadIdx.x < n_eos;
+    const i64 xe = eos_mine ? s_eos[threadIdx.x] : -1;
+    const bool eos_here = eos_mine && xe >= (i64)e_begin && xe < (i64)e_end;
+    if (eos_here) copy_async(&s_keep[SCAN_MAX + threadIdx.x], rowf + xe);
+    TRACE(5);
+    wait_copies();
+    __syncthreads();  // every kept logit of the span is in shared memory
+    TRACE(6);
+    neg_span(rowf, u_begin, e_begin, e_end, mis, NO_TOKEN, false, 0);
+    TRACE(7);
+    __syncthreads();  // every -inf of the span is stored
+    for (u32 c = threadIdx.x; c < p.end - p.first; c += blockDim.x) {
+        const u32 x = s_lab[c];
+        if (x >= e_begin && x < e_end) rowf[x] = s_keep[c];
+    }
+    if (eos_here) rowf[xe] = s_keep[SCAN_MAX + threadIdx.x];
+}
+
 // A block's part of a row's mask, for the decoded state p (with its child range).  Chunks are cut in aligned
 // coordinates u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting
 // at a multiple of VEC in u is one 16-byte store): the block has chunks [u_begin, u_end), CHUNK entries each.
-// Per chunk: a bitmap of its allowed entries in shared memory (bits outside the row set: never written), one
-// barrier, the bits of the allowed tokens, one barrier, then per vector its bits (one shared load): -inf over
-// the disallowed float32 logits, or the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating,
-// so the next chunk's bitmap needs no barrier after the stores.
-// The float32 logits are write-only except for `restore` (a node of at most SCAN_MAX children where no keyword
-// ends): each thread loads the logits of its children's labels in the block's span with the labels, before any
-// store; every vector inside the row that is not all allowed is then one 16-byte store of
-// -inf, and after the last chunk (one barrier) those kept logits are stored back.  So no 32-byte sector is
-// written in part before it was written whole (a row at the root of a 32,768-token library has about 600 mixed
-// vectors); elsewhere a mixed vector's disallowed entries are stored one by one (neg_mixed) and allowed entries
-// are never read or written.
+// Three ways, by what the state allows:
+// * at most its edge's next token and the EOS ids (inside an edge, DEAD, FINISHED, a node without children):
+//   each vector's allowed entries by comparison (neg_span, bool_span), no barrier;
+// * float32 logits at a node of at most SCAN_MAX children: mask_restore;
+// * else per chunk a bitmap of its allowed entries in shared memory (bits outside the row set: never written),
+//   one barrier, the bits of the allowed tokens, one barrier, then per vector its bits (one shared load): -inf
+//   over the disallowed float32 logits (an all-allowed vector is not written, a mixed one entry by entry), or
+//   the bool mask (one 16-byte store of 16 entries).  Two bitmaps, alternating, so the next chunk's bitmap
+//   needs no barrier after the stores.
+// Only mask_restore reads the float32 logits (the allowed ones, stored back unchanged).
 __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_end, u64 V, u32 n_eos, float* rowf,
                           unsigned char* rowb) {
     __shared__ u32 bits2[2][CHUNK / 32];
-    __shared__ u32 s_lab[SCAN_MAX];
-    __shared__ float s_keep[SCAN_MAX];  // restore: the logits of the labels s_lab (those in the span)
     const u32 T = blockDim.x;
     const u32 mis = rowf ? (u32)(((unsigned long long)rowf >> 2) & 3u) : (u32)((unsigned long long)rowb & 15u);
     const u64 e_begin = u_begin > mis ? min(V, u_begin - mis) : 0ull;
     const u64 e_end = u_end > mis ? min(V, u_end - mis) : 0ull;
     if (e_begin >= e_end) return;  // uniform
     const bool eos_ok = p.kind != K_MID && (p.kind != K_AT || p.term);
-    const bool scan = p.kind == K_AT && p.end - p.first <= SCAN_MAX;
-    const bool search = p.kind == K_AT && !scan;
-    const bool restore = scan && rowf && !eos_ok;  // (where EOS is allowed: a keyword's end, kept as it was)
+    if (p.kind != K_AT || p.end == p.first) {  // uniform: sparse
+        const i64 tok = p.kind == K_MID ? (i64)p.tok : NO_TOKEN;
+        TRACE(5);
+        TRACE(6);
+        if (rowf) neg_span(rowf, u_begin, e_begin, e_end, mis, tok, eos_ok, n_eos);
+        else bool_span(rowb, u_begin, e_begin, e_end, mis, tok, eos_ok, n_eos);
+        TRACE(7);
+        return;
+    }
+    const bool scan = p.end - p.first <= SCAN_MAX;
+    if (scan && rowf) {  // uniform
+        mask_restore(I, p, u_begin, e_begin, e_end, mis, eos_ok, n_eos, rowf);
+        return;
+    }
     u32 lo_c = 0, hi_c = 0;  // search: children [lo_c, hi_c) have labels in the chunk's entries
-    if (scan) {  // thread t: children first + t + k T (here and in the restore)
-        for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
-            const u32 x = child_label(I, p.first + c, p.mid, p.r0);
-            s_lab[c] = x;
-            if (restore && x >= e_begin && x < e_end) copy_async(&s_keep[c], rowf + x);
-        }
-    } else if (search) {  // the first chunk's bounds, searched together
+    if (scan) {
+        load_labels(I, p, nullptr, 0, 0);
+    } else {  // the first chunk's bounds, searched together
         const u64 eb = min(e_end, u_begin + CHUNK - mis);
         u32 la, ha, lb, hb;
         label_window(p.first, p.end, V, e_begin, la, ha);
@@ -524,12 +672,12 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
     for (u64 cu = u_begin; cu < u_end; cu += CHUNK) {
         const u64 elo = max(e_begin, cu > mis ? cu - mis : 0ull), ehi = min(e_end, cu + CHUNK - mis);
         if (elo >= ehi) break;  // uniform: past the row's end
-        if (search && cu != u_begin) {
+        if (!scan && cu != u_begin) {
             u32 lo, hi;
             label_window(p.first, p.end, V, ehi, lo, hi);
             hi_c = ehi >= V ? p.end : block_lower_bound(I, max(lo, lo_c), hi, p.mid, p.r0, ehi);
         }
-        const bool full = search && (u64)(hi_c - lo_c) == ehi - elo;  // every entry is a child label
+        const bool full = !scan && (u64)(hi_c - lo_c) == ehi - elo;  // every entry is a child label
         if (full && rowf) { lo_c = hi_c; continue; }  // nothing to store
         u32* bits = bits2[buf];
         buf ^= 1u;
@@ -546,31 +694,24 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
                 const u32 x = s_lab[c];
                 if (x >= elo && x < ehi) set_bit(bits, (u32)(x + mis - cu));
             }
-        } else if (search && !full) {
+        } else if (!full) {
             for (u32 c = lo_c + threadIdx.x; c < hi_c; c += T)
                 set_bit(bits, (u32)(child_label(I, c, p.mid, p.r0) + mis - cu));
         }
-        if (restore && cu == u_begin) wait_copies();  // the kept logits are read before any store below
-        if (threadIdx.x == 0) {
-            if (p.kind == K_MID && p.tok >= elo && p.tok < ehi) set_bit(bits, (u32)(p.tok + mis - cu));
-            if (eos_ok)
-                for (u32 e = 0; e < n_eos; ++e) {
-                    const i64 x = s_eos[e];
-                    if (x >= (i64)elo && x < (i64)ehi) set_bit(bits, (u32)((u64)x + mis - cu));
-                }
-        }
+        if (threadIdx.x == 0 && eos_ok)
+            for (u32 e = 0; e < n_eos; ++e) {
+                const i64 x = s_eos[e];
+                if (x >= (i64)elo && x < (i64)ehi) set_bit(bits, (u32)((u64)x + mis - cu));
+            }
         __syncthreads();
         if (cu == u_begin) TRACE(6);
         if (rowf) {
             float* base = rowf + ((i64)cu - (i64)mis);  // entry of bit 0 (before the row only where bits are set)
-            const u32 i_hi = (jhi + 3) >> 2;
             const float4 ni4 = make_float4(NEG_INF, NEG_INF, NEG_INF, NEG_INF);
-            // restore: the vectors [w0, w0 + nw) lie inside the row (a mixed one is stored whole)
-            const u32 w0 = (jlo + 3) >> 2, nw = restore && (jhi >> 2) > w0 ? (jhi >> 2) - w0 : 0u;
 #pragma unroll 4
-            for (u32 i = (jlo >> 2) + threadIdx.x; i < i_hi; i += T) {
+            for (u32 i = (jlo >> 2) + threadIdx.x; i < (jhi + 3) >> 2; i += T) {
                 const u32 m = (bits[i >> 3] >> ((i & 7u) << 2)) & 0xFu;
-                if (m == 0 || (m != 0xFu && i - w0 < nw)) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
+                if (m == 0) *reinterpret_cast<float4*>(base + 4 * i) = ni4;
                 else if (m != 0xFu) neg_mixed(base + 4 * i, m);
             }
         } else {
@@ -589,13 +730,6 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         }
         if (cu == u_begin) TRACE(7);
         lo_c = hi_c;
-    }
-    if (restore) {  // uniform
-        __syncthreads();  // every -inf of the span is stored
-        for (u32 c = threadIdx.x; c < p.end - p.first; c += T) {
-            const u32 x = s_lab[c];
-            if (x >= e_begin && x < e_end) rowf[x] = s_keep[c];
-        }
     }
 }
 
@@ -638,7 +772,7 @@ __device__ __forceinline__ Pos decode_for_mask(const IndexView& I, const Tab& T,
 // After the barrier that follows thread 0's decode into *P: the Pos in every thread.
 __device__ __forceinline__ Pos mask_pos(const IndexView& I, const Tab& T, const Pos* P, bool wide) {
     Pos p = *P;
-    if (wide && p.kind == K_AT && p.node >= T.n) block_child_range(I, p.node, p);  // uniform
+    if (wide && p.kind == K_AT && !p.ranged) block_child_range(I, p.node, p);  // uniform
     return p;
 }
 
@@ -699,10 +833,10 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
         TRACE_END();
         return;
     }
-    if (threadIdx.x == 0) {
-        A = advance_one(I, T, node, off, x, V, n_eos);
+    if (threadIdx.x == 0) {  // (a new state inside the old one's edge comes decoded: one load for its token)
+        A = advance_one(I, T, node, off, x, V, n_eos, &P, !w.wide || (node >= 0 && node < (i64)T.n));
         if (A.nn >= 0) TRACE(1);
-        if (!A.search) {
+        if (!A.search && !A.next) {
             P = decode_for_mask(I, T, A.nn, A.no, w.wide);
             if (P.kind != K_DEAD) TRACE(2);
         }

@@ -97,18 +97,26 @@ def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray
 
 def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
     """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index); the
-    lowercase keys child_table and root_table are the stepper's options of those names."""
-    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+    lowercase keys child_table and root_table are the stepper's options of those names, and source=FILE
+    compiles kernels/FILE in place of step.cu (an earlier step.cu with the same kernel parameters, for an A/B)."""
+    import flashtrie.gpu_impl.stepwise as sw
 
-    base = GpuTrieStepper(index)
+    base = sw.GpuTrieStepper(index)
     out = {"default": base}
     shared = SimpleNamespace(index=index, _index_ptr=base._view_ptr)
+    real = sw.compile_kernel
     for spec in variants:
         name, _, macros = spec.partition("=")
         defines = dict(m.split("=", 1) for m in macros.split("+") if m)
         chunk = int(defines.pop("FT_STEP_CHUNK", base.chunk))  # the host must cut chunks the same way
         opts = {k: int(defines.pop(k)) for k in ("child_table", "root_table") if k in defines}
-        out[name] = GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines, **opts)
+        source = defines.pop("source", None)
+        if source:
+            sw.compile_kernel = lambda _file, *a, _src=source, **k: real(_src, *a, **k)
+        try:
+            out[name] = sw.GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines, **opts)
+        finally:
+            sw.compile_kernel = real
     return out
 
 
@@ -117,8 +125,10 @@ def _recorder(calls: list[Any]) -> Any:
     return lambda *a: calls.append(a)
 
 
-TRACE_MARKS = ["entry", "advance (t0)", "decode new (t0)", "barrier", "pos", "bitmap 1", "bits 1", "stores 1",
-               "", "end"]
+#: step.cu's TRACE(k) marks: at a node of <= SCAN_MAX children (mask_restore) 5 is "labels read, copies
+#: issued" and 6 "copies landed, barrier"; inside an edge (the sparse path) 5 and 6 are at the span's start
+TRACE_MARKS = ["entry", "advance (t0)", "decode new (t0)", "barrier", "pos", "bitmap 1 / labels", "bits 1 / copies",
+               "stores 1", "", "end"]
 
 
 def _trace(index: Any, gpu: Any, dev: dict[str, Any], V: int, eos: int, logits: Any, launch: Any) -> dict[str, Any]:
@@ -158,6 +168,8 @@ def _trace(index: Any, gpu: Any, dev: dict[str, Any], V: int, eos: int, logits: 
                 [round(float(np.median(dd)), 3), round(float(np.percentile(dd, 90)), 3)] if ok.any() else None)
             prev = k
         seen = (tr[:, 15] > 0) & (tr[:, 14] > 0)
+        med = np.median(tr[seen, 15]) if seen.any() else 0
+        seen &= np.abs(tr[:, 15] - med) < 1e9  # of the last launch (a stray slot read 57 years off in run 10)
         g_in, g_out = tr[seen, 15], tr[seen, 14]
         phases["blocks traced"] = int(seen.sum())
         phases["block entry spread (globaltimer, us)"] = round(float(g_in.max() - g_in.min()) / 1e3, 3)
