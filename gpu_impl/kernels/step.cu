@@ -742,7 +742,7 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
         unsigned char *outb, u64 row_stride, unsigned long long *dead_count, u32 flags
 #define MASK_ARGS V, per_block, blocks_per_row, eos, n_eos, outf, outb, row_stride, dead_count, flags
 
-// A mask block's row, its chunks [u0, u1) (aligned coordinates) and the row's output.
+// A mask block's row, its span [u0, u1) (aligned coordinates: mask_span) and the row's output.
 struct MaskRow {
     u32 row, b;
     u64 u0, u1;
@@ -755,10 +755,18 @@ __device__ __forceinline__ MaskRow mask_row(MASK_PARAMS) {
     MaskRow w;
     w.row = blockIdx.x / blocks_per_row;
     w.b = blockIdx.x % blocks_per_row;
-    w.u0 = (u64)w.b * per_block * CHUNK;
-    w.u1 = w.u0 + (u64)per_block * CHUNK;
     w.f = outf ? outf + (u64)w.row * row_stride : nullptr;
     w.c = outb ? outb + (u64)w.row * row_stride : nullptr;
+#ifdef FT_STEP_CHUNK_SPANS
+    w.u0 = (u64)w.b * per_block * CHUNK;
+    w.u1 = w.u0 + (u64)per_block * CHUNK;
+#else
+    // the row's aligned extent [0, V + mis) in equal parts of whole 16-entry vectors (at most per_block chunks)
+    const u32 mis = outf ? (u32)(((unsigned long long)w.f >> 2) & 3u) : (u32)((unsigned long long)w.c & 15u);
+    const u64 n16 = (V + mis + 15) >> 4;
+    w.u0 = 16 * (n16 * w.b / blocks_per_row);
+    w.u1 = 16 * (n16 * (w.b + 1) / blocks_per_row);
+#endif
     w.wide = (flags & 1u) != 0;
     return w;
 }
@@ -836,8 +844,8 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
     if (threadIdx.x == 0) {  // (a new state inside the old one's edge comes decoded: one load for its token)
         A = advance_one(I, T, node, off, x, V, n_eos, &P, !w.wide || (node >= 0 && node < (i64)T.n));
         if (A.nn >= 0) TRACE(1);
-        if (!A.search && !A.next) {
-            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
+        if (!A.search) {
+            if (!A.next) P = decode_for_mask(I, T, A.nn, A.no, w.wide);
             if (P.kind != K_DEAD) TRACE(2);
         }
     }

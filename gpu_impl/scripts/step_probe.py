@@ -59,6 +59,11 @@ extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 bp
     const u64 v0 = min(V, (u64)b * per_block), v1 = min(V, v0 + per_block);
     neg_span(out + (u64)row * row_stride, v0, v1);
 }
+
+// -inf over out[0, total) (contiguous rows) in gridDim.x equal parts, one a block
+extern "C" __global__ void probe_store_flat(float* out, u64 total) {
+    neg_span(out, total * blockIdx.x / gridDim.x, total * (blockIdx.x + 1) / gridDim.x);
+}
 """
 
 
@@ -249,6 +254,19 @@ def main(argv: list[str] | None = None) -> int:
         t[f"chain {depth}, no stores"] = _graph_us(store(depth, None)) if depth else t["empty"]
         t[f"chain {depth} + stores"] = _graph_us(store(depth))
     t["stores x10"] = _graph_us(store(0), inner=10)
+    # the same bytes with other spans: equal parts of each row (bpr a row), equal parts of the whole tensor
+    balanced = -(-V // bpr)
+    t["stores x10, equal parts of a row"] = _graph_us(
+        lambda: launch(stream(), cfg, k_store, np.uint64(logits.data_ptr()), np.uint64(V), np.uint64(V),
+                       np.uint32(bpr), np.uint64(balanced), np.uint64(table.data_ptr()), np.uint64(table_n - 1),
+                       np.uint32(0), np.uint64(sink.data_ptr())), inner=10)
+    k_flat = obj.get_kernel("probe_store_flat")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for nb in (blocks, 3 * sms, 4 * sms):
+        fcfg = LaunchConfig(grid=nb, block=256)
+        t[f"stores x10, {nb} equal parts of the tensor"] = _graph_us(
+            lambda fcfg=fcfg: launch(stream(), fcfg, k_flat, np.uint64(logits.data_ptr()), np.uint64(rows * V)),
+            inner=10)
     for n, (d, tok) in dev.items():
         for name, g in steppers.items():
             def fused(g: Any = g, d: Any = d, tok: Any = tok) -> Any:
