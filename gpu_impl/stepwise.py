@@ -538,7 +538,7 @@ class GpuTrieStepper:
 
 
 #: the macros of kernels/step.cu a caller may set (`GpuTrieStepper(defines=...)`); FT_STEP_CHUNK comes from `chunk`
-DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE")
+DEFINES = ("FT_STEP_THREADS", "FT_STEP_TRACE", "FT_STEP_CHUNK_SPANS")
 
 
 def _check_defines(defines: dict[str, Any] | None) -> dict[str, str]:
