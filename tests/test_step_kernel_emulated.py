@@ -115,13 +115,13 @@ class Emu:
         return StepStates(no, oo)
 
     def walk_mask(self, ids: np.ndarray, begin: np.ndarray, end: int, v: int, e: tuple[int, ...], per_block: int,
-                  out: np.ndarray | None = None) -> np.ndarray:
-        """The fused walk + mask kernel: additive into ``out``, else a bool mask."""
+                  out: np.ndarray | None = None, extra: int = 0) -> np.ndarray:
+        """The fused walk + mask kernel: additive into ``out``, else a bool mask (grid as `mask`)."""
         n, chunks = ids.shape[0], -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        self.lib.emu_walk_mask(U32(n * bpr), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]), U32(n),
-                               _p(begin), I64(0), _p(None), I64(end), U64(v), U32(per_block), U32(bpr),
+        self.lib.emu_walk_mask(U32(n * bpr + extra), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]),
+                               U32(n), _p(begin), I64(0), _p(None), I64(end), U64(v), U32(bpr), U32(extra),
                                _p(self._eos(e)), U32(len(e)),
                                _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
         return out if out is not None else ob.astype(bool)
@@ -151,23 +151,25 @@ class Emu:
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
-             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1
+             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1, extra: int = 0
              ) -> tuple[np.ndarray, int, StepStates | None]:
         """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool;
-        each block over ``per_block`` chunks (flags bit 0: child ranges past the table by the block-wide
-        search of the LOUDS zeros, else two select0)."""
+        each row in about v / (per_block chunks) equal parts, one a block, the first ``extra`` rows in one part
+        more (flags bit 0: child ranges past the table by the block-wide search of the LOUDS zeros, else two
+        select0)."""
         n, chunks = len(s), -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        common = [U64(v), U32(per_block), U32(bpr), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
+        common = [U64(v), U32(bpr), U32(extra), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
                   U32(flags)]
+        grid = n * bpr + extra
         if tok is None:
-            self.lib.emu_mask(U32(n * bpr), *self.tab, _p(s.node), _p(s.off), U32(n), *common)
+            self.lib.emu_mask(U32(grid), *self.tab, _p(s.node), _p(s.off), U32(n), *common)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            self.lib.emu_advance_mask(U32(n * bpr), *self.tab, _p(s.node), _p(s.off), _p(tok), U32(1),
+            self.lib.emu_advance_mask(U32(grid), *self.tab, _p(s.node), _p(s.off), _p(tok), U32(1),
                                       U64(1), U32(n), *common, _p(no), _p(oo))
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new
@@ -177,7 +179,8 @@ def _same(a: StepStates, b: StepStates) -> None:
     assert np.array_equal(a.node, b.node) and np.array_equal(a.off, b.off), (a, b)
 
 
-def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...], per_block: int = 1) -> None:
+def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[int, ...], per_block: int = 1,
+             extra: int = 0) -> None:
     o1, t1 = cpu.allowed(s)
     o2, t2 = emu.csr(s)
     assert np.array_equal(o1, o2) and np.array_equal(t1.astype(np.int64), t2)
@@ -188,7 +191,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     if v is None:
         return
     d0 = cpu.dead_count
-    m, dead, _ = emu.mask(s, v, e, per_block=per_block, flags=0)  # two select0 for the child range
+    m, dead, _ = emu.mask(s, v, e, per_block=per_block, flags=0, extra=extra)  # two select0 for the child range
     assert np.array_equal(cpu.mask(s, v, e, additive=False), m) and dead == cpu.dead_count - d0
     logits = np.random.default_rng(0).normal(size=(len(s), v)).astype(np.float32)
     logits[:, ::7] = -0.0
@@ -196,7 +199,7 @@ def _compare(cpu: TrieStepper, emu: Emu, s: StepStates, v: int | None, e: tuple[
     logits[:, 5::13] = np.nan
     want, got = logits.copy(), logits.copy()
     cpu.mask(s, v, e, out=want)
-    emu.mask(s, v, e, out=got, per_block=per_block, flags=1)
+    emu.mask(s, v, e, out=got, per_block=per_block, flags=1, extra=extra)
     assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 
@@ -219,19 +222,20 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
     s, hist, cols = cpu.start(n), [()] * n, []
     for _ in range(max(len(k) for k in kws) + 2):
         per_block = rnd.choice([1, 2, 5])
-        _compare(cpu, emu, s, v, e, per_block)
+        extra = rnd.randrange(n + 1) if rnd.random() < 0.5 else 0  # rows [0, extra) in one part more
+        _compare(cpu, emu, s, v, e, per_block, extra)
         x = np.array([pick_token(rnd, trie, h, alphabet, e) for h in hist], dtype=np.int64)
         if v:
             x %= v
             d0 = cpu.dead_count
             ns, want = cpu.advance_mask(s, x, v, e, additive=False)
-            got, dead, gs = emu.mask(s, v, e, tok=x, per_block=per_block)
+            got, dead, gs = emu.mask(s, v, e, tok=x, per_block=per_block, extra=extra)
             _same(ns, gs)
             assert np.array_equal(want, got) and dead == cpu.dead_count - d0
             logits = np.random.default_rng(seed % 97).normal(size=(n, v)).astype(np.float32)
             lw, lg = logits.copy(), logits.copy()
             cpu.advance_mask(s, x, v, e, out=lw)
-            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1))
+            emu.mask(s, v, e, out=lg, tok=x, per_block=per_block, flags=1 - (per_block & 1), extra=extra)
             assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
         cols.append(x)
         nxt = cpu.advance(s, x, e)
@@ -246,12 +250,13 @@ def test_kernels_match_numpy(lib, kws, seed, n, with_mask):
     _same(walked, emu.walk(ids, begin, ids.shape[1] - 1, e))
     if v:
         per_block = rnd.choice([1, 3])
-        got = emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block)
+        extra = rnd.randrange(n + 1)
+        got = emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block, extra=extra)
         assert np.array_equal(got, cpu.mask(walked, v, e, additive=False))
         logits = np.random.default_rng(seed % 89).normal(size=(n, v)).astype(np.float32)
         want, got = logits.copy(), logits.copy()
         cpu.mask(walked, v, e, out=want)
-        emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block, out=got)
+        emu.walk_mask(ids, begin, ids.shape[1] - 1, v, e, per_block, out=got, extra=extra)
         assert np.array_equal(want.view(np.uint32), got.view(np.uint32))
 
 

@@ -9,8 +9,8 @@
 //                    its labels loaded together), the block searches a wide window (advance_one, block_advance)
 //   ft_step_walk     one block per row: the state after a row's tokens ids[r, begin:end] from the root (DEAD
 //                    where begin or end is outside [0, width])
-//   ft_step_mask     blocks_per_row blocks per state, each over per_block chunks of CHUNK vocabulary entries
-//                    (cut where the row's 16-byte vectors start): the state decoded by thread 0 (one barrier),
+//   ft_step_mask     `parts` blocks per state (parts + 1 for the first `extra` states), each over an equal part
+//                    of the row (cut where its 16-byte vectors start): the state decoded by thread 0 (one barrier),
 //                    then -inf stored over the disallowed float32 logits in 16-byte stores, or a bool mask
 //                    (mask_span): by comparison where at most an edge token and EOS are allowed; at a node of at
 //                    most SCAN_MAX children, over the whole span with the allowed logits read first and stored
@@ -620,9 +620,10 @@ __device__ void mask_restore(const IndexView& I, const Pos& p, u64 u_begin, u64 
     if (eos_here) rowf[xe] = s_keep[SCAN_MAX + threadIdx.x];
 }
 
-// A block's part of a row's mask, for the decoded state p (with its child range).  Chunks are cut in aligned
-// coordinates u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting
-// at a multiple of VEC in u is one 16-byte store): the block has chunks [u_begin, u_end), CHUNK entries each.
+// A block's part of a row's mask, for the decoded state p (with its child range), in aligned coordinates
+// u = entry + mis (mis: the row's misalignment in entries, so every vector of VEC entries starting at a multiple
+// of VEC in u is one 16-byte store): the block has [u_begin, u_end) (multiples of 16; bitmap chunks of CHUNK
+// entries from u_begin).
 // Three ways, by what the state allows:
 // * at most its edge's next token and the EOS ids (inside an edge, DEAD, FINISHED, a node without children):
 //   each vector's allowed entries by comparison (neg_span, bool_span), no barrier;
@@ -734,13 +735,14 @@ __device__ void mask_span(const IndexView& I, const Pos& p, u64 u_begin, u64 u_e
 }
 
 // The mask arguments every mask kernel takes after its own (kernel parameter lists, gpu_impl/stepwise.py
-// `_mask_args`): block b of a row masks chunks [b * per_block, (b + 1) * per_block) of the row (in aligned
-// coordinates: mask_span); flags bit 0: the child ranges of nodes past the child table by a block-wide search
-// of their LOUDS zeros, else select0 and the next zero.
+// `_mask_args`): the first `extra` rows have parts + 1 blocks each, the other rows `parts` (so that the grid
+// can be a multiple of the SM count: every SM stores as much); block b of a row's k masks part b of k equal parts
+// of the row (whole 16-entry vectors in aligned coordinates: mask_span); flags bit 0: the child ranges of nodes
+// past the child table by a block-wide search of their LOUDS zeros, else select0 and the next zero.
 #define MASK_PARAMS                                                                                            \
-    u64 V, u32 per_block, u32 blocks_per_row, const i64 *__restrict__ eos, u32 n_eos, float *outf,            \
+    u64 V, u32 parts, u32 extra, const i64 *__restrict__ eos, u32 n_eos, float *outf,                         \
         unsigned char *outb, u64 row_stride, unsigned long long *dead_count, u32 flags
-#define MASK_ARGS V, per_block, blocks_per_row, eos, n_eos, outf, outb, row_stride, dead_count, flags
+#define MASK_ARGS V, parts, extra, eos, n_eos, outf, outb, row_stride, dead_count, flags
 
 // A mask block's row, its span [u0, u1) (aligned coordinates: mask_span) and the row's output.
 struct MaskRow {
@@ -753,20 +755,17 @@ struct MaskRow {
 
 __device__ __forceinline__ MaskRow mask_row(MASK_PARAMS) {
     MaskRow w;
-    w.row = blockIdx.x / blocks_per_row;
-    w.b = blockIdx.x % blocks_per_row;
+    const u32 big = extra * (parts + 1);  // the blocks of the rows with parts + 1
+    const u32 k = blockIdx.x < big ? parts + 1 : parts, i = blockIdx.x < big ? blockIdx.x : blockIdx.x - big;
+    w.row = (blockIdx.x < big ? 0u : extra) + i / k;
+    w.b = i % k;
     w.f = outf ? outf + (u64)w.row * row_stride : nullptr;
     w.c = outb ? outb + (u64)w.row * row_stride : nullptr;
-#ifdef FT_STEP_CHUNK_SPANS
-    w.u0 = (u64)w.b * per_block * CHUNK;
-    w.u1 = w.u0 + (u64)per_block * CHUNK;
-#else
-    // the row's aligned extent [0, V + mis) in equal parts of whole 16-entry vectors (at most per_block chunks)
+    // the row's aligned extent [0, V + mis) in k equal parts of whole 16-entry vectors
     const u32 mis = outf ? (u32)(((unsigned long long)w.f >> 2) & 3u) : (u32)((unsigned long long)w.c & 15u);
     const u64 n16 = (V + mis + 15) >> 4;
-    w.u0 = 16 * (n16 * w.b / blocks_per_row);
-    w.u1 = 16 * (n16 * (w.b + 1) / blocks_per_row);
-#endif
+    w.u0 = 16 * (n16 * w.b / k);
+    w.u1 = 16 * (n16 * (w.b + 1) / k);
     w.wide = (flags & 1u) != 0;
     return w;
 }

@@ -41,11 +41,14 @@ __device__ __forceinline__ void neg_span(float* rowp, u64 ca, u64 cb) {
     for (u64 v = a + 4 * nvec + threadIdx.x; v < cb; v += blockDim.x) rowp[v] = ni;
 }
 
-// -inf over row (blockIdx.x / bpr)'s span of the block, after `depth` dependent loads by thread 0 (0: none)
-extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 bpr, u64 per_block,
+// -inf over the block's part of its row (rows [0, extra) in parts + 1 equal parts, the others in `parts`: the
+// stepper's grid, kernels/step.cu mask_row), after `depth` dependent loads by thread 0 (0: none)
+extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 parts, u32 extra,
                                        const u32* table, u64 table_mask, u32 depth, u32* sink) {
     __shared__ u32 s;
-    const u32 row = blockIdx.x / bpr, b = blockIdx.x % bpr;
+    const u32 big = extra * (parts + 1);
+    const u32 k = blockIdx.x < big ? parts + 1 : parts, i = blockIdx.x < big ? blockIdx.x : blockIdx.x - big;
+    const u32 row = (blockIdx.x < big ? 0u : extra) + i / k, b = i % k;
     if (depth) {
         if (threadIdx.x == 0) {
             u64 x = (u64)blockIdx.x * 2654435761ull;
@@ -56,8 +59,7 @@ extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 bp
         if (s == 0xFFFFFFFFu && threadIdx.x == 0) sink[0] = s;  // keeps the chain
     }
     if (!out) return;
-    const u64 v0 = min(V, (u64)b * per_block), v1 = min(V, v0 + per_block);
-    neg_span(out + (u64)row * row_stride, v0, v1);
+    neg_span(out + (u64)row * row_stride, V * b / k, V * (b + 1) / k);
 }
 
 // -inf over out[0, total) (contiguous rows) in gridDim.x equal parts, one a block
@@ -226,9 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     res: dict[str, Any] = {"case": args.case, "shape": args.shape, "rows": rows, "vocab": V,
                            "gpu": torch.cuda.get_device_name(), "blocks_per_row": None}
     _, blocks, margs = gpu._mask_args(rows, V, eos, logits, True)
-    bpr = blocks // rows
-    per_block = int(margs[1]) * gpu.chunk
-    res["blocks_per_row"], res["blocks"] = bpr, blocks
+    parts, extra = int(margs[1]), int(margs[2])
+    res["blocks_per_row"], res["blocks"] = [parts, extra], blocks
     # floors
     opts = ProgramOptions(std="c++17", arch=gpu.arch)
     obj = ObjectCode.from_cubin(bytes(Program(FLOOR_SRC, "c++", opts).compile("cubin").code))
@@ -241,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     def stream() -> Any:
         return _stream(int(torch.cuda.current_stream().cuda_stream))
 
-    def store(depth: int, out: Any = logits) -> Any:
-        return lambda: launch(stream(), cfg, k_store, np.uint64(out.data_ptr() if out is not None else 0),
-                              np.uint64(V), np.uint64(V), np.uint32(bpr), np.uint64(per_block),
+    def store(depth: int, out: Any = logits, parts: int = parts, extra: int = extra) -> Any:
+        c = LaunchConfig(grid=rows * parts + extra, block=256)
+        return lambda: launch(stream(), c, k_store, np.uint64(out.data_ptr() if out is not None else 0),
+                              np.uint64(V), np.uint64(V), np.uint32(parts), np.uint32(extra),
                               np.uint64(table.data_ptr()), np.uint64(table_n - 1), np.uint32(depth),
                               np.uint64(sink.data_ptr()))
 
@@ -254,12 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         t[f"chain {depth}, no stores"] = _graph_us(store(depth, None)) if depth else t["empty"]
         t[f"chain {depth} + stores"] = _graph_us(store(depth))
     t["stores x10"] = _graph_us(store(0), inner=10)
-    # the same bytes with other spans: equal parts of each row (bpr a row), equal parts of the whole tensor
-    balanced = -(-V // bpr)
-    t["stores x10, equal parts of a row"] = _graph_us(
-        lambda: launch(stream(), cfg, k_store, np.uint64(logits.data_ptr()), np.uint64(V), np.uint64(V),
-                       np.uint32(bpr), np.uint64(balanced), np.uint64(table.data_ptr()), np.uint64(table_n - 1),
-                       np.uint32(0), np.uint64(sink.data_ptr())), inner=10)
+    # the same bytes with other spans: 3 parts a row (run 13's grid), equal parts of the whole tensor
+    t["stores x10, 3 parts a row"] = _graph_us(store(0, parts=3, extra=0), inner=10)
     k_flat = obj.get_kernel("probe_store_flat")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for nb in (blocks, 3 * sms, 4 * sms):
@@ -297,7 +295,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         Path(args.out, "probe.json").write_text(json.dumps(res, indent=1))
-    print(f"| {args.case} {args.shape}: {rows} rows x {V}, {blocks} blocks ({bpr} per row) | device µs |")
+    print(f"| {args.case} {args.shape}: {rows} rows x {V}, {blocks} blocks ({parts} per row, {parts + 1} for "
+          f"{extra} rows) | device µs |")
     print("| --- | ---: |")
     for key, v in t.items():
         print(f"| {key} | {v:.2f} |")
