@@ -104,7 +104,7 @@ def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray
 
 def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
     """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index); the
-    lowercase keys child_table and root_table are the stepper's options of those names, and source=FILE
+    lowercase keys child_table, root_table and blocks_per_row are the stepper's options of those names, and source=FILE
     compiles kernels/FILE in place of step.cu (an earlier step.cu with the same kernel parameters, for an A/B)."""
     import flashtrie.gpu_impl.stepwise as sw
 
@@ -117,6 +117,7 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
         defines = dict(m.split("=", 1) for m in macros.split("+") if m)
         chunk = int(defines.pop("FT_STEP_CHUNK", base.chunk))  # the host must cut chunks the same way
         opts = {k: int(defines.pop(k)) for k in ("child_table", "root_table") if k in defines}
+        bpr = defines.pop("blocks_per_row", None)
         source = defines.pop("source", None)
         if source:
             sw.compile_kernel = lambda _file, *a, _src=source, **k: real(_src, *a, **k)
@@ -124,6 +125,7 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
             out[name] = sw.GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines, **opts)
         finally:
             sw.compile_kernel = real
+        out[name].blocks_per_row = int(bpr) if bpr else None
     return out
 
 
