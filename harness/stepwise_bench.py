@@ -448,7 +448,7 @@ def run(args: argparse.Namespace) -> list[Record]:
                 emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"logits over --max-logits-gb "
                             f"{args.max_logits_gb}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
                 continue
-            for root in (True, False):
+            for root in [r for r in (True, False) if ("root" if r else "mid") in args.states.split(",")]:
                 prefixes, nxt = sample_rows(keywords, b * k, root, seed=b * k)
                 states = cpu.start_from_prefixes(prefixes)
                 cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
@@ -685,6 +685,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
     p.add_argument("--backend", choices=("gpu", "numpy"), default="gpu")
     p.add_argument("--repeats", type=int, default=50)
+    p.add_argument("--states", default="root,mid", help="rows at the root (root), inside keywords (mid), or both")
     p.add_argument("--chunk", type=int, default=4096, help="vocabulary entries per mask chunk (GPU)")
     p.add_argument("--sweep-cases", default="", help="libraries of the chunk / blocks-per-row sweep")
     p.add_argument("--sweep-shapes", default="2x70")
