@@ -8,8 +8,10 @@ stream), and `advance`, `walk`, `ends`, `mask` and `allowed_padded` neither copy
 synchronise, so a decode loop (or a CUDA graph capture) can call them every step.  `allowed` (CSR) needs
 its size: it synchronises once to read it.  `dead_count` reads a device counter (synchronises).
 
-The additive mask is write-only on the device: -inf is stored over the disallowed entries and the allowed
-ones are neither read nor written (numpy gives the same bits).
+The additive mask stores -inf over the disallowed entries; the allowed ones keep their bits (numpy gives the
+same bits): at a node of at most 1,024 children they are read, the whole row part is stored as -inf, and they
+are stored back; elsewhere they are neither read nor written.  A mask (or an advance_mask) must not run while
+another kernel writes the same logits.
 
 Differences from numpy: tokens come back as int64 (numpy: uint32 for CSR), and a state that is not valid
 for the index reads as DEAD here, where numpy refuses it with `InputError` (validating device input would
