@@ -326,6 +326,36 @@ def test_small_and_exact_child_windows():
     assert np.array_equal(got_b.cpu().numpy(), want_b)
 
 
+def test_dense_children_at_the_child_window_end():
+    """Children with every label 0 .. k - 1, so that the token's child is its window's last candidate, in windows
+    wider than one thread's and than one block round's: at the root without the root table and below it, by
+    advance, advance_mask and walk_mask (tests/test_step_kernel_emulated.py has the same case on the CPU)."""
+    import torch
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    v, eos = 32_000, 31_999
+    kws = [[y] for y in range(20)] + [[5, y] for y in range(20)] + [[7, y] for y in range(600)]
+    cpu, gpu = make(kws)
+    prefixes = [[]] * 20 + [[5]] * 20 + [[7]] * 12
+    x = np.array(list(range(20)) * 2 + [0, 8, 9, 255, 256, 257, 300, 511, 598, 599, 600, 31_998], dtype=np.int64)
+    s = cpu.start_from_prefixes(prefixes)
+    d, tok = dev(s), torch.as_tensor(x, device="cuda")
+    for g in (gpu, GpuTrieStepper(cpu.index, root_table=0), GpuTrieStepper(cpu.index, child_table=0, root_table=0)):
+        same_states(cpu.advance(s, x, eos), g.advance(d, tok, eos))
+        logits = np.random.default_rng(5).normal(size=(len(s), v)).astype(np.float32)
+        got = torch.as_tensor(logits, device="cuda")
+        nxt, want = cpu.advance_mask(s, x, v, eos, out=logits.copy())
+        new, _ = g.advance_mask(d, tok, v, eos, out=got)
+        same_states(nxt, new)
+        assert np.array_equal(got.cpu().numpy().view(np.uint32), want.view(np.uint32))
+        ids = np.array([[p[0] if p else 0, t] for p, t in zip(prefixes, x, strict=True)], dtype=np.int64)
+        begin = np.array([0 if p else 1 for p in prefixes], dtype=np.int64)
+        want_b = cpu.walk_mask(ids, v, eos, begin=begin, additive=False)
+        got_b = g.walk_mask(torch.as_tensor(ids, device="cuda"), v, eos, begin=torch.as_tensor(begin, device="cuda"),
+                            additive=False)
+        assert np.array_equal(got_b.cpu().numpy(), want_b)
+
+
 def test_root_table_holds_each_root_childs_decoded_state():
     """The root table (kernels/step.cu RootKid, 8 uint32 a label): per root label below its length, the child
     and its decode (at a node: children, wide-label start, rank, end of a keyword, and zeros for a node without

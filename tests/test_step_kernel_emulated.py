@@ -322,6 +322,30 @@ def test_block_searches_on_huge_fanout(lib):
     assert np.array_equal(emu.walk_mask(ids, begin, 4, v, e, 9), cpu.mask(walked, v, e, additive=False))
 
 
+def test_dense_children_at_the_child_window_end(lib):
+    """Children with every label 0 .. k - 1 (a window's last candidate, first + x, is the token's child), wider
+    than the one-thread window and than a block's one round of candidates: every token's child, at the root
+    without a root table and below it, by advance, advance_mask and walk_mask (found in review: a search that
+    left out the window's end gave DEAD)."""
+    v, e = 32_000, (31_999,)
+    kws = [[y] for y in range(20)] + [[5, y] for y in range(20)] + [[7, y] for y in range(600)]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu = TrieStepper(ix)
+    prefixes = [[]] * 20 + [[5]] * 20 + [[7]] * 12
+    x = np.array(list(range(20)) * 2 + [0, 8, 9, 255, 256, 257, 300, 511, 598, 599, 600, 31_998], dtype=np.int64)
+    s = cpu.start_from_prefixes(prefixes)
+    for emu in (Emu(lib, ix, root=0), Emu(lib, ix, 0, 0), Emu(lib, ix)):
+        _same(cpu.advance(s, x, e), emu.advance(s, x, e))
+        ns, want = cpu.advance_mask(s, x, v, e, additive=False)
+        got, _, gs = emu.mask(s, v, e, tok=x, per_block=2)
+        _same(ns, gs)
+        assert np.array_equal(want, got)
+        ids = np.array([[p[0] if p else 0, t] for p, t in zip(prefixes, x, strict=True)], dtype=np.int64)
+        begin = np.array([0 if p else 1 for p in prefixes], dtype=np.int64)
+        walked = cpu.walk(ids, begin=begin, eos_token_id=e)
+        assert np.array_equal(emu.walk_mask(ids, begin, 2, v, e, 3), cpu.mask(walked, v, e, additive=False))
+
+
 @settings(max_examples=20)
 @given(keyword_lists(max_keywords=30, max_length=8), st.integers(0, 40))
 def test_child_table_kernel_matches_numpy(lib, kws, n):

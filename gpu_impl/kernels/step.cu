@@ -259,34 +259,6 @@ __device__ u32 block_lower_bound(const IndexView& I, u32 lo, u32 hi, u32 mid, u3
     return lo;
 }
 
-// The child in [lo, hi) with label x (distinct ascending labels), block-wide: a blockDim-ary narrowing, one
-// __syncthreads_count a round, to at most 4 x blockDim candidates, whose labels are loaded together and compared;
-// the thread that loaded label x gets its child, every other thread NO_NODE (no barrier after the last round:
-// the caller's publishes what the finder writes, so the finder can go on with the child at once).
-__device__ u32 block_match(const IndexView& I, u32 lo, u32 hi, u32 mid, u32 r0, u64 x) {
-    const u32 T = blockDim.x;
-    while (hi - lo > 4 * T) {  // uniform
-        const u32 step = (hi - lo + T - 1) / T;
-        const u64 q = (u64)lo + (u64)(threadIdx.x + 1) * step - 1;
-        const bool lt = q < hi && (u64)child_label(I, (u32)q, mid, r0) < x;
-        lo += (u32)__syncthreads_count(lt) * step;   // the first label >= x is in [lo, lo + step)
-        hi = (u32)min((u64)hi, (u64)lo + step);
-    }
-    u32 lab[4];
-#pragma unroll
-    for (u32 j = 0; j < 4; ++j) {
-        const u32 c = lo + threadIdx.x + j * T;
-        lab[j] = c < hi ? child_label(I, c, mid, r0) : 0u;
-    }
-    u32 found = NO_NODE;
-#pragma unroll
-    for (u32 j = 0; j < 4; ++j) {
-        const u32 c = lo + threadIdx.x + j * T;
-        if (c < hi && (u64)lab[j] == x) found = c;
-    }
-    return found;
-}
-
 // Both bounds of a chunk at once (the probes of a round are loaded together): a = lower bound of xa in
 // [la, ha), b = lower bound of xb in [lb, hb).
 __device__ void block_lower_bound2(const IndexView& I, u32 mid, u32 r0, u32 la, u32 ha, u64 xa, u32 lb, u32 hb,
@@ -368,7 +340,7 @@ __device__ __forceinline__ i64 token_at(const void* tok, u32 tok_is64, u64 i) {
 // `next` (K_MID: the token is the edge's next one) the new state decoded from the node already loaded.
 struct Adv {
     i64 nn, no;
-    u32 search, lo, hi, mid, r0;
+    u32 search, lo, hi, mid, r0, end;
     u32 next;  // the new state's decode is in *next (advance_one's argument)
 };
 
@@ -397,7 +369,7 @@ __device__ __forceinline__ bool in_root_table(const Tab& T, i64 node, i64 off, i
 __device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64 node, i64 off, i64 x, u64 V,
                                            u32 n_eos, Pos* next = nullptr, bool next_children = true) {
     Adv a;
-    a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = 0; a.next = 0;
+    a.nn = ST_DEAD; a.no = 0; a.search = 0; a.lo = a.hi = a.mid = a.r0 = a.end = 0; a.next = 0;
     if (node == ST_FINISHED && off == 0) { a.nn = ST_FINISHED; return a; }
     if (in_root_table(T, node, off, x, V) && !is_eos(n_eos, x)) {
         const RootKid k = load_root_kid(T.rt, (u64)x);  // one load: the child (and its decoded state)
@@ -424,7 +396,7 @@ __device__ __forceinline__ Adv advance_one(const IndexView& I, const Tab& T, i64
     u32 lo, hi;
     label_window(p.first, p.end, V, (u64)x, lo, hi);
     if (hi - lo > SMALL_WINDOW) {
-        a.search = 1; a.lo = lo; a.hi = hi; a.mid = p.mid; a.r0 = p.r0;
+        a.search = 1; a.lo = lo; a.hi = hi; a.mid = p.mid; a.r0 = p.r0; a.end = p.end;
         return a;
     }
     u32 lab[SMALL_WINDOW + 1];  // children lo .. hi (hi: the lower bound when every label is below x)
@@ -452,8 +424,8 @@ __device__ __forceinline__ void block_advance(const IndexView& I, const Tab& T, 
     if (threadIdx.x == 0) *A = advance_one(I, T, node, off, x, V, n_eos);
     __syncthreads();
     if (A->search) {  // uniform
-        const u32 c = block_match(I, A->lo, A->hi, A->mid, A->r0, (u64)x);
-        if (c != NO_NODE) { A->nn = c; A->no = 1; }
+        const u32 c = block_lower_bound(I, A->lo, A->hi, A->mid, A->r0, (u64)x);
+        if (threadIdx.x == 0 && c < A->end && (i64)child_label(I, c, A->mid, A->r0) == x) { A->nn = c; A->no = 1; }
         __syncthreads();
     }
     nn = A->nn;
@@ -874,18 +846,15 @@ ft_step_advance_mask(const IndexView* __restrict__ view, TAB_PARAMS,
         if (!A.search) {
             if (!A.next) P = decode_for_mask(I, T, A.nn, A.no, w.wide);
             if (P.kind != K_DEAD) TRACE(2);
-        } else {
-            P = dead_pos();  // (the block's search finds the child, if any)
         }
     }
     __syncthreads();
     TRACE(3);
-    if (A.search) {  // uniform: the thread that finds the child decodes it (P is DEAD if none does)
-        const u32 c = block_match(I, A.lo, A.hi, A.mid, A.r0, (u64)x);
-        if (c != NO_NODE) {
-            A.nn = c;
-            A.no = 1;
-            P = decode_for_mask(I, T, c, 1, w.wide);
+    if (A.search) {  // uniform
+        const u32 c = block_lower_bound(I, A.lo, A.hi, A.mid, A.r0, (u64)x);
+        if (threadIdx.x == 0) {
+            if (c < A.end && (i64)child_label(I, c, A.mid, A.r0) == x) { A.nn = c; A.no = 1; }
+            P = decode_for_mask(I, T, A.nn, A.no, w.wide);
         }
         __syncthreads();
     }
