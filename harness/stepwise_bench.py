@@ -102,6 +102,11 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     stepper of the same device index without the child table) the fused step without the table."""
     import torch
 
+    t_begin = time.perf_counter()
+
+    def progress(what: str) -> None:  # long cases (1 x 1000 at V = 2.2M) show where their time goes
+        print(f"    {what} ({time.perf_counter() - t_begin:.1f} s)", flush=True)
+
     rows = len(states)
     d = StepStates(torch.as_tensor(states.node, device="cuda"), torch.as_tensor(states.off, device="cuda"))
     tok = torch.as_tensor(tokens, device="cuda")
@@ -123,6 +128,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
     for f in steps.values():
         f()
     torch.cuda.synchronize()
+    progress("first calls")
     t0 = time.perf_counter()
     steps["fused"]()
     torch.cuda.synchronize()
@@ -147,6 +153,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         sfx = "" if name == "step" else "_fused"
         out[f"host{sfx}_us"], out[f"sync{sfx}_us"] = _stats(host), _stats(synced)
     out.update(_host_split(gpu, steps["fused"], repeats))
+    progress(f"host timings ({repeats} calls each)")
     if gc_was:
         gc.enable()
     e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -164,6 +171,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
         except Exception as e:  # noqa: BLE001 - keep the eager numbers
             out["graph_error"] = f"{type(e).__name__}: {e}"
             break
+        progress(f"graph {name}: {out[f'graph_{name}_us']:.1f} us ({replays} replays)")
     try:  # the fused step 10 times in one graph: no graph launch gap between steps (as in a captured decode loop)
         out[f"graph{INNER}_fused_us"] = graph_us(steps["fused"], max(3, replays // INNER), INNER)
     except Exception as e:  # noqa: BLE001
@@ -453,6 +461,7 @@ def run(args: argparse.Namespace) -> list[Record]:
                 states = cpu.start_from_prefixes(prefixes)
                 cfg = {"batch": b, "beams": k, "rows": b * k, "states": "root" if root else "mid-keyword",
                        "chunk": args.chunk}
+                print(f"  {case} {b}x{k} {cfg['states']}:", flush=True)
                 try:
                     m = (gpu_step_metrics(gpu, states, nxt, vocab, eos, args.repeats, notab=notab)
                          if gpu is not None else
