@@ -151,14 +151,14 @@ class Emu:
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
-             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1, extra: int = 0
-             ) -> tuple[np.ndarray, int, StepStates | None]:
+             tok: np.ndarray | None = None, per_block: int = 1, flags: int = 1, extra: int = 0,
+             parts: int | None = None) -> tuple[np.ndarray, int, StepStates | None]:
         """The mask kernel (tok None) or the fused advance+mask kernel; additive into ``out``, else bool;
         each row in about v / (per_block chunks) equal parts, one a block, the first ``extra`` rows in one part
         more (flags bit 0: child ranges past the table by the block-wide search of the LOUDS zeros, else two
-        select0)."""
+        select0); ``parts`` sets the blocks per row directly."""
         n, chunks = len(s), -(-v // self.lib.chunk)
-        bpr = -(-chunks // per_block)
+        bpr = parts or -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
         common = [U64(v), U32(bpr), U32(extra), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
@@ -320,6 +320,53 @@ def test_block_searches_on_huge_fanout(lib):
     begin = np.array([0, 0, 2, 1], dtype=np.int64)
     walked = cpu.walk(ids, begin=begin, eos_token_id=e)
     assert np.array_equal(emu.walk_mask(ids, begin, 4, v, e, 9), cpu.mask(walked, v, e, additive=False))
+
+
+@settings(max_examples=200)
+@given(st.integers(0, 5000), st.integers(2, 3_000_000), st.sampled_from([264, 528, 1056]),
+       st.sampled_from([1024, 4096, 65536]), st.booleans(), st.sampled_from([None, None, 1, 3, 1000]))
+def test_mask_grid_fills_every_sm_alike(n, v, target, chunk, additive, bpr):
+    """The host's mask grid (`GpuTrieStepper._mask_grid`, kernels/step.cu mask_row): (parts, extra) with the
+    first ``extra`` rows in parts + 1 blocks; at least one block a row, at most one per chunk of a row, and by
+    default a multiple of the target (4 blocks per SM) wherever the chunks allow."""
+    from types import SimpleNamespace
+
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    g = SimpleNamespace(chunk=chunk, blocks_per_row=bpr, _target_blocks=target)
+    parts, extra = GpuTrieStepper._mask_grid(g, n, v, additive)
+    chunks = -(-(v + (3 if additive else 15)) // chunk)
+    assert parts >= 1 and 0 <= extra < max(n, 1) and parts + (extra > 0) <= chunks
+    if bpr:
+        assert (parts, extra) == (min(bpr, chunks), 0)
+    elif n:
+        blocks = n * parts + extra
+        assert blocks >= n
+        assert blocks == target * -(-n // target) or (parts, extra) == (chunks, 0)
+
+
+def test_more_parts_than_vectors_leave_blocks_without_entries(lib):
+    """A row in more parts than it has 16-entry vectors (blocks with empty spans, some rows one part more): the
+    states and every entry as numpy's, dead rows counted once."""
+    kws = [[1, 2], [1, 3, 4], [5], [6, 7, 8, 9]]
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    cpu, emu = TrieStepper(ix), Emu(lib, ix)
+    v, e = 21, (20,)
+    s = cpu.start_from_prefixes([[], [1], [1, 3], [6, 7], [5], [6]])
+    x = np.array([1, 3, 4, 8, 20, 9], dtype=np.int64)
+    for parts, extra in ((3, 0), (5, 2), (9, 6)):
+        d0 = cpu.dead_count
+        m, dead, _ = emu.mask(s, v, e, parts=parts, extra=extra)
+        assert np.array_equal(m, cpu.mask(s, v, e, additive=False)) and dead == cpu.dead_count - d0
+        ns, want = cpu.advance_mask(s, x, v, e, additive=False)
+        got, _, gs = emu.mask(s, v, e, tok=x, parts=parts, extra=extra)
+        _same(ns, gs)
+        assert np.array_equal(want, got)
+        logits = np.random.default_rng(parts).normal(size=(len(s), v)).astype(np.float32)
+        lw, lg = logits.copy(), logits.copy()
+        cpu.advance_mask(s, x, v, e, out=lw)
+        emu.mask(s, v, e, out=lg, tok=x, parts=parts, extra=extra)
+        assert np.array_equal(lw.view(np.uint32), lg.view(np.uint32))
 
 
 def test_dense_children_at_the_child_window_end(lib):
