@@ -5,25 +5,26 @@
 * `prefix_allowed_tokens_fn(index, eos_token_id, prompt_length)`: the same constraint as a callback for
   ``generate(prefix_allowed_tokens_fn=...)`` (one Python call per row per step: slow, for existing code).
 
-**How each row's state is found.**  Beam search reorders rows between steps, so the processor keeps no
-per-row state: at every step it re-walks each row's generated suffix (``input_ids[r, prompt_length:]``)
-from the root, vectorised over the rows (on the GPU `walk_mask` of the stepwise API, one kernel launch
-that walks each row block-wide and writes its mask; on numpy one vectorised advance per generated
-column).  That is exact for greedy, sampling and beam search whatever the reordering, and costs
-O(rows x generated tokens) per step, which is small next to a model step for identifier-length outputs
-(<= tens of tokens).  EOS is allowed exactly where a keyword ends and is the only token after EOS or
-after a token that left the trie (see `flashtrie.stepwise`; ``dead_count`` of the processor counts such
-rows).
+**How each row's state is found.**  Beam search reorders rows between steps, so a row's state is derived
+from its generated suffix (``input_ids[r, prompt_length:]``), of which it is a function: exact for greedy,
+sampling and beam search whatever the reordering.  On the GPU every step re-walks each suffix from the root
+(`walk_mask` of the stepwise API: one kernel launch that walks each row block-wide and writes its mask;
+O(rows x generated tokens) device work, small next to a model step for identifier-length outputs).  On numpy a
+row whose suffix less its last token was a row of the previous call takes that row's state and one
+vectorised advance (beam search's reordering included: the suffixes are compared by value); the other rows
+are walked from the root, one vectorised advance per generated column.  EOS is allowed exactly where a
+keyword ends and is the only token after EOS or after a token that left the trie (see `flashtrie.stepwise`;
+``dead_count`` of the processor counts such rows).
 
 **The mask is written into ``scores`` in place** (``inplace=True``, the default; `LogitsProcessor` allows
-it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones are neither read
-nor written, so a float32 CUDA call is one kernel launch with no copy, no allocation and no
-synchronisation.  transformers' `PrefixConstrainedLogitsProcessor` adds 0 / -inf to a copy: the same
-values (a -0.0 it turns into +0.0, which compares equal) for finite logits, so generated sequences and
-scores agree; a +inf or NaN logit at a disallowed token becomes -inf here where transformers gives NaN.  One
-visible difference: greedy search and sampling hand the processors the very tensor they keep as
-``output_logits``; with ``output_logits=True`` those then show the masked values.  Pass
-``inplace=False`` to mask a copy instead (one clone per call).
+it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits (on
+the GPU, at a node of at most 1,024 children, they are read and stored back), so a float32 CUDA call is one
+kernel launch with no copy, no allocation and no synchronisation.  transformers'
+`PrefixConstrainedLogitsProcessor` adds 0 / -inf to a copy: the same values (a -0.0 it turns into +0.0,
+which compares equal) for finite logits, so generated sequences and scores agree; a +inf or NaN logit at a
+disallowed token becomes -inf here where transformers gives NaN.  One visible difference: greedy search and
+sampling hand the processors the very tensor they keep as ``output_logits``; with ``output_logits=True``
+those then show the masked values.  Pass ``inplace=False`` to mask a copy instead (one clone per call).
 
 **Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
 prompt for decoder-only models, the decoder start token for encoder-decoder models) and again whenever a
@@ -81,6 +82,8 @@ class TrieLogitsProcessor(LogitsProcessor):
         self._last_len = -1
         self._begin_dev: tuple[np.ndarray, torch.Tensor] | None = None  # per-row prompt lengths on the device
         self._bool: torch.Tensor | None = None  # the bool mask buffer of scores that are not float32
+        self._last_states: dict[bytes, tuple[int, int]] = {}  # numpy: the last call's suffixes and their states
+        self._carried = 0  # numpy: rows that took a carried state, over all calls
 
     @property
     def dead_count(self) -> int:
@@ -90,6 +93,31 @@ class TrieLogitsProcessor(LogitsProcessor):
     def reset(self) -> None:
         """Forget the inferred prompt length (before reusing the processor for another `generate()`)."""
         self._inferred, self._last_len = None, -1
+        self._last_states = {}
+
+    def _cpu_states(self, ids: np.ndarray, begin: Any) -> StepStates:
+        """Each row's state after ``ids[r, begin[r]:]`` (numpy): from the previous call's state of the same
+        suffix less its last token plus one advance where there is one, else walked from the root."""
+        rows, width = ids.shape
+        lo = np.broadcast_to(np.asarray(begin, dtype=np.int64), (rows,))
+        keys = [ids[r, lo[r]:].tobytes() for r in range(rows)]
+        node, off = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
+        hit = np.zeros(rows, dtype=bool)
+        last, step = self._last_states, ids.itemsize
+        for r, k in enumerate(keys):
+            s = last.get(k[:-step]) if k else None
+            if s is not None:
+                node[r], off[r], hit[r] = s[0], s[1], True
+        h, m = np.flatnonzero(hit), np.flatnonzero(~hit)
+        self._carried += int(h.size)
+        if h.size:
+            nxt = self._cpu.advance(StepStates(node[h], off[h]), ids[h, width - 1], self.eos)
+            node[h], off[h] = nxt.node, nxt.off
+        if m.size:
+            walked = self._cpu.walk(ids[m], begin=lo[m], eos_token_id=self.eos)
+            node[m], off[m] = walked.node, walked.off
+        self._last_states = {k: (int(node[r]), int(off[r])) for r, k in enumerate(keys)}
+        return StepStates(node, off)
 
     def _begin(self, input_ids: torch.Tensor) -> Any:
         rows, length = input_ids.shape
@@ -162,7 +190,7 @@ class TrieLogitsProcessor(LogitsProcessor):
                                   out=self._bool_buffer(out.shape, out.device))
             return out.masked_fill_(allow.logical_not_(), -float("inf"))
         ids = input_ids.detach().cpu().numpy()
-        states = self._cpu.walk(ids, begin=begin, eos_token_id=self.eos)
+        states = self._cpu_states(ids, begin)
         if out.dtype == torch.float32 and out.device.type == "cpu":
             self._cpu.mask(states, vocab, self.eos, out=out.numpy())
             return out

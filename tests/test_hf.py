@@ -127,6 +127,35 @@ def test_adapter_and_sampling(device: str) -> None:
         assert gen[-1] == EOS and tuple(gen[:-1]) in words, gen
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_cpu_states_carried_between_calls_equal_a_fresh_walk(seed: int) -> None:
+    """The numpy path's carried states (a row whose suffix less its last token was a row of the last call):
+    rows reordered, duplicated and replaced between calls as beam search does, tokens that leave the trie,
+    EOS, per-row prompt lengths: every call's scores equal those of a processor with nothing carried."""
+    rng = np.random.default_rng(seed)
+    vocab = 40
+    kws = [k for k in _keywords(vocab, seed)]
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    prompt = [3, 5] if seed % 2 else 3
+    proc = TrieLogitsProcessor(index, EOS, prompt_length=prompt)
+    rows = 6
+    ids = torch.as_tensor(rng.integers(2, vocab, size=(rows, 5)))
+    for _ in range(8):
+        scores = torch.randn(rows, vocab)
+        fresh = TrieLogitsProcessor(index, EOS, prompt_length=prompt)(ids, scores.clone())
+        got = proc(ids, scores.clone())
+        assert torch.equal(got.view(torch.int32), fresh.view(torch.int32))
+        allowed = [np.flatnonzero(np.isfinite(r)) for r in got.numpy()]
+        # beam search: rows continue (copies of) earlier rows of their batch item (of 3 rows here)
+        parent = np.arange(rows) // 3 * 3 + rng.integers(0, 3, size=rows)
+        nxt = [int(rng.choice(allowed[p])) if len(allowed[p]) and rng.random() < 0.8 else int(rng.integers(0, vocab))
+               for p in parent]
+        ids = torch.cat([ids[torch.as_tensor(parent)], torch.as_tensor(nxt)[:, None]], 1)
+        if rng.random() < 0.3:  # a row from nowhere (no carried state)
+            ids[int(rng.integers(rows)), -2] = int(rng.integers(2, vocab))
+    assert proc._carried >= 5 * rows  # most rows took their state from the call before
+
+
 def test_processor_masks_directly() -> None:
     """Per-row prompt lengths, a row that left the trie (only EOS, counted), bfloat16 scores."""
     index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [5, 7, 8], [9]]))
