@@ -521,3 +521,26 @@ def test_save_failing_midway_keeps_old_file(tmp_path, small_index, monkeypatch):
     assert len(calls) > 2 * len(small_index.arrays) + 3  # it failed inside the write, not before
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["a.ftrie"]
+
+
+def test_walk_and_lookup_at_wide_nodes():
+    """Nodes of hundreds of children with labels on both sides of 2**16 and near 2**32 (the binary search of a
+    wide child range), and of a few: every keyword found with its id, every near miss refused."""
+    rng = np.random.default_rng(11)
+    roots = np.unique(np.concatenate([rng.integers(0, 2**17, 300), rng.integers(2**32 - 500, 2**32 - 1, 40)]))
+    under = np.unique(rng.integers(0, 2**20, 200))
+    kws = [[int(r)] for r in roots] + [[int(roots[3]), int(u)] for u in under] + [[int(roots[5]), 7, 8]]
+    ks = KeywordSet.from_sequences(kws)
+    index = NarrowLoudsIndex.build(ks)
+    want = {tuple(int(t) for t in ks[i]): i for i in range(len(ks))}
+    for kw, i in want.items():
+        assert index.lookup(list(kw)) == i
+        assert index.walk(list(kw)) is not None
+    taken = set(int(r) for r in roots)
+    for x in (int(roots[0]) - 1, int(roots[-1]) + 1, 2**16, 2**32 - 2, *(int(r) + 1 for r in roots[:50])):
+        if 0 <= x <= 2**32 - 2 and x not in taken:
+            assert index.walk([x]) is None and index.lookup([x]) == -1
+    for u in (int(under[0]) - 1, int(under[-1]) + 1, *(int(v) + 1 for v in under[:40])):
+        if u >= 0 and u not in set(int(v) for v in under):
+            assert index.walk([int(roots[3]), u]) is None
+    assert index.lookup([int(roots[5]), 7]) == -1 and index.walk([int(roots[5]), 7]) is not None

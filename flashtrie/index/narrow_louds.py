@@ -318,16 +318,28 @@ class NarrowLoudsIndex:
                 off += 1
                 continue
             first, end = (int(v[0]) for v in self.child_range(np.array([node])))
-            if first == end:
+            c = self._child_with_label(first, end, x)
+            if c < 0:
                 return None
-            kids = np.arange(first, end, dtype=np.int64)
-            labs = self.labels(kids)
-            k = int(np.searchsorted(labs, x))
-            if k == labs.size or int(labs[k]) != x:
-                return None
-            node, off = first + k, 1
+            node, off = c, 1
             m = int(self.edge_lengths(np.array([node]))[0])
         return node, off
+
+    def _child_with_label(self, first: int, end: int, x: int) -> int:
+        """The child in [first, end) with label x, or -1: the labels decoded at once for a few children, else a
+        binary search that decodes one label a round (the root of a 2.2M-token library has millions)."""
+        if end - first <= 64:
+            labs = self.labels(np.arange(first, end, dtype=np.int64))
+            k = int(np.searchsorted(labs, x))
+            return first + k if k < labs.size and int(labs[k]) == x else -1
+        lo, hi = first, end
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if int(self.labels(np.array([mid], dtype=np.int64))[0]) < x:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < end and int(self.labels(np.array([lo], dtype=np.int64))[0]) == x else -1
 
     def lookup(self, tokens: Sequence[int] | np.ndarray) -> int:
         """Keyword id of ``tokens``, or -1 when it is not a whole keyword."""
