@@ -300,7 +300,6 @@ def test_masks_do_not_depend_on_chunk_blocks_per_row_or_alignment():
 def test_small_and_exact_child_windows():
     """Dense sibling labels (every token below the vocabulary: one-label windows), a few siblings, tokens at the
     window's ends: the one-thread search of a small window and the block-wide one give numpy's states."""
-    import torch
 
     v = 3001
     dense = [[x] for x in range(v - 1)] + [[x, y] for x in (0, 1, v - 2) for y in range(0, v - 1, 7)]
@@ -309,10 +308,18 @@ def test_small_and_exact_child_windows():
     eos = v - 1
     prefixes = [[], [], [], [], [0], [1], [v - 2], [2], [2], [3], [3], [3, 10], [], [2]]
     x = np.array([0, 1, v - 2, 17, 7, 14, 2996, 4, 5, 9, 11, 1, eos, eos], dtype=np.int64)
+    same_steps(cpu, gpu, prefixes, x, v, eos, seed=3)
+
+
+def same_steps(cpu: TrieStepper, gpu, prefixes: list[list[int]], x: np.ndarray, v: int, eos: int, seed: int) -> None:
+    """From the states of ``prefixes`` (each at most one token), tokens ``x``: advance, advance_mask into random
+    logits and walk_mask of [prefix token, x] give numpy's states, bits and bool mask."""
+    import torch
+
     s = cpu.start_from_prefixes(prefixes)
     d, tok = dev(s), torch.as_tensor(x, device="cuda")
     same_states(cpu.advance(s, x, eos), gpu.advance(d, tok, eos))
-    logits = np.random.default_rng(3).normal(size=(len(s), v)).astype(np.float32)
+    logits = np.random.default_rng(seed).normal(size=(len(s), v)).astype(np.float32)
     got = torch.as_tensor(logits, device="cuda")
     nxt, want = cpu.advance_mask(s, x, v, eos, out=logits.copy())
     new, _ = gpu.advance_mask(d, tok, v, eos, out=got)
@@ -330,7 +337,6 @@ def test_dense_children_at_the_child_window_end():
     """Children with every label 0 .. k - 1, so that the token's child is its window's last candidate, in windows
     wider than one thread's and than one block round's: at the root without the root table and below it, by
     advance, advance_mask and walk_mask (tests/test_step_kernel_emulated.py has the same case on the CPU)."""
-    import torch
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
     v, eos = 32_000, 31_999
@@ -338,22 +344,8 @@ def test_dense_children_at_the_child_window_end():
     cpu, gpu = make(kws)
     prefixes = [[]] * 20 + [[5]] * 20 + [[7]] * 12
     x = np.array(list(range(20)) * 2 + [0, 8, 9, 255, 256, 257, 300, 511, 598, 599, 600, 31_998], dtype=np.int64)
-    s = cpu.start_from_prefixes(prefixes)
-    d, tok = dev(s), torch.as_tensor(x, device="cuda")
     for g in (gpu, GpuTrieStepper(cpu.index, root_table=0), GpuTrieStepper(cpu.index, child_table=0, root_table=0)):
-        same_states(cpu.advance(s, x, eos), g.advance(d, tok, eos))
-        logits = np.random.default_rng(5).normal(size=(len(s), v)).astype(np.float32)
-        got = torch.as_tensor(logits, device="cuda")
-        nxt, want = cpu.advance_mask(s, x, v, eos, out=logits.copy())
-        new, _ = g.advance_mask(d, tok, v, eos, out=got)
-        same_states(nxt, new)
-        assert np.array_equal(got.cpu().numpy().view(np.uint32), want.view(np.uint32))
-        ids = np.array([[p[0] if p else 0, t] for p, t in zip(prefixes, x, strict=True)], dtype=np.int64)
-        begin = np.array([0 if p else 1 for p in prefixes], dtype=np.int64)
-        want_b = cpu.walk_mask(ids, v, eos, begin=begin, additive=False)
-        got_b = g.walk_mask(torch.as_tensor(ids, device="cuda"), v, eos, begin=torch.as_tensor(begin, device="cuda"),
-                            additive=False)
-        assert np.array_equal(got_b.cpu().numpy(), want_b)
+        same_steps(cpu, g, prefixes, x, v, eos, seed=5)
 
 
 def test_root_table_holds_each_root_childs_decoded_state():
