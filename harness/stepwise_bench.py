@@ -76,7 +76,7 @@ def library(case: str) -> tuple[KeywordSet, dict[str, Any]]:
         n = _count(rest[0])
         return generate_keywords(n, vocab_size=2_200_000), {"name": "var-1-8", "num_keywords": n,
                                                              "vocab_size": 2_200_000}
-    raise SystemExit(f"--cases: {case!r} is not fixed:N:V or var:N")
+    raise ValueError(f"library {case!r} is not fixed:N:V or var:N")
 
 
 def sample_rows(keywords: KeywordSet, rows: int, root: bool, seed: int) -> tuple[list[list[int]], np.ndarray]:
@@ -397,8 +397,46 @@ def _sync() -> None:
 
 
 def _shape(text: str) -> tuple[int, int]:
-    b, k = text.lower().split("x")
-    return int(b), int(k)
+    """``BxK`` (batch x beams), both >= 1."""
+    try:
+        b, k = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        b = k = 0
+    if b < 1 or k < 1:
+        raise argparse.ArgumentTypeError(f"expected batch x beams such as 2x70, got {text!r}")
+    return b, k
+
+
+def _case(text: str) -> None:
+    """Refuse a library name that ``library`` would not read: fixed:N:V or var:N."""
+    kind, *rest = text.split(":")
+    if (kind, len(rest)) not in (("fixed", 2), ("var", 1)):
+        raise argparse.ArgumentTypeError(f"expected fixed:N:V or var:N (such as fixed:20M:32768), got {text!r}")
+    for r in rest:
+        count(r)
+
+
+STATES = ("root", "mid")
+
+
+def _check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
+    """Every list argument parsed before any work (a bad last case must not cost the run before it)."""
+    lists: list[tuple[str, str, Callable[[str], object]]] = [
+        ("--cases", a.cases, _case), ("--hf-cases", a.hf_cases, _case), ("--sweep-cases", a.sweep_cases, _case),
+        ("--shapes", a.shapes, _shape), ("--hf-shapes", a.hf_shapes, _shape),
+        ("--sweep-shapes", a.sweep_shapes, _shape)]
+    for flag, value, parse in lists:
+        optional = flag in ("--hf-cases", "--sweep-cases")  # empty: no comparison, no sweep
+        for item in ([] if optional and not value else value.split(",")):
+            try:
+                parse(item)
+            except argparse.ArgumentTypeError as e:
+                p.error(f"{flag} {value!r}: {e}")
+    if a.repeats < 1:
+        p.error(f"--repeats {a.repeats}: expected at least 1")
+    bad = [s for s in a.states.split(",") if s not in STATES]
+    if bad or not a.states:
+        p.error(f"--states {a.states!r}: expected root, mid or root,mid")
 
 
 def run(args: argparse.Namespace) -> list[Record]:
@@ -694,7 +732,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
     p.add_argument("--backend", choices=("gpu", "numpy"), default="gpu")
     p.add_argument("--repeats", type=int, default=50)
-    p.add_argument("--states", default="root,mid", help="rows at the root (root), inside keywords (mid), or both")
+    p.add_argument("--states", default="root,mid", help="rows at the root (root), inside keywords (mid), or root,mid")
     p.add_argument("--chunk", type=int, default=4096, help="vocabulary entries per mask chunk (GPU)")
     p.add_argument("--sweep-cases", default="", help="libraries of the chunk / blocks-per-row sweep")
     p.add_argument("--sweep-shapes", default="2x70")
@@ -709,6 +747,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hf-cases", default="fixed:1M:2048",
                    help="libraries of the transformers comparisons (its dict trie and callback are slow)")
     a = p.parse_args(argv)
+    _check_args(p, a)
     recs = run(a)
     print(table(recs))
     return 0 if all(r.status in ("ok", "skipped") for r in recs) else 1

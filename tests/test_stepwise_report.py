@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from flashtrie.harness import stepwise_bench
 from flashtrie.harness.records import Record
 
@@ -32,3 +33,19 @@ def test_a_failed_case_is_a_row_with_its_reason() -> None:
                  {"rows": 140}, env={"git": {"commit": "c" * 40}})
     line = [x for x in stepwise_bench.table([bad]).splitlines() if "var:100M" in x][0]
     assert line.startswith("| ccccccc | var:100M |") and "error: time budget spent" in line
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--states", "both"], "--states 'both': expected root, mid or root,mid"),
+    (["--cases", "var:10M,fixed:1M"], "--cases 'var:10M,fixed:1M': expected fixed:N:V or var:N"),
+    (["--cases", "var:ten"], "expected a positive integer count"),
+    (["--shapes", "2x70,8x"], "--shapes '2x70,8x': expected batch x beams"),
+    (["--hf-shapes", "0x64"], "--hf-shapes '0x64'"),
+    (["--repeats", "0"], "--repeats 0: expected at least 1"),
+])
+def test_a_bad_argument_is_refused_before_any_work(tmp_path, capsys, args: list[str], says: str) -> None:
+    out = tmp_path / "r.jsonl"
+    with pytest.raises(SystemExit) as e:
+        stepwise_bench.main(["--out", str(out), *args])
+    assert e.value.code == 2 and says in capsys.readouterr().err
+    assert not out.exists()
