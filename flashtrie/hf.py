@@ -27,10 +27,13 @@ sampling hand the processors the very tensor they keep as ``output_logits``; wit
 those then show the masked values.  Pass ``inplace=False`` to mask a copy instead (one clone per call).
 
 **Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
-prompt for decoder-only models, the decoder start token for encoder-decoder models) and again whenever a
-call does not continue the previous one by exactly one token.  Reusing one processor for a second
-``generate()`` whose prompt is one token longer than the first output would be mistaken for a
-continuation: pass ``prompt_length`` or call `reset()` between calls.  ``prompt_length`` may also be a
+prompt for decoder-only models, the decoder start token for encoder-decoder models) and keeps it while the
+calls continue that prompt: a call one token longer than the one before, or (assisted and prompt-lookup
+decoding, which go back to a shorter length after checking their candidates) a call with as many rows, at
+least as long as the prompt and holding the same prompt tokens (compared on the device: one synchronisation,
+only at such calls).  Any other call starts a new prompt.  A second ``generate()`` whose prompt is one token
+longer than the first output, or begins with the first prompt, would be taken for a continuation: pass
+``prompt_length`` or call `reset()` between calls.  ``prompt_length`` may also be a
 sequence, one per row of ``input_ids`` (or one per batch item, repeated over its beams).
 """
 
@@ -79,6 +82,7 @@ class TrieLogitsProcessor(LogitsProcessor):
         self._cpu._eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
         self._gpu: dict[int, Any] = {}
         self._inferred: int | None = None
+        self._prompt: torch.Tensor | None = None  # prompt_length=None: the inferred prompt's tokens
         self._last_len = -1
         self._begin_dev: tuple[np.ndarray, torch.Tensor] | None = None  # per-row prompt lengths on the device
         self._bool: torch.Tensor | None = None  # the bool mask buffer of scores that are not float32
@@ -92,7 +96,7 @@ class TrieLogitsProcessor(LogitsProcessor):
 
     def reset(self) -> None:
         """Forget the inferred prompt length (before reusing the processor for another `generate()`)."""
-        self._inferred, self._last_len = None, -1
+        self._inferred, self._prompt, self._last_len = None, None, -1
         self._last_states = {}
 
     def _cpu_states(self, ids: np.ndarray, begin: Any) -> StepStates:
@@ -124,8 +128,8 @@ class TrieLogitsProcessor(LogitsProcessor):
         if self._fixed is not None:
             p = self._fixed
         else:
-            if self._inferred is None or length != self._last_len + 1:
-                self._inferred = length
+            if not self._continues(input_ids):
+                self._inferred, self._prompt = length, input_ids.detach().clone()
             p = self._inferred
         self._last_len = length
         if isinstance(p, int):
@@ -138,6 +142,17 @@ class TrieLogitsProcessor(LogitsProcessor):
         if arr.max() > length:
             raise InputError(f"prompt_length: {int(arr.max())} is longer than input_ids ({length} tokens)")
         return arr
+
+    def _continues(self, input_ids: torch.Tensor) -> bool:
+        """Whether ``input_ids`` continues the inferred prompt (see the module docstring)."""
+        rows, length = input_ids.shape
+        pr = self._prompt
+        if pr is None or self._inferred is None or rows != pr.shape[0]:
+            return False
+        if length == self._last_len + 1:
+            return True
+        p = self._inferred
+        return length >= p and pr.device == input_ids.device and bool(torch.equal(input_ids[:, :p], pr[:, :p]))
 
     def _stepper(self, device: torch.device) -> Any:
         if device.type != "cuda" or self.backend == "numpy":
@@ -176,6 +191,10 @@ class TrieLogitsProcessor(LogitsProcessor):
         if input_ids.ndim != 2 or scores.ndim != 2 or scores.shape[0] != input_ids.shape[0]:
             raise InputError(f"input_ids {list(input_ids.shape)} and scores {list(scores.shape)}: expected "
                              "[rows, length] and [rows, vocab]")
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+            raise InputError(f"input_ids: expected integer token ids, got {input_ids.dtype}")
+        if not scores.dtype.is_floating_point:
+            raise InputError(f"scores: expected floating-point logits, got {scores.dtype}")
         begin = self._begin(input_ids)
         vocab = int(scores.shape[1])
         out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
@@ -189,7 +208,7 @@ class TrieLogitsProcessor(LogitsProcessor):
             allow = gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False,
                                   out=self._bool_buffer(out.shape, out.device))
             return out.masked_fill_(allow.logical_not_(), -float("inf"))
-        ids = input_ids.detach().cpu().numpy()
+        ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)  # one dtype: the carried states' keys
         states = self._cpu_states(ids, begin)
         if out.dtype == torch.float32 and out.device.type == "cpu":
             self._cpu.mask(states, vocab, self.eos, out=out.numpy())
@@ -227,7 +246,10 @@ def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
         if p < 0:
             raise InputError(f"prompt_length: expected a non-negative integer, got {p}")
         return int(p)
-    vals = list(p)
+    try:
+        vals = list(p)
+    except TypeError:
+        raise InputError(f"prompt_length: expected an int or a sequence of ints, got {p!r}") from None
     if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
         raise InputError(f"prompt_length: expected an int or a non-empty sequence of non-negative ints, got {p!r}")
     return [int(v) for v in vals]

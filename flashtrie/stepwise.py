@@ -37,6 +37,7 @@ import numpy as np
 
 from .errors import InputError
 from .index import NarrowLoudsIndex
+from .limits import MAX_TOKEN
 from .search_core import check_index, normalize_prefixes, start_states
 
 __all__ = ["DEAD", "FINISHED", "StepStates", "TrieStepper", "eos_ids", "check_vocab", "check_eos"]
@@ -65,7 +66,12 @@ def eos_ids(eos_token_id: int | Sequence[int] | None) -> tuple[int, ...]:
     """EOS ids as a tuple of ints (empty for None); refuses bools, negatives and more than 8 ids."""
     if eos_token_id is None:
         return ()
-    vals = [eos_token_id] if isinstance(eos_token_id, (int, np.integer)) else list(eos_token_id)
+    if isinstance(eos_token_id, np.ndarray) and eos_token_id.ndim == 0:
+        eos_token_id = eos_token_id[()]
+    try:
+        vals = [eos_token_id] if isinstance(eos_token_id, (int, np.integer)) else list(eos_token_id)
+    except TypeError:
+        raise InputError(f"eos_token_id: expected an int or a sequence of ints, got {eos_token_id!r}") from None
     if not 1 <= len(vals) <= _MAX_EOS:
         raise InputError(f"eos_token_id: expected 1 to {_MAX_EOS} ids, got {len(vals)}")
     for v in vals:
@@ -78,6 +84,9 @@ def check_vocab(index: NarrowLoudsIndex, vocab_size: int) -> None:
     """Refuse a vocabulary that does not hold every token of the trie."""
     if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
         raise InputError(f"vocab_size: expected a positive integer, got {vocab_size!r}")
+    if vocab_size > MAX_TOKEN + 1:
+        raise InputError(f"vocab_size: {vocab_size} is more than the {MAX_TOKEN + 1:,} token ids there are "
+                         f"([0, {MAX_TOKEN}]; 2**32 - 1 is reserved for padding)")
     if index.max_token >= vocab_size:
         raise InputError(f"vocab_size: the index holds token {index.max_token}, not below vocab_size {vocab_size}; "
                          "a keyword with it could never be generated (build the index over this vocabulary)")
@@ -160,12 +169,14 @@ class TrieStepper:
         if node.ndim != 1 or off.shape != node.shape or not (np.issubdtype(node.dtype, np.integer)
                                                            and np.issubdtype(off.dtype, np.integer)):
             raise InputError(f"states: expected two 1-D integer arrays of one length, got {node.shape}, {off.shape}")
+        if node.size and (int(node.min()) < FINISHED or int(node.max()) >= self.index.num_nodes):
+            bad = int(node[(node < FINISHED) | (node >= self.index.num_nodes)][0])  # before a cast could wrap it
+            raise InputError(f"states: node {bad} is out of range [-2, {self.index.num_nodes})")
+        if off.size and int(off.max()) > 2**62:
+            raise InputError(f"states: off {int(off.max())} is outside every edge")
         node = node.astype(np.int64, copy=False)
         off = off.astype(np.int64, copy=False)
         live = node >= 0
-        if node.size and (node.min() < FINISHED or node.max() >= self.index.num_nodes):
-            bad = int(node[(node < FINISHED) | (node >= self.index.num_nodes)][0])
-            raise InputError(f"states: node {bad} is out of range [-2, {self.index.num_nodes})")
         m = np.zeros(node.shape, dtype=np.int64)
         if live.any():
             m[live] = self.index.edge_lengths(node[live])
@@ -263,8 +274,11 @@ class TrieStepper:
         return out
 
     def advance(self, states: StepStates, tokens: np.ndarray, eos_token_id: Any = None) -> StepStates:
-        """Each state after its token; a token that leaves the trie gives DEAD.  With ``eos_token_id``, EOS
-        where a keyword ends gives FINISHED (elsewhere DEAD); FINISHED stays FINISHED whatever the token."""
+        """Each state after its token; a token that leaves the trie gives DEAD: any integer that is not the
+        state's next label, negative ones and ones of 2**32 - 1 or more included, on every backend (the GPU's
+        tokens are device arrays it reads without a synchronisation, so neither backend refuses a value).  With
+        ``eos_token_id``, EOS where a keyword ends gives FINISHED (elsewhere DEAD); FINISHED stays FINISHED
+        whatever the token."""
         node, off, at = self._decode(states)
         x = np.asarray(tokens)
         if x.shape != node.shape or not np.issubdtype(x.dtype, np.integer):
@@ -352,13 +366,22 @@ class TrieStepper:
 
 
 def _cols(v: Any, default: int, n: int, width: int, name: str) -> np.ndarray:
-    """A per-row column bound (int or int array [n]) in [0, width]."""
-    a = np.full(n, default if v is None else 0, dtype=np.int64)
-    if v is not None:
-        a[:] = np.asarray(v, dtype=np.int64)
-    if a.size and (a.min() < 0 or a.max() > width):
-        raise InputError(f"{name}: expected column bounds in [0, {width}], got {a.min()}..{a.max()}")
-    return a
+    """A per-row column bound (None: ``default``; an int for every row; or n ints, 1-D) in [0, width]."""
+    if v is None:
+        return np.full(n, default, dtype=np.int64)
+    if isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_)):
+        lo = hi = int(v)
+        a = None
+    else:
+        arr = np.asarray(v)
+        if arr.shape != (n,) or not (np.issubdtype(arr.dtype, np.integer) or arr.size == 0):
+            raise InputError(f"{name}: expected an int or {n} ints (one a row of ids), got "
+                             f"{arr.dtype}{list(arr.shape)}")
+        lo, hi = (int(arr.min()), int(arr.max())) if n else (0, 0)  # before a cast could wrap them
+        a = arr.astype(np.int64)
+    if lo < 0 or hi > width:
+        raise InputError(f"{name}: expected column bounds in [0, {width}], got {lo}..{hi}")
+    return np.full(n, lo, dtype=np.int64) if a is None else a
 
 
 def _check_out(out: Any, shape: tuple[int, int], additive: bool) -> np.ndarray:
@@ -366,6 +389,8 @@ def _check_out(out: Any, shape: tuple[int, int], additive: bool) -> np.ndarray:
         raise InputError(f"out: expected a numpy array, got {type(out).__name__}")
     if out.shape != shape:
         raise InputError(f"out: expected shape {list(shape)}, got {list(out.shape)}")
+    if not out.flags.writeable:
+        raise InputError("out: the array is read-only (the mask is written into it)")
     if additive and not np.issubdtype(out.dtype, np.floating):
         raise InputError(f"out: an additive mask needs a float array, got {out.dtype}")
     if not additive and out.dtype != np.bool_:

@@ -214,6 +214,72 @@ def test_refusals() -> None:
         prefix_allowed_tokens_fn(index, 1, -2)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_prompt_lookup_decoding_keeps_the_inferred_prompt(device: str) -> None:
+    """Prompt-lookup (assisted) decoding calls the processor at cur_len + i for its candidates, then again at a
+    shorter length: with prompt_length=None the prompt must stay the first call's, so the output is a keyword."""
+    kws = [[5, 6, 7, 8, 9, 10], [5, 6, 7, 8, 11, 12], [20, 21]]
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
+    torch.manual_seed(0)
+    cfg = GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2, n_head=2, eos_token_id=EOS, pad_token_id=0)
+    model = GPT2LMHeadModel(cfg).eval().to(device)
+    prompt = torch.tensor([[5, 6, 7, 8, 9, 10, 3, 5, 6, 7, 8, 11, 12, 3, 5]], device=device)
+    outs = []
+    for p in (None, prompt.shape[1]):
+        proc = TrieLogitsProcessor(index, EOS, prompt_length=p)
+        lengths: list[int] = []
+
+        def spy(ids, begin=proc._begin, lengths=lengths):
+            lengths.append(ids.shape[1])
+            return begin(ids)
+
+        proc._begin = spy
+        with torch.no_grad():
+            out = model.generate(prompt, logits_processor=LogitsProcessorList([proc]), max_new_tokens=8,
+                                 eos_token_id=EOS, pad_token_id=0, do_sample=False, prompt_lookup_num_tokens=4)
+        gen = out[0, prompt.shape[1]:].tolist()
+        assert EOS in gen and gen[: gen.index(EOS)] in kws, (p, gen)
+        outs.append(gen)
+    assert any(b <= a for a, b in zip(lengths, lengths[1:], strict=False)), "no call went back: not assisted"
+    assert outs[0] == outs[1]
+
+
+def test_a_new_prompt_is_inferred_again() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [20]]))
+    proc = TrieLogitsProcessor(index, EOS)
+
+    def allowed(ids: list[list[int]]) -> list[int]:
+        return torch.isfinite(proc(torch.tensor(ids), torch.zeros(len(ids), 24))).nonzero()[:, 1].tolist()
+
+    assert allowed([[3, 4]]) == [5, 20]  # prompt [3, 4]
+    assert allowed([[3, 4, 5]]) == [6]  # one token more: continues
+    assert allowed([[3, 4, 5, 6]]) == [1]  # [5, 6] ends: EOS only
+    assert allowed([[3, 4, 5]]) == [6]  # shorter, same prompt (assisted decoding's step back): continues
+    assert allowed([[7, 7, 7, 7, 7]]) == [5, 20]  # not one token more, another prompt: inferred again
+    assert allowed([[7, 7, 7, 7, 7, 20]]) == [1]
+    assert allowed([[7, 7, 7, 7, 7, 20], [7, 7, 7, 7, 7, 20]]) == [5, 20, 5, 20]  # other rows: a new prompt
+
+
+def test_carried_states_do_not_mix_dtypes() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[3, 4], [3, 0, 4, 5]]))
+    proc = TrieLogitsProcessor(index, EOS, prompt_length=2)
+    proc(torch.tensor([[9, 9, 3]], dtype=torch.int64), torch.zeros(1, 16))
+    s = proc(torch.tensor([[9, 9, 3, 0, 4]], dtype=torch.int32), torch.zeros(1, 16))
+    assert torch.isfinite(s[0]).nonzero().flatten().tolist() == [5]
+
+
+def test_bad_arguments_are_refused_before_any_state_changes() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [20]]))
+    with pytest.raises(InputError, match="prompt_length: expected an int or a sequence"):
+        TrieLogitsProcessor(index, 1, prompt_length=2.0)
+    proc = TrieLogitsProcessor(index, 1)
+    with pytest.raises(InputError, match="scores: expected floating-point logits, got torch.int64"):
+        proc(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 24, dtype=torch.long))
+    with pytest.raises(InputError, match="input_ids: expected integer token ids, got torch.float32"):
+        proc(torch.zeros(1, 3), torch.zeros(1, 24))
+    assert proc._inferred is None and proc._last_len == -1
+
+
 def test_readme_examples_run(capsys) -> None:
     import re
     from pathlib import Path

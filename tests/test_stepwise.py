@@ -145,6 +145,37 @@ def test_refusals():
         TrieStepper([[1, 2]])
 
 
+def test_more_refusals_before_any_work():
+    s = TrieStepper(NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [300]])))
+    st0, ids = s.start(2), np.array([[1, 2], [300, 0]])
+    with pytest.raises(InputError, match="vocab_size: 4294967296 is more than the 4,294,967,295 token ids"):
+        s.mask(st0, 2**32, 0)
+    assert s.mask(s.start(1), 301, np.array(0), additive=False).sum() == 2  # a 0-d array is one id (1, 300)
+    with pytest.raises(InputError, match="eos_token_id: expected an int or a sequence of ints, got 1.5"):
+        s.advance(st0, np.array([1, 1]), 1.5)
+    ro = np.zeros((2, 400), dtype=np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(InputError, match="out: the array is read-only"):
+        s.mask(StepStates(np.array([-1, -1]), np.array([0, 0])), 400, 0, out=ro)
+    assert s.dead_count == 0  # refused before the dead rows were counted
+    with pytest.raises(InputError, match="node 18446744073709551615 is out of range"):
+        s.allowed(StepStates(np.array([2**64 - 1], dtype=np.uint64), np.array([0])))
+    for begin, says in [(1.9, "begin: expected an int or 2 ints"), (True, "begin: expected an int or 2 ints"),
+                        ("1", "begin: expected an int or 2 ints"), ([1], r"begin: expected an int or 2 ints"),
+                        (np.zeros((2, 1), np.int64), "begin: expected an int or 2 ints"),
+                        ([0, 3], r"begin: expected column bounds in \[0, 2\], got 0..3"),
+                        (np.array([2**64 - 1, 0], np.uint64), "got 0..18446744073709551615")]:
+        with pytest.raises(InputError, match=says):
+            s.walk(ids, begin=begin)
+    assert s.walk(ids, begin=np.int64(1)).node.tolist() == s.walk(ids, begin=[1, 1]).node.tolist()
+
+
+def test_tokens_that_are_no_label_leave_the_trie():
+    s = TrieStepper(NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [300]])))
+    for x in (-1, 2**32 - 1, 2**32 + 1, 2**40 + 300):
+        assert s.advance(s.start(1), np.array([x], dtype=np.int64)).node.tolist() == [-1], x
+
+
 def test_finished_absorbs_padding_and_dead_stays_dead():
     s = TrieStepper(NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2]])))
     st0 = s.start_from_prefixes([[1, 2], [1], [1, 2]])
