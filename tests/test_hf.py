@@ -280,6 +280,55 @@ def test_bad_arguments_are_refused_before_any_state_changes() -> None:
     assert proc._inferred is None and proc._last_len == -1
 
 
+def _allowed(proc: TrieLogitsProcessor, ids: list[list[int]], vocab: int = 24) -> list[list[int]]:
+    out = proc(torch.tensor(ids), torch.zeros(len(ids), vocab))
+    return [torch.isfinite(r).nonzero().flatten().tolist() for r in out]
+
+
+def test_prompt_inference_rules() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6], [20]]))
+    proc = TrieLogitsProcessor(index, EOS)
+    assert _allowed(proc, [[3, 4]]) == [[5, 20]]
+    assert _allowed(proc, [[9, 9, 5]]) == [[6]]  # one token longer continues, with no comparison (documented)
+    proc.reset()
+    assert _allowed(proc, [[3, 4]]) == [[5, 20]]
+    assert _allowed(proc, [[3, 4, 5], [3, 4, 5]]) == [[5, 20], [5, 20]]  # more rows: a new prompt
+    proc.reset()
+    ids = torch.tensor([[3, 4]])
+    proc(ids, torch.zeros(1, 24))
+    ids[0] = 7  # the caller reuses its buffer: the processor kept a copy of the prompt
+    assert _allowed(proc, [[3, 4, 5, 6]]) == [[EOS]]
+
+
+def test_per_row_prompt_lengths() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[7, 5, 6], [6, 2]]))
+    proc = TrieLogitsProcessor(index, EOS, prompt_length=[3, 5])
+    ids = torch.tensor([[0, 0, 0, 7, 5], [0, 0, 0, 7, 5]])  # the same ids, two different suffixes
+    proc(ids, torch.zeros(2, 10))
+    assert _allowed(proc, torch.cat([ids, torch.tensor([[6], [6]])], 1).tolist(), 10) == [[EOS], [2]]
+    with pytest.raises(InputError, match="prompt_length: 9 is longer than input_ids"):
+        TrieLogitsProcessor(index, EOS, prompt_length=[2, 9])(torch.zeros(2, 4, dtype=torch.long), torch.zeros(2, 10))
+    for bad in ([2, -1], [True, 2]):
+        with pytest.raises(InputError, match="prompt_length"):
+            TrieLogitsProcessor(index, EOS, prompt_length=bad)
+
+
+def test_scores_that_require_grad_are_masked_in_a_copy() -> None:
+    proc = TrieLogitsProcessor(NarrowLoudsIndex.build(KeywordSet.from_sequences([[5, 6]])), EOS, prompt_length=1)
+    scores = torch.zeros(1, 10, requires_grad=True)
+    out = proc(torch.tensor([[0]]), scores)
+    assert out is not scores and torch.isfinite(out[0]).nonzero().flatten().tolist() == [5]
+    assert torch.equal(scores.detach(), torch.zeros(1, 10))
+
+
+def test_a_finished_row_is_walked_with_eos() -> None:
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[9], [5, 6]]))
+    proc = TrieLogitsProcessor(index, EOS, prompt_length=1)
+    assert _allowed(proc, [[0, 9, EOS, 0]], 10) == [[EOS]] and proc.dead_count == 0  # FINISHED, not DEAD
+    fn = prefix_allowed_tokens_fn(index, EOS, 5)
+    assert fn(0, torch.tensor([3, 4])) == [5, 9]  # a row shorter than prompt_length: the root's tokens
+
+
 def test_readme_examples_run(capsys) -> None:
     import re
     from pathlib import Path
