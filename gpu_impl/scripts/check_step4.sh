@@ -10,17 +10,9 @@
 # bench.log, pytest.log, pytest_hf.log, table.md, brief.txt.  stdout ends with one line per record.
 #   BUDGET=560  REPEATS=30  TEST_S=220
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-D="$OUT/step4"
-mkdir -p "$D"
-export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 source gpu_impl/scripts/device_install.sh
-device_install /tmp "${SKIP_INSTALL:-}"
-if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
-BUDGET=${BUDGET:-560}
+device_check_begin step4 560
 REPEATS=${REPEATS:-30}
-left() { echo $((BUDGET - SECONDS)); }
-echo "commit ${FLASHTRIE_COMMIT:-unknown}; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
 R="$D/stepwise.jsonl"
 B=(python3 -m flashtrie.harness.stepwise_bench --out "$R" --repeats "$REPEATS")

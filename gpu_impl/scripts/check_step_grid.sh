@@ -5,16 +5,8 @@
 # SWEEP_BPR (default auto,2,4,8,16,32,64) at var:100M, then var:10M while the budget lasts, 2x70 and 1x1000,
 # rows at the root and inside keywords.  Files land in $OUT/grid/: stepwise.jsonl, bench.log, brief.txt.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-D="$OUT/grid"
-mkdir -p "$D"
-export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 source gpu_impl/scripts/device_install.sh
-device_install /tmp "${SKIP_INSTALL:-}"
-if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
-BUDGET=${BUDGET:-550}
-left() { echo $((BUDGET - SECONDS)); }
-echo "commit ${FLASHTRIE_COMMIT:-unknown}; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+device_check_begin grid 550
 
 R="$D/stepwise.jsonl"
 for case in var:100M var:10M; do

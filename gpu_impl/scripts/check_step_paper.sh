@@ -7,16 +7,8 @@
 # Files land directly in $OUT/paper/ (a run stopped at its limit keeps the records it finished):
 # stepwise.jsonl, bench.log, brief.txt.
 set -uo pipefail
-OUT=${OUT:-$PWD/out}
-D="$OUT/paper"
-mkdir -p "$D"
-export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 source gpu_impl/scripts/device_install.sh
-device_install /tmp "${SKIP_INSTALL:-}"
-if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
-BUDGET=${BUDGET:-560}
-left() { echo $((BUDGET - SECONDS)); }
-echo "commit ${FLASHTRIE_COMMIT:-unknown}; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+device_check_begin paper 560
 
 R="$D/stepwise.jsonl"
 B=(python3 -m flashtrie.harness.stepwise_bench --out "$R" --repeats "${REPEATS:-30}" --states root,mid)

@@ -14,3 +14,18 @@ device_install() {
   [[ -n "$skip" ]] || python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . \
     > "$log_dir/install.log" 2>&1 || { _device_install_say "project install FAILED"; tail -20 "$log_dir/install.log"; }
 }
+
+# The start the stepwise check scripts share: device_check_begin NAME DEFAULT_BUDGET makes D=$OUT/NAME, exports
+# unbuffered output and the kernel cache, installs (SKIP_INSTALL: not the project), takes FLASHTRIE_COMMIT from git
+# where unset, sets BUDGET (seconds; left() says how many remain) and prints the commit and the GPU.
+device_check_begin() {
+  OUT=${OUT:-$PWD/out}
+  D="$OUT/$1"
+  mkdir -p "$D"
+  export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
+  device_install /tmp "${SKIP_INSTALL:-}"
+  if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
+  BUDGET=${BUDGET:-$2}
+  echo "commit ${FLASHTRIE_COMMIT:-unknown}; $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+}
+left() { echo $((BUDGET - SECONDS)); }
