@@ -22,7 +22,8 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (GPU tests skip themselves where no GPU is present; kernels still compile)."""
     session.install("torch==2.13.0")  # a CPU wheel (pip's find-links); then the `hf` extra finds it installed
-    session.install("-e", ".[test,gpu,hf]")
+    session.install("-e", ".[test,gpu,hf,real]")
+    session.install("--no-deps", "openai-whisper==20250625")  # only its gpt2.tiktoken is read (real libraries)
     session.run("python", "-m", "pytest", "-q", *session.posargs)
 
 
