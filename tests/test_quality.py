@@ -142,13 +142,13 @@ def test_toy_run_end_to_end(tmp_path):
     assert keys >= {("ar", b, beam) for b in ("hf+numpy", "hf") for beam in cfg.ar_beams}
     for r in stored:
         assert r.kind == "quality" and r.status == "ok"
-        assert 0.0 <= r.metrics["precision@100"] <= r.metrics["precision@10"] * 10 + 1e-9
+        assert 0.0 <= r.metrics["precision@100"] <= 1.0 and r.metrics["recall@100"] >= r.metrics["recall@10"]
         assert len(r.config["model_info"]["checkpoint_sha256"]) == 64
         assert r.workload["identifiers"] == len(task.library)
     # constrained results are identifiers only: every NAR numpy result comes from the library (mean_results > 0)
     nar = [r for r in stored if r.config["model"] == "nar" and r.backend == "numpy"]
     assert max(r.metrics["mean_results"] for r in nar) > 0
-    assert all(Path(r.config["model_info"]["checkpoint_sha256"] and tmp_path / "ckpt").is_dir() for r in stored)
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["fixture-ar-toy.pt", "fixture-nar-toy.pt"]
     assert any("NAR beam" in line for line in lines)
     md = render_quality_report(stored, tmp_path / "report")
     assert (tmp_path / "report" / "quality_vs_beam.png").stat().st_size > 0
