@@ -19,9 +19,10 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from flashtrie.datasets.quality_tasks import EOS, build_task, byte_tokenizer, load_task, save_task  # noqa: E402
-from flashtrie.errors import InputError  # noqa: E402
 from flashtrie.harness.quality_eval import IdTable, eval_sample, generated_ids, nar_library  # noqa: E402
 from flashtrie.harness.quality_metrics import hits_at_k, mean_metrics, query_metrics  # noqa: E402
+
+from flashtrie.errors import InputError  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "quality_fixture.json"
 
