@@ -22,7 +22,7 @@ from typing import TextIO
 
 from flashtrie.errors import FlashTrieError
 
-from . import bench, data, demo, real, search
+from . import bench, data, demo, quality, real, search
 from .common import PROG, Formatter
 from .common import ints as _ints  # noqa: F401 - the tests parse integer lists through it
 
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=PROG, description=_DESCRIPTION, formatter_class=Formatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in (data, search, bench, demo, real):
+    for module in (data, search, bench, demo, real, quality):
         module.add_parsers(subs)
     return parser
 

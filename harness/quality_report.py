@@ -1,0 +1,148 @@
+"""The quality section of the report, rendered from ``kind == "quality"`` records written by
+`flashtrie.harness.quality_run` (entry point: `render_quality_report`).
+
+It writes ``quality.md`` (tasks, data and model sizes, training time, a table per task and model, and the
+measured change of Precision@100 from beam 100 to the widest beam measured), ``quality_vs_beam.png`` and
+``quality_vs_latency.png`` (one panel per task and model; a line per backend and mode).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .env import summary_line
+from .records import Record
+
+__all__ = ["render_quality_report", "quality_records"]
+
+_METRICS = ("precision@10", "recall@10", "precision@100", "recall@100", "exact_match")
+
+
+def quality_records(records: Sequence[Record]) -> list[Record]:
+    """The records of the quality runs (written by `flashtrie.harness.quality_run`)."""
+    return [r for r in records if r.kind == "quality" and "model" in r.config and "task" in r.config]
+
+
+def _curves(recs: Sequence[Record]) -> dict[tuple[str, str], dict[str, list[Record]]]:
+    """(task, model) -> backend label -> records sorted by beam (status ok)."""
+    out: dict[tuple[str, str], dict[str, list[Record]]] = {}
+    for r in recs:
+        if r.status != "ok":
+            continue
+        key = (r.config["task"], r.config["model"])
+        label = f"{r.backend} ({r.config['mode']})"
+        out.setdefault(key, {}).setdefault(label, []).append(r)
+    for panel in out.values():
+        for rs in panel.values():
+            rs.sort(key=lambda r: r.config["beam_width"])
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if v == v else "n/a"
+    return str(v)
+
+
+def _task_section(task: str, recs: Sequence[Record]) -> list[str]:
+    w = recs[0].workload
+    sizes = ", ".join(f"{k} {w[k]:,}" if isinstance(w[k], int) else f"{k} {w[k]:.2f}" for k in
+                      ("identifiers", "vocab", "train_queries", "test_queries", "train_pairs", "eval_queries",
+                       "test_mean_relevant", "test_max_relevant") if k in w)
+    info = w.get("task_info", {})
+    lines = [f"### Task `{task}`", "", f"- source: {info.get('source', '?')}; {info.get('subset', '')}",
+             f"- identifier: {info.get('identifier', '?')}", f"- relations: {info.get('relations', '?')}",
+             f"- sizes: {sizes}", ""]
+    models = {}
+    for r in recs:
+        models.setdefault(r.config["model"], r.config["model_info"])
+    for m, mi in sorted(models.items()):
+        lines.append(f"- model {m.upper()}: {mi['parameters']:,} parameters (d {mi['d_model']}, "
+                     f"{mi['layers']} layers), {mi['steps']} steps of {mi['batch_size']}, "
+                     f"trained in {mi['train_seconds']:.1f} s, final loss "
+                     f"{_fmt(mi['final_loss'])}, checkpoint sha256 `{mi['checkpoint_sha256'][:16]}`")
+    lines.append("")
+    head = ["model", "backend", "mode", "beam", *_METRICS, "ms/query", "same as other backend"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(recs, key=lambda r: (r.config["model"], r.backend, r.config["beam_width"])):
+        if r.status != "ok":
+            lines.append(f"| {r.config['model']} | {r.backend} | {r.config['mode']} | {r.config['beam_width']} | "
+                         + " | ".join(["-"] * len(_METRICS)) + f" | {r.status}: {r.message} | |")
+            continue
+        m = r.metrics
+        same = m.get("identical_to_numpy", m.get("identical_to_gpu", ""))
+        lines.append(f"| {r.config['model']} | {r.backend} | {r.config['mode']} | {r.config['beam_width']} | "
+                     + " | ".join(_fmt(m[k]) for k in _METRICS) + f" | {m['latency_ms_per_query']:.3f} | {same} |")
+    return lines + [""]
+
+
+def _reading(curves: dict[tuple[str, str], dict[str, list[Record]]]) -> list[str]:
+    """P@100 at beam 100 and at the widest beam measured, per task, model and backend (as measured)."""
+    lines = ["### Reading", ""]
+    for (task, model), panel in sorted(curves.items()):
+        for label, rs in sorted(panel.items()):
+            at = {r.config["beam_width"]: r.metrics["precision@100"] for r in rs}
+            wide = max(at)
+            if 100 in at and wide > 100:
+                lines.append(f"- {task}, {model.upper()}, {label}: P@100 {at[100]:.3f} at beam 100, {at[wide]:.3f} at "
+                             f"beam {wide} ({at[wide] - at[100]:+.3f})")
+            else:
+                lines.append(f"- {task}, {model.upper()}, {label}: P@100 {at[wide]:.3f} at beam {wide}, the widest "
+                             "measured")
+    return lines + [""]
+
+
+def _figure(curves: dict[tuple[str, str], dict[str, list[Record]]], x: str, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(curves)
+    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
+    for ax, key in zip(axes[0], keys, strict=True):
+        for label, rs in sorted(curves[key].items()):
+            xs = [r.config["beam_width"] if x == "beam" else r.metrics["latency_ms_per_query"] for r in rs]
+            ax.plot(xs, [r.metrics["precision@100"] for r in rs], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel("beam width" if x == "beam" else "ms per query (log)")
+        ax.set_ylabel("Precision@100")
+        ax.set_title(f"{key[0]}: {key[1].upper()}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def render_quality_report(records: Sequence[Record], out_dir: str | os.PathLike[str]) -> Path:
+    """Write the quality section (markdown and two figures) into ``out_dir``; returns the markdown's path."""
+    recs = quality_records(records)
+    if not recs:
+        raise ValueError("no quality records (kind 'quality' with a task and a model) to report")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    curves = _curves(recs)
+    _figure(curves, "beam", out / "quality_vs_beam.png")
+    _figure(curves, "latency", out / "quality_vs_latency.png")
+    lines = ["## Does a wider beam buy quality?", "",
+             "Two small models trained from scratch on real data (see each task), decoded at every beam width: "
+             "the NAR head's per-step top-K (K = B) searched by the numpy and GPU searchers, and the AR model's "
+             "`generate()` with `TrieLogitsProcessor`; each next to the same decoding without the trie, then "
+             "keeping whole identifiers.  P@k divides by k; recall leaves out queries without relevant "
+             "identifiers; exact match is hit@1.  Latency: the search per query (NAR), the whole `generate()` "
+             "per query (AR).", "", f"Environment: {summary_line(recs[0].env)}", "",
+             "![quality vs beam](quality_vs_beam.png)", "", "![quality vs latency](quality_vs_latency.png)", ""]
+    for task in sorted({r.config["task"] for r in recs}):
+        lines += _task_section(task, [r for r in recs if r.config["task"] == task])
+    lines += _reading(curves)
+    path = out / "quality.md"
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines))
+    os.replace(tmp, path)
+    return path
