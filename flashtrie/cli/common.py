@@ -16,9 +16,9 @@ from typing import Any
 from flashtrie.errors import InputError
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
-           "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
-           "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
-           "writing_to"]
+           "search_config", "add_search_options", "add_input_options", "load_inputs", "check_same_library",
+           "build_index", "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context",
+           "BACKENDS_HELP", "writing_to"]
 
 PROG = "flashtrie"
 
@@ -241,11 +241,33 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
             index = build_index(keywords, args.quiet)
         else:
             raise InputError("--index: expected an index file (or --keywords FILE to build one)")
+    if keywords is not None and args.index:
+        check_same_library(keywords, index, args.keywords, args.index)
     with Stage(f"loading queries {args.queries}", args.quiet):
         workload = load_workload(args.queries, probabilities=getattr(args, "probabilities", False))
     if args.limit is not None:
         workload = limit_workload(workload, args.limit)
     return keywords, index, workload
+
+
+def check_same_library(keywords: Any, index: Any, keywords_path: str, index_path: str) -> None:
+    """An `InputError` unless the keyword file is the library the index was built from: the fingerprint in
+    the index metadata where it has one, else the counts a file written before it can be compared on."""
+    from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
+
+    stored = index.meta.get(FINGERPRINT_KEY)
+    lengths = keywords.lengths
+    have = (len(keywords), int(lengths.max()) if len(keywords) else 0, int(keywords.tokens.max(initial=0)))
+    want = (index.num_keywords, index.max_keyword_length, index.max_token)
+    if have != want:
+        why = (f"the index holds {want[0]:,} keywords (longest {want[1]}, largest token {want[2]:,}), the file "
+               f"{have[0]:,} (longest {have[1]}, largest token {have[2]:,})")
+    elif stored is not None and stored != keywords_fingerprint(keywords):
+        why = "the same counts, other keywords (the keyword-set fingerprints differ)"
+    else:
+        return
+    raise InputError(f"--keywords: {keywords_path} is not the keyword library of the index {index_path}: {why}; "
+                     "pass the file the index was built from, or leave --keywords out")
 
 
 def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = False) -> Any:
@@ -255,9 +277,12 @@ def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = Fals
 
     if gpu:
         from flashtrie.gpu_impl import build_index as build_on_gpu
+        from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 
         with Stage(f"building the index of {len(keywords):,} keywords on the GPU", quiet):
-            return build_on_gpu(keywords, ids=ids)
+            index = build_on_gpu(keywords, ids=ids)
+        index.meta.setdefault(FINGERPRINT_KEY, keywords_fingerprint(keywords))
+        return index
     if quiet or len(keywords) < 500_000:
         with Stage(f"building the index of {len(keywords):,} keywords", quiet):
             return NarrowLoudsIndex.build(keywords, ids=ids)

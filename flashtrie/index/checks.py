@@ -24,6 +24,7 @@ from ..cpus import in_parallel, usable_cpus
 from ..errors import DeviceError, InputError
 from ..limits import MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
+from .fingerprint import FINGERPRINT_KEY, is_fingerprint
 from .louds_levels import louds_facts_levels
 from .louds_pass import LoudsFacts, level_starts, louds_facts, tail_lengths
 from .packed import PackedInts
@@ -45,8 +46,8 @@ _COUNT_LIMIT = 2**48
 def meta_problem(meta: dict[str, Any]) -> str | None:
     """What is wrong with the metadata's fields and types (before anything is built from them)."""
     want = set(COUNT_FIELDS) | {"build_seconds", "id_order"}
-    if set(meta) != want:
-        missing, extra = sorted(want - set(meta)), sorted(set(meta) - want)
+    if set(meta) - {FINGERPRINT_KEY} != want:  # the fingerprint is optional (files written before it)
+        missing, extra = sorted(want - set(meta)), sorted(set(meta) - want - {FINGERPRINT_KEY})
         return f"metadata fields: missing {missing[:8]}, unknown {[str(k)[:40] for k in extra[:8]]}"
     for k in COUNT_FIELDS:
         v = meta[k]
@@ -54,6 +55,8 @@ def meta_problem(meta: dict[str, Any]) -> str | None:
             return f"metadata {k} = {str(v)[:40]} is not a count in [0, 2**48)"
     if meta["id_order"] not in ID_ORDERS:
         return f"metadata id_order = {str(meta['id_order'])[:40]!r}, expected one of {ID_ORDERS}"
+    if FINGERPRINT_KEY in meta and not is_fingerprint(meta[FINGERPRINT_KEY]):
+        return f"metadata {FINGERPRINT_KEY} = {str(meta[FINGERPRINT_KEY])[:60]!r} is not a keyword-set fingerprint"
     b = meta["build_seconds"]
     if b is not None and not (type(b) in (int, float) and 0 <= b < 1e9):
         return f"metadata build_seconds = {str(b)[:40]} is not a duration"
