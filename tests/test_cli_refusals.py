@@ -70,3 +70,108 @@ def test_fingerprint_depends_on_every_token_and_boundary() -> None:
     assert keywords_fingerprint(a) == keywords_fingerprint(KeywordSet.from_sequences([[1, 2], [3]]))
     for other in ([[1], [2, 3]], [[1, 2], [4]], [[3], [1, 2]], [[1, 2], [3], [3]]):
         assert keywords_fingerprint(KeywordSet.from_sequences(other)) != keywords_fingerprint(a)
+
+
+# ------------------------------------------------------------------ messages and rough edges
+def test_a_legal_long_output_name_is_written(tmp_path: Path) -> None:
+    from flashtrie.io_util import atomic_write, remove_stale_temporaries, temp_names
+
+    target = tmp_path / ("k" * 244 + ".ftrie")  # 250 bytes: legal, but ".NAME.XXXXXXXX.tmp" would not be
+    atomic_write(target, b"data")
+    assert target.read_bytes() == b"data"
+    prefix, suffix = temp_names(target)
+    assert len((prefix + "XXXXXXXX" + suffix).encode()) <= 255 and temp_names(target) == (prefix, suffix)
+    leftover = tmp_path / f"{prefix}abcdefgh{suffix}"
+    leftover.write_bytes(b"half")
+    assert remove_stale_temporaries(target, older_than=-1) == [leftover]
+
+
+@pytest.mark.parametrize(("argv", "suffixes"), [
+    (["gen-keywords", "-n", "10", "-o"], ".npz or .txt"),
+    (["gen-queries", "KW", "-n", "2", "-o"], ".npz or .tsv"),
+])
+def test_an_output_suffix_that_names_no_format_is_refused(argv: list[str], suffixes: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)
+    argv = [str(f["kw"]) if a == "KW" else a for a in argv]
+    for name in ("x.json", "z.csv"):
+        assert main([*argv, str(tmp_path / name), "--quiet"]) == 2
+        line = _error_line(capsys)
+        assert f"--output: {tmp_path / name} has no suffix that names a format" in line and suffixes in line
+        assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("bad", [None, 3, 2.5])
+def test_load_of_a_non_path_is_an_input_error(bad: object) -> None:
+    from flashtrie.errors import InputError
+
+    with pytest.raises(InputError, match=f"path: expected the path of an index file .* got {type(bad).__name__}"):
+        NarrowLoudsIndex.load(bad)  # type: ignore[arg-type]
+
+
+def test_truncated_and_corrupt_headers_say_rebuild(tmp_path: Path) -> None:
+    from flashtrie import IndexFormatError
+
+    f = _files(tmp_path)
+    raw = f["idx"].read_bytes()
+    cases = {"short": raw[:10], "header cut": raw[:40], "arrays cut": raw[: len(raw) - 64],
+             "header crc": raw[:12] + bytes([raw[12] ^ 1]) + raw[13:], "extra": raw + b"\0" * 64}
+    for name, data in cases.items():
+        (tmp_path / f"{name}.ftrie").write_bytes(data)
+        with pytest.raises(IndexFormatError, match="rebuild it with `flashtrie build KEYWORDS -o FILE`"):
+            NarrowLoudsIndex.load(tmp_path / f"{name}.ftrie")
+
+
+def test_an_empty_keyword_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    assert main(["build", str(empty), "-o", str(tmp_path / "e.ftrie"), "--quiet"]) == 2
+    assert f"{empty}: the keyword library is empty" in _error_line(capsys)
+
+
+def test_a_keyword_file_as_index_points_to_keywords(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)
+    assert main(["search", "--index", str(f["kw"]), "--queries", str(f["q"]), "--quiet"]) == 2
+    assert "a keyword library (.txt or .npz) goes to --keywords FILE" in _error_line(capsys)
+
+
+def test_demo_keywords_is_a_count_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["demo", "--keywords", "mykw.txt"])
+    err = capsys.readouterr().err
+    assert "in demo this is the number of keywords to generate" in err and "flashtrie search --index" in err
+
+
+@pytest.mark.parametrize("argv", [["search", "--beam", "70000"], ["bench", "beam", "--beams", "10,70000"],
+                                  ["bench", "batch", "--beam", "1M"]])
+def test_beam_widths_over_the_limit_are_refused_while_parsing(argv: list[str],
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(argv)
+    err = capsys.readouterr().err
+    assert "65,535" in err and "200k" not in err and "2M" not in err
+
+
+def test_search_help_lists_every_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    from flashtrie.harness.backends import BACKENDS
+
+    with pytest.raises(SystemExit):
+        main(["search", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for name in BACKENDS:
+        assert name in help_text
+
+
+def test_bare_flashtrie_prints_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "gen-keywords" in err and "search" in err and "demo" in err
+    assert "the following arguments are required" not in err
+
+
+def test_one_duplicate_is_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kw = tmp_path / "kw.txt"
+    KeywordSet.from_sequences([[1, 2], [1, 2], [3]]).to_text(kw)
+    assert main(["build", str(kw), "-o", str(tmp_path / "kw.ftrie")]) == 0
+    err = capsys.readouterr().err
+    assert "(2 unique, 1 duplicate collapsed)" in err

@@ -13,10 +13,13 @@ from .common import (
     BACKENDS_HELP,
     Stage,
     add_command,
+    beam_width,
+    beam_widths,
     choose_backends,
     count,
     ints,
     load_inputs,
+    load_keywords_arg,
     needs_keywords,
     nonneg,
     run_context,
@@ -41,10 +44,10 @@ def _check_bench_inputs(args: argparse.Namespace) -> None:
 
 def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
     from flashtrie.harness import sweep as sw
-    from flashtrie.harness.workloads import describe_keywords, load_keywords
+    from flashtrie.harness.workloads import describe_keywords
 
     with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords(args.keywords)
+        kw = load_keywords_arg(args.keywords)
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 
@@ -178,8 +181,8 @@ def _add_bench_parser(subs: Any) -> None:
                    help="a proposal TSV's \"probs\" are probabilities: take their logs")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--beams", type=ints, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
-    p.add_argument("--beam", "-B", type=count, default=100, help="beam width for the batch and size sweeps")
+    p.add_argument("--beams", type=beam_widths, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
+    p.add_argument("--beam", "-B", type=beam_width, default=100, help="beam width for the batch and size sweeps")
     p.add_argument("--batch-size", type=count, default=1, help="queries per call in the beam sweep")
     p.add_argument("--batch-sizes", type=ints, default=[1, 2, 4, 8, 16, 32], help="batch sizes (batch)")
     p.add_argument("--sizes", type=ints, default=[10_000, 100_000, 1_000_000], help="library sizes (size)")
