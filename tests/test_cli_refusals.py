@@ -175,3 +175,51 @@ def test_one_duplicate_is_singular(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["build", str(kw), "-o", str(tmp_path / "kw.ftrie")]) == 0
     err = capsys.readouterr().err
     assert "(2 unique, 1 duplicate collapsed)" in err
+
+
+# ------------------------------------------------------------------ memory and arguments before any work
+def _little_memory(monkeypatch: pytest.MonkeyPatch, have: int = 200 << 20) -> None:
+    from flashtrie.cli import common
+
+    monkeypatch.setattr(common, "available_memory", lambda: (have, "the address-space limit (ulimit -v)"))
+
+
+@pytest.mark.parametrize("n", ["1e20", "2G"])
+def test_gen_keywords_too_many_for_memory_is_refused_first(n: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _little_memory(monkeypatch)
+    assert main(["gen-keywords", "-n", n, "-o", str(tmp_path / "kw.npz")]) == 2
+    line = _error_line(capsys)
+    assert line.startswith("flashtrie: error: -n: ") and "GB of memory" in line and "ulimit -v" in line
+    assert not (tmp_path / "kw.npz").exists()
+
+
+def test_available_memory_reads_the_limits() -> None:
+    from flashtrie.cli.common import available_memory
+
+    have, source = available_memory()
+    assert have > 0 and source
+
+
+def test_bench_batch_too_large_is_refused_before_any_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)
+    _little_memory(monkeypatch, 1 << 20)
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "batch", "--index", str(f["idx"]), "--queries", str(f["q"]), "--batch-sizes", "1,1M",
+                 "--backends", "numpy", "-o", str(res), "--quiet"]) == 2
+    assert "--batch-sizes: 1,000,000 needs about" in _error_line(capsys)
+    assert not res.exists()
+
+
+def test_bench_beam_wider_than_k_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)  # K = 8 proposals per step
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "beam", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beams", "2,16",
+                 "--backends", "numpy", "--repeats", "1", "--warmup", "0", "-o", str(res)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the workload has K = 8 proposals per step: beam 16 run with K = 8 < beam" in err
+    from flashtrie.harness.records import read_records
+
+    assert [(r.config["beam_width"], r.config["K"]) for r in read_records(res)] == [(2, 2), (16, 8)]

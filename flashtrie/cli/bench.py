@@ -15,6 +15,7 @@ from .common import (
     add_command,
     beam_width,
     beam_widths,
+    check_memory,
     choose_backends,
     count,
     ints,
@@ -84,6 +85,25 @@ def _sweep_quality(args: argparse.Namespace, ctx: Any, keywords: Any, index: Any
     ctx.emit(recs)
 
 
+#: Bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies.
+PROPOSAL_BYTES = 32
+
+
+def _check_workload_fits(args: argparse.Namespace, workload: Any) -> None:
+    """Before any run or record: the largest batch fits in memory, and a beam wider than the workload's K
+    is said (it runs with every proposal, K < beam)."""
+    q, t, k = workload.proposals.shape
+    if args.sweep in ("batch", "all"):
+        bs = max(args.batch_sizes)
+        check_memory("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
+                     f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals")
+    narrow = [b for b in (args.beams if args.sweep in ("beam", "quality", "all") else []) if b > k]
+    if narrow and not args.quiet:
+        say(f"warning: the workload has K = {k} proposals per step: beam{'s' if len(narrow) > 1 else ''} "
+            f"{', '.join(map(str, narrow))} run with K = {k} < beam (the records say so in config.K); "
+            f"generate the queries with -K {max(narrow)} for K = beam")
+
+
 def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
     """The sweeps over given inputs: beam, batch, quality (and build for 'all')."""
     from flashtrie.harness import sweep as sw
@@ -93,6 +113,7 @@ def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -
     keywords, index, workload = load_inputs(args, need_index=True,
                                             need_keywords=any(needs_keywords(b) for b in backends)
                                             or what in ("quality", "all"))
+    _check_workload_fits(args, workload)
     ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
                    {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
     if what in ("beam", "all"):

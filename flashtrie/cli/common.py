@@ -17,9 +17,10 @@ from flashtrie.errors import InputError
 from flashtrie.io_util import temp_names
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
-           "load_keywords_arg", "nonneg", "seconds", "number", "say", "Stage", "search_config", "add_search_options",
-           "add_input_options", "load_inputs", "check_same_library", "build_index", "choose_backends",
-           "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP", "writing_to"]
+           "available_memory", "check_memory", "load_keywords_arg", "nonneg", "seconds", "number", "say", "Stage",
+           "search_config", "add_search_options", "add_input_options", "load_inputs", "check_same_library",
+           "build_index", "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context",
+           "BACKENDS_HELP", "writing_to"]
 
 PROG = "flashtrie"
 
@@ -146,6 +147,33 @@ def check_suffix(path: str, arg: str, suffixes: tuple[str, ...], what: str) -> N
     if not str(path).lower().endswith(suffixes):
         raise InputError(f"{arg}: {path} has no suffix that names a format for {what}; expected "
                          f"{' or '.join(suffixes)}")
+
+
+def available_memory() -> tuple[int, str]:
+    """Bytes a run may use here and what bounds it: /proc/meminfo's MemAvailable, or the address-space limit
+    (``ulimit -v``) where that is lower."""
+    import resource
+
+    have, what = 1 << 62, "no known limit"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                have, what = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except (OSError, ValueError, IndexError):
+        pass
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY and soft < have:
+        have, what = soft, "the address-space limit (ulimit -v)"
+    return have, what
+
+
+def check_memory(arg: str, value: object, need: int, what: str) -> None:
+    """An `InputError` naming the argument, its value and the limit when ``need`` bytes (an estimate of what
+    the run holds at once) are more than `available_memory`; called before any work or record."""
+    have, source = available_memory()
+    if need > have:
+        raise InputError(f"{arg}: {value} needs about {need / 1e9:,.1f} GB of memory for {what}; {have / 1e9:,.1f} "
+                         f"GB are available ({source}); choose a smaller {arg}")
 
 
 def plural(n: int, word: str) -> str:

@@ -15,6 +15,7 @@ from .common import (
     Stage,
     add_command,
     build_index,
+    check_memory,
     check_suffix,
     count,
     load_keywords_arg,
@@ -27,12 +28,17 @@ from .common import (
 __all__ = ["add_parsers"]
 
 
+#: Peak bytes per generated keyword (about 95 measured at 200k-800k keywords, with room for the write).
+KEYWORD_BYTES = 160
+
+
 def cmd_gen_keywords(args: argparse.Namespace) -> int:
     from flashtrie.datasets import KeywordParams, generate_keywords_from
     from flashtrie.harness.workloads import duplicate_count, save_keywords
 
     check_output_file(args.output, "--output")
     check_suffix(args.output, "--output", (".npz", ".txt"), "a keyword library")
+    check_memory("-n", f"{args.n:,}", args.n * KEYWORD_BYTES, "the generated keywords")
     params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
                                                          {"vocab_size": args.vocab_size}))
     with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
