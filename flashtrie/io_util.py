@@ -12,7 +12,7 @@ from typing import BinaryIO
 
 from .errors import InputError
 
-__all__ = ["atomic_write", "atomic_write_with", "check_output_file", "remove_stale_temporaries"]
+__all__ = ["atomic_write", "atomic_write_with", "check_output_file", "remove_stale_temporaries", "temp_names"]
 
 
 def check_output_file(path: str | os.PathLike[str], arg: str,
@@ -63,8 +63,22 @@ STALE_TEMP_SECONDS = 3600
 _TEMP_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")
 
 
-def _temp_names(target: Path) -> tuple[str, str]:
-    return f".{target.name}.", ".tmp"
+#: The longest file name most file systems allow (bytes).
+NAME_MAX = 255
+
+
+def temp_names(target: Path) -> tuple[str, str]:
+    """Prefix and suffix of the temporary files of ``target`` (``.NAME.`` and ``.tmp``, mkstemp adding 8
+    characters); a name too long for that keeps its first bytes and a hash of the whole name, so a legal
+    target name always has a legal temporary name, the same one each time."""
+    name, suffix = target.name, ".tmp"
+    if len(os.fsencode(f".{name}.XXXXXXXX{suffix}")) <= NAME_MAX:
+        return f".{name}.", suffix
+    import hashlib
+
+    tag = hashlib.blake2b(os.fsencode(name), digest_size=4).hexdigest()
+    head = os.fsencode(name)[: NAME_MAX - len(".~12345678.XXXXXXXX.tmp")].decode("utf-8", "ignore")
+    return f".{head}~{tag}.", suffix
 
 
 def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECONDS,
@@ -75,7 +89,7 @@ def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECOND
     With ``folders``, removes temporary folders of that name (as `tempfile.mkdtemp` makes them) instead.
     Younger ones may belong to a save still running in another process, so they stay.
     """
-    prefix, suffix = _temp_names(target)
+    prefix, suffix = temp_names(target)
     now, removed = time.time(), []
     try:
         entries = list(os.scandir(target.parent))
@@ -117,7 +131,7 @@ def atomic_write_with(path: str | os.PathLike[str], writer: Callable[[BinaryIO],
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temporaries(target)
     mode = target.stat().st_mode & 0o7777 if target.exists() else 0o666 & ~_umask()
-    prefix, suffix = _temp_names(target)
+    prefix, suffix = temp_names(target)
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -8,9 +8,10 @@ command line.  Reports are drawn from these files only.  JSON has no infinities,
 float in the workload, config, metrics and workload statistics.
 
 Writing appends whole lines with a single ``write`` on a file opened for appending (and under an
-advisory lock), and undoes a short write, so concurrent writers, crashes and full disks never leave half
-a record.  Reading validates every line and names the file and line of the first bad one (a damaged last
-line, from an older writer, is skipped with a warning).
+advisory lock), starting on a fresh line, and undoes a short write.  A process killed in the middle of a
+large write can still leave a partial line: the next append starts after a newline, so it never joins it,
+and reading skips any line that is not JSON with a warning, so no crash makes another record unreadable.
+Reading validates every whole line and names the file and line of the first bad record.
 """
 
 from __future__ import annotations
@@ -146,9 +147,10 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
     """Append records to a JSON Lines file; returns the count.
 
     All the lines go out in one ``os.write`` on a descriptor opened with ``O_APPEND`` (under an advisory
-    lock).  A write that fails or comes back short (a full disk) is undone: the file is truncated back to
-    its size before the call (a file the call created is removed), so it holds either every new record or
-    none, never half a line, and an `OSError` naming the file is raised.
+    lock), after a newline when the file does not end with one (a line cut short by a killed writer).  A
+    write that fails or comes back short (a full disk) is undone: the file is truncated back to its size
+    before the call (a file the call created is removed), so it holds either every new record or none,
+    never half a line, and an `OSError` naming the file is raised.
     """
     data = b"".join(_to_line(r) for r in records)
     count = data.count(b"\n")
@@ -159,6 +161,8 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
     fd, created = _open_locked(p)
     try:
         before = os.fstat(fd).st_size
+        if before and os.pread(fd, 1, before - 1) != b"\n":  # a line cut short by a killed writer: end it
+            data = b"\n" + data
         try:
             written = os.write(fd, data)
             if written != len(data):
@@ -178,16 +182,17 @@ def append_records(path: str | os.PathLike[str], records: Iterable[Record | dict
 
 
 def _open_locked(p: Path) -> tuple[int, bool]:
-    """Open ``p`` for appending (``O_APPEND``) under an exclusive advisory lock; True when this call
-    created it.  A file that a failed append removed while this call waited for the lock is opened again."""
+    """Open ``p`` for appending (``O_APPEND``; readable, for its last byte) under an exclusive advisory lock;
+    True when this call created it.  A file that a failed append removed while this call waited for the lock
+    is opened again."""
     while True:
         try:
-            fd, created = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
+            fd, created = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644), True
         except FileExistsError:
             try:
-                fd, created = os.open(p, os.O_WRONLY | os.O_APPEND), False
+                fd, created = os.open(p, os.O_RDWR | os.O_APPEND), False
             except FileNotFoundError:  # removed meanwhile, or a dangling link (made as before)
-                fd, created = os.open(p, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644), False
+                fd, created = os.open(p, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644), False
         try:
             import fcntl
 
@@ -221,31 +226,36 @@ def append_record(path: str | os.PathLike[str], record: Record | dict[str, Any])
 
 
 class DamagedRecordWarning(UserWarning):
-    """The last line of a records file is not a whole record (a write cut short); it was skipped."""
+    """A line of a records file is not a whole record (a write cut short); it was skipped."""
 
 
 def iter_records(path: str | os.PathLike[str]) -> Iterator[Record]:
-    """Yield validated records from a JSON Lines file; a bad line raises `InputError` naming file and line.
+    """Yield validated records from a JSON Lines file; a bad record raises `InputError` naming file and line.
 
-    The one exception is a damaged *last* line that is not JSON (an append cut short by a crash or a full
-    disk, before appends were made atomic): it is skipped with a `DamagedRecordWarning` naming the file and
-    the line, so the records before it stay readable.
+    A line that is not JSON (an append cut short by a killed process or a full disk) is skipped, wherever it
+    is, with one `DamagedRecordWarning` naming the file and the lines, so every whole record stays
+    readable.  A file with no JSON line at all is not a records file: an `InputError`.
     """
     p = Path(path)
     if not p.is_file():
         raise InputError(f"{p}: no such records file (expected a .jsonl file written by 'flashtrie bench')")
     with p.open("rb") as f:
         lines = [(n, raw) for n, raw in enumerate(f, 1) if raw.strip()]
-    for i, (lineno, raw) in enumerate(lines):
+    parsed: list[tuple[int, Any]] = []
+    damaged: list[int] = []
+    for lineno, raw in lines:
         try:
-            d = json.loads(raw)
+            parsed.append((lineno, json.loads(raw)))
         except (json.JSONDecodeError, UnicodeDecodeError):
-            if i == len(lines) - 1 and i > 0:
-                warnings.warn(f"{p}: line {lineno}: not a whole record (a write cut short?); skipped it and read "
-                              f"the {i} records before it", DamagedRecordWarning, stacklevel=2)
-                return
-            raise InputError(f"{p}: line {lineno}: not JSON; expected a flashtrie benchmark record "
-                             "(JSON Lines written by 'flashtrie bench')") from None
+            damaged.append(lineno)
+    if damaged and not parsed:
+        raise InputError(f"{p}: line {damaged[0]}: not JSON; expected a flashtrie benchmark record "
+                         "(JSON Lines written by 'flashtrie bench')")
+    if damaged:
+        where = ", ".join(map(str, damaged[:10])) + (f" and {len(damaged) - 10} more" if len(damaged) > 10 else "")
+        warnings.warn(f"{p}: line{'s' if len(damaged) > 1 else ''} {where}: not a whole record (a write cut "
+                      f"short?); skipped, the {len(parsed)} other lines read", DamagedRecordWarning, stacklevel=2)
+    for lineno, d in parsed:
         try:
             yield Record.from_dict(d)
         except InputError as e:

@@ -259,9 +259,12 @@ def test_report_skips_a_damaged_last_line_with_a_warning(tmp_path: Path,
     assert f"flashtrie: warning: {res}: line 3: not a whole record" in err and "Traceback" not in err
     assert (tmp_path / "rep" / "report.md").exists()
     lines = good.splitlines()
-    res.write_text(lines[0] + "\n{broken\n" + lines[1] + "\n")  # damage before the end is still an error
-    assert main(["report", str(res), "-o", str(tmp_path / "rep2")]) == 2
-    assert "line 2: not JSON" in _error_line(capsys)
+    res.write_text(lines[0] + "\n{broken\n" + lines[1] + "\n")  # damage anywhere: skipped, the rest read
+    assert main(["report", str(res), "-o", str(tmp_path / "rep2")]) == 0
+    assert f"flashtrie: warning: {res}: line 2: not a whole record" in capsys.readouterr().err
+    res.write_text("{broken\n")  # no whole record at all: not a records file
+    assert main(["report", str(res), "-o", str(tmp_path / "rep3")]) == 2
+    assert "line 1: not JSON" in _error_line(capsys)
 
 
 # ---------------------------------------------------------------------------- input messages (#11.5)

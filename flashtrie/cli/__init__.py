@@ -130,6 +130,9 @@ class _Stdout:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``flashtrie`` command; returns the exit status."""
     parser = build_parser()
+    if not (sys.argv[1:] if argv is None else list(argv)):  # bare `flashtrie`: the commands, not one error line
+        parser.print_help(sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     args.argv = [PROG, *(sys.argv[1:] if argv is None else argv)]
     try:

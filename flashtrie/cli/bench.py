@@ -13,10 +13,14 @@ from .common import (
     BACKENDS_HELP,
     Stage,
     add_command,
+    beam_width,
+    beam_widths,
+    check_memory,
     choose_backends,
     count,
     ints,
     load_inputs,
+    load_keywords_arg,
     needs_keywords,
     nonneg,
     run_context,
@@ -41,10 +45,10 @@ def _check_bench_inputs(args: argparse.Namespace) -> None:
 
 def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
     from flashtrie.harness import sweep as sw
-    from flashtrie.harness.workloads import describe_keywords, load_keywords
+    from flashtrie.harness.workloads import describe_keywords
 
     with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords(args.keywords)
+        kw = load_keywords_arg(args.keywords)
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 
@@ -81,6 +85,25 @@ def _sweep_quality(args: argparse.Namespace, ctx: Any, keywords: Any, index: Any
     ctx.emit(recs)
 
 
+#: Bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies.
+PROPOSAL_BYTES = 32
+
+
+def _check_workload_fits(args: argparse.Namespace, workload: Any) -> None:
+    """Before any run or record: the largest batch fits in memory, and a beam wider than the workload's K
+    is said (it runs with every proposal, K < beam)."""
+    q, t, k = workload.proposals.shape
+    if args.sweep in ("batch", "all"):
+        bs = max(args.batch_sizes)
+        check_memory("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
+                     f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals")
+    narrow = [b for b in (args.beams if args.sweep in ("beam", "quality", "all") else []) if b > k]
+    if narrow and not args.quiet:
+        say(f"warning: the workload has K = {k} proposals per step: beam{'s' if len(narrow) > 1 else ''} "
+            f"{', '.join(map(str, narrow))} run with K = {k} < beam (the records say so in config.K); "
+            f"generate the queries with -K {max(narrow)} for K = beam")
+
+
 def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
     """The sweeps over given inputs: beam, batch, quality (and build for 'all')."""
     from flashtrie.harness import sweep as sw
@@ -90,6 +113,7 @@ def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -
     keywords, index, workload = load_inputs(args, need_index=True,
                                             need_keywords=any(needs_keywords(b) for b in backends)
                                             or what in ("quality", "all"))
+    _check_workload_fits(args, workload)
     ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
                    {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
     if what in ("beam", "all"):
@@ -178,8 +202,8 @@ def _add_bench_parser(subs: Any) -> None:
                    help="a proposal TSV's \"probs\" are probabilities: take their logs")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--beams", type=ints, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
-    p.add_argument("--beam", "-B", type=count, default=100, help="beam width for the batch and size sweeps")
+    p.add_argument("--beams", type=beam_widths, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
+    p.add_argument("--beam", "-B", type=beam_width, default=100, help="beam width for the batch and size sweeps")
     p.add_argument("--batch-size", type=count, default=1, help="queries per call in the beam sweep")
     p.add_argument("--batch-sizes", type=ints, default=[1, 2, 4, 8, 16, 32], help="batch sizes (batch)")
     p.add_argument("--sizes", type=ints, default=[10_000, 100_000, 1_000_000], help="library sizes (size)")

@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from flashtrie.errors import InputError
+from flashtrie.io_util import temp_names
 
-__all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
-           "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
-           "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
-           "writing_to"]
+__all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
+           "available_memory", "check_memory", "load_keywords_arg", "nonneg", "seconds", "number", "say", "Stage",
+           "search_config", "add_search_options", "add_input_options", "load_inputs", "check_same_library",
+           "build_index", "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context",
+           "BACKENDS_HELP", "writing_to"]
 
 PROG = "flashtrie"
 
@@ -87,6 +89,28 @@ def count(text: str) -> int:
     return v
 
 
+def beam_width(text: str) -> int:
+    """A beam width in [1, `MAX_BEAM_WIDTH`]; accepts what `count` does (100, 1k)."""
+    from flashtrie.limits import MAX_BEAM_WIDTH
+
+    v = _parse_count(text)
+    if v is None or v > MAX_BEAM_WIDTH:
+        raise argparse.ArgumentTypeError(f"expected a beam width in [1, {MAX_BEAM_WIDTH:,}] such as 10, 100 or 1k, "
+                                         f"got {text!r}")
+    return v
+
+
+def beam_widths(text: str) -> list[int]:
+    """A comma-separated list of beam widths, each in [1, `MAX_BEAM_WIDTH`] (all checked before any run)."""
+    from flashtrie.limits import MAX_BEAM_WIDTH
+
+    vals = ints(text)
+    over = [v for v in vals if v > MAX_BEAM_WIDTH]
+    if over:
+        raise argparse.ArgumentTypeError(f"beam width {over[0]:,} is over the limit {MAX_BEAM_WIDTH:,}, got {text!r}")
+    return vals
+
+
 def nonneg(text: str) -> int:
     """An integer >= 0."""
     try:
@@ -118,6 +142,45 @@ def number(text: str) -> float:
 
 
 # ------------------------------------------------------------------------------------------- output
+def check_suffix(path: str, arg: str, suffixes: tuple[str, ...], what: str) -> None:
+    """An `InputError` unless ``path`` ends with one of ``suffixes`` (the suffix picks the format written)."""
+    if not str(path).lower().endswith(suffixes):
+        raise InputError(f"{arg}: {path} has no suffix that names a format for {what}; expected "
+                         f"{' or '.join(suffixes)}")
+
+
+def available_memory() -> tuple[int, str]:
+    """Bytes a run may use here and what bounds it: /proc/meminfo's MemAvailable, or the address-space limit
+    (``ulimit -v``) where that is lower."""
+    import resource
+
+    have, what = 1 << 62, "no known limit"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                have, what = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
+    except (OSError, ValueError, IndexError):
+        pass
+    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if soft != resource.RLIM_INFINITY and soft < have:
+        have, what = soft, "the address-space limit (ulimit -v)"
+    return have, what
+
+
+def check_memory(arg: str, value: object, need: int, what: str) -> None:
+    """An `InputError` naming the argument, its value and the limit when ``need`` bytes (an estimate of what
+    the run holds at once) are more than `available_memory`; called before any work or record."""
+    have, source = available_memory()
+    if need > have:
+        raise InputError(f"{arg}: {value} needs about {need / 1e9:,.1f} GB of memory for {what}; {have / 1e9:,.1f} "
+                         f"GB are available ({source}); choose a smaller {arg}")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 duplicate``, ``2 duplicates`` (thousands separated)."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 @contextlib.contextmanager
 def writing_to(path: str | os.PathLike[str]) -> Iterator[None]:
     """Name ``path`` in an `OSError` raised while writing it that names no file, or only the temporary file
@@ -126,7 +189,7 @@ def writing_to(path: str | os.PathLike[str]) -> Iterator[None]:
         yield
     except OSError as e:
         name = os.fsdecode(e.filename) if e.filename is not None else None
-        if name is None or Path(name).name.startswith(f".{Path(path).name}."):
+        if name is None or Path(name).name.startswith(temp_names(Path(path))[0]):
             e.filename = os.fspath(path)
         raise
 
@@ -176,7 +239,7 @@ def search_config(args: argparse.Namespace) -> Any:
 def add_search_options(p: argparse.ArgumentParser, proposals: bool = True) -> None:
     """--beam, --results, the thresholds, --length-norm; and (``proposals``) -K / --all-proposals."""
     g = p.add_argument_group("search configuration (see docs/semantics.md)")
-    g.add_argument("--beam", "-B", type=count, default=100, help="beam width B")
+    g.add_argument("--beam", "-B", type=beam_width, default=100, help="beam width B (at most 65,535)")
     g.add_argument("--results", "-R", type=count, default=None, help="results per query R (default: B)")
     g.add_argument("--token-threshold", type=number, default=-math.inf,
                    help="skip proposals whose logprob is <= this")
@@ -220,7 +283,7 @@ def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = Fals
 
 def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool) -> tuple[Any, Any, Any]:
     """(keywords or None, index or None, workload), each loaded with a progress stage."""
-    from flashtrie.harness.workloads import limit_workload, load_index, load_keywords, load_workload
+    from flashtrie.harness.workloads import limit_workload, load_workload
 
     if not getattr(args, "queries", None):
         raise InputError("--queries: expected a query workload: --queries FILE (a .npz from 'flashtrie gen-queries', "
@@ -228,7 +291,7 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
     keywords = index = None
     if args.keywords:
         with Stage(f"loading keywords {args.keywords}", args.quiet):
-            keywords = load_keywords(args.keywords)
+            keywords = load_keywords_arg(args.keywords)
     elif need_keywords:
         hint = ("or choose --backend numpy or gpu" if hasattr(args, "backend")
                 else "or leave marisa out, e.g. --backends numpy,gpu")
@@ -236,16 +299,63 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
     if need_index:
         if args.index:
             with Stage(f"loading index {args.index}", args.quiet):
-                index = load_index(args.index)
+                index = load_index_arg(args.index)
         elif keywords is not None:
             index = build_index(keywords, args.quiet)
         else:
             raise InputError("--index: expected an index file (or --keywords FILE to build one)")
+    if keywords is not None and args.index:
+        check_same_library(keywords, index, args.keywords, args.index)
     with Stage(f"loading queries {args.queries}", args.quiet):
         workload = load_workload(args.queries, probabilities=getattr(args, "probabilities", False))
     if args.limit is not None:
         workload = limit_workload(workload, args.limit)
     return keywords, index, workload
+
+
+def load_keywords_arg(path: str) -> Any:
+    """The keyword library at ``path``; a file with no keyword is refused by name."""
+    from flashtrie.harness.workloads import load_keywords
+
+    kw = load_keywords(path)
+    if len(kw) == 0:
+        raise InputError(f"{path}: the keyword library is empty (no keyword in the file); an index needs at "
+                         "least one keyword")
+    return kw
+
+
+def load_index_arg(path: str) -> Any:
+    """The index file of ``--index``; a keyword library given there is refused with a pointer to --keywords."""
+    from flashtrie.errors import FlashTrieError
+    from flashtrie.harness.workloads import load_index
+
+    try:
+        return load_index(path)
+    except FlashTrieError as e:
+        if "found a keyword" in str(e) or "not a flashtrie index" in str(e):
+            raise type(e)(f"--index: {e}; a keyword library (.txt or .npz) goes to --keywords FILE (the index "
+                          "is then built from it)") from None
+        raise
+
+
+def check_same_library(keywords: Any, index: Any, keywords_path: str, index_path: str) -> None:
+    """An `InputError` unless the keyword file is the library the index was built from: the fingerprint in
+    the index metadata where it has one, else the counts a file written before it can be compared on."""
+    from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
+
+    stored = index.meta.get(FINGERPRINT_KEY)
+    lengths = keywords.lengths
+    have = (len(keywords), int(lengths.max()) if len(keywords) else 0, int(keywords.tokens.max(initial=0)))
+    want = (index.num_keywords, index.max_keyword_length, index.max_token)
+    if have != want:
+        why = (f"the index holds {want[0]:,} keywords (longest {want[1]}, largest token {want[2]:,}), the file "
+               f"{have[0]:,} (longest {have[1]}, largest token {have[2]:,})")
+    elif stored is not None and stored != keywords_fingerprint(keywords):
+        why = "the same counts, other keywords (the keyword-set fingerprints differ)"
+    else:
+        return
+    raise InputError(f"--keywords: {keywords_path} is not the keyword library of the index {index_path}: {why}; "
+                     "pass the file the index was built from, or leave --keywords out")
 
 
 def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = False) -> Any:
@@ -255,9 +365,12 @@ def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = Fals
 
     if gpu:
         from flashtrie.gpu_impl import build_index as build_on_gpu
+        from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 
         with Stage(f"building the index of {len(keywords):,} keywords on the GPU", quiet):
-            return build_on_gpu(keywords, ids=ids)
+            index = build_on_gpu(keywords, ids=ids)
+        index.meta.setdefault(FINGERPRINT_KEY, keywords_fingerprint(keywords))
+        return index
     if quiet or len(keywords) < 500_000:
         with Stage(f"building the index of {len(keywords):,} keywords", quiet):
             return NarrowLoudsIndex.build(keywords, ids=ids)

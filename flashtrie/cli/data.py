@@ -11,9 +11,25 @@ from typing import Any
 from flashtrie.errors import InputError
 from flashtrie.io_util import check_output_file
 
-from .common import Stage, add_command, build_index, count, nonneg, say, writing_to
+from .common import (
+    Stage,
+    add_command,
+    build_index,
+    check_memory,
+    check_suffix,
+    count,
+    load_keywords_arg,
+    nonneg,
+    plural,
+    say,
+    writing_to,
+)
 
 __all__ = ["add_parsers"]
+
+
+#: Peak bytes per generated keyword (about 95 measured at 200k-800k keywords, with room for the write).
+KEYWORD_BYTES = 160
 
 
 def cmd_gen_keywords(args: argparse.Namespace) -> int:
@@ -21,6 +37,8 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
     from flashtrie.harness.workloads import duplicate_count, save_keywords
 
     check_output_file(args.output, "--output")
+    check_suffix(args.output, "--output", (".npz", ".txt"), "a keyword library")
+    check_memory("-n", f"{args.n:,}", args.n * KEYWORD_BYTES, "the generated keywords")
     params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
                                                          {"vocab_size": args.vocab_size}))
     with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
@@ -33,11 +51,12 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
 
 
 def cmd_gen_queries(args: argparse.Namespace) -> int:
-    from flashtrie.harness.workloads import generate_workload, load_keywords, save_workload_file
+    from flashtrie.harness.workloads import generate_workload, save_workload_file
 
     check_output_file(args.output, "--output", (args.keywords,))
+    check_suffix(args.output, "--output", (".npz", ".tsv"), "a query workload")
     with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords(args.keywords)
+        kw = load_keywords_arg(args.keywords)
     with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
         timings: dict[str, float] = {}
         wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed, device=args.device,
@@ -53,18 +72,16 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from flashtrie.harness.workloads import load_keywords
-
     check_output_file(args.output, "--output", (args.keywords,))
     with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords(args.keywords)
+        kw = load_keywords_arg(args.keywords)
     t0 = time.perf_counter()
     idx = build_index(kw, args.quiet, ids=args.ids, gpu=args.gpu)
     dt = time.perf_counter() - t0
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         idx.save(args.output)
     size = Path(args.output).stat().st_size
-    say(f"{idx.num_keywords:,} keywords ({idx.num_unique:,} unique, {idx.duplicates:,} duplicates collapsed), "
+    say(f"{idx.num_keywords:,} keywords ({idx.num_unique:,} unique, {plural(idx.duplicates, 'duplicate')} collapsed), "
         f"{idx.num_nodes:,} nodes, {size:,} bytes ({size / max(idx.num_unique, 1):.2f} bytes/keyword), "
         f"built in {dt:.2f} s -> {args.output}")
     return 0

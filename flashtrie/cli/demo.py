@@ -42,6 +42,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def keyword_count(text: str) -> int:
+    """demo's --keywords: a count of generated keywords; a file name gets a pointer to ``search``."""
+    try:
+        return count(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"in demo this is the number of keywords to generate (such as 200k), got {text!r}; to search your own "
+            "library: flashtrie build KEYWORDS -o INDEX, then flashtrie search --index INDEX --queries FILE") from None
+
+
 def add_parsers(subs: Any) -> None:
     """Declare demo."""
     p = add_command(subs, "demo", "end to end on a generated library: build, search with every backend, compare", """
@@ -52,7 +62,8 @@ def add_parsers(subs: Any) -> None:
 
         example:  flashtrie demo --keywords 200k --queries 16 --beam 100
         """, cmd_demo)
-    p.add_argument("--keywords", type=count, default=200_000, help="number of generated keywords")
+    p.add_argument("--keywords", type=keyword_count, default=200_000,
+                   help="number of generated keywords (a count here, not a file)")
     p.add_argument("--queries", type=count, default=16, help="number of generated queries")
     p.add_argument("-K", type=count, default=None, help="proposals per step (default: the beam width)")
     p.add_argument("--steps", type=count, default=None, help="decoding steps (default: the generator's)")

@@ -160,6 +160,11 @@ def cmd_parity(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+#: Every backend `--backend` accepts (the registry's names), so the help and the error list the same ones.
+_BACKEND_HELP = ("one of marisa, marisa-lookup (marisa with lookups only), oracle (the brute-force reference: small "
+                 "libraries only), numpy, gpu")
+
+
 def add_parsers(subs: Any) -> None:
     """Declare search and parity."""
     p = add_command(subs, "search", "search a workload with one backend and print the top results", """
@@ -172,7 +177,7 @@ def add_parsers(subs: Any) -> None:
         """, cmd_search)
     add_input_options(p)
     add_search_options(p)
-    p.add_argument("--backend", "-b", default="numpy", help="marisa, numpy or gpu")
+    p.add_argument("--backend", "-b", default="numpy", help=_BACKEND_HELP)
     p.add_argument("--show", type=nonneg, default=10, help="results to print per query")
     p.add_argument("--show-queries", type=nonneg, default=3, help="queries to print")
     p.add_argument("--show-tokens", action="store_true",

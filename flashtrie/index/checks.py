@@ -4,7 +4,8 @@
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
 file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
 recomputes every rank directory, select0 hint and degree, the longest keyword and the largest
-token from the bits, and bounds the keyword ids.  Each returns what is wrong, or None.
+token from the bits, checks the order of siblings, the wide labels, the inner nodes (`structure`) and
+bounds the keyword ids and, with an id map, that they are distinct.  Each returns what is wrong, or None.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from ..cpus import in_parallel, usable_cpus
 from ..errors import DeviceError, InputError
 from ..limits import MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
+from .fingerprint import FINGERPRINT_KEY, is_fingerprint
 from .louds_levels import louds_facts_levels
 from .louds_pass import LoudsFacts, level_starts, louds_facts, tail_lengths
 from .packed import PackedInts
+from .structure import child_tasks, children_problem, distinct_ids, root_problem
 
 if TYPE_CHECKING:
     from .narrow_louds import NarrowLoudsIndex
@@ -43,8 +46,8 @@ _COUNT_LIMIT = 2**48
 def meta_problem(meta: dict[str, Any]) -> str | None:
     """What is wrong with the metadata's fields and types (before anything is built from them)."""
     want = set(COUNT_FIELDS) | {"build_seconds", "id_order"}
-    if set(meta) != want:
-        missing, extra = sorted(want - set(meta)), sorted(set(meta) - want)
+    if set(meta) - {FINGERPRINT_KEY} != want:  # the fingerprint is optional (files written before it)
+        missing, extra = sorted(want - set(meta)), sorted(set(meta) - want - {FINGERPRINT_KEY})
         return f"metadata fields: missing {missing[:8]}, unknown {[str(k)[:40] for k in extra[:8]]}"
     for k in COUNT_FIELDS:
         v = meta[k]
@@ -52,6 +55,8 @@ def meta_problem(meta: dict[str, Any]) -> str | None:
             return f"metadata {k} = {str(v)[:40]} is not a count in [0, 2**48)"
     if meta["id_order"] not in ID_ORDERS:
         return f"metadata id_order = {str(meta['id_order'])[:40]!r}, expected one of {ID_ORDERS}"
+    if FINGERPRINT_KEY in meta and not is_fingerprint(meta[FINGERPRINT_KEY]):
+        return f"metadata {FINGERPRINT_KEY} = {str(meta[FINGERPRINT_KEY])[:60]!r} is not a keyword-set fingerprint"
     b = meta["build_seconds"]
     if b is not None and not (type(b) in (int, float) and 0 <= b < 1e9):
         return f"metadata build_seconds = {str(b)[:40]} is not a duration"
@@ -120,6 +125,9 @@ class Layout:
 def _bounds(ix: NarrowLoudsIndex, tails: tuple[np.ndarray, int, int, int, int], levels: list[int]) -> str | None:
     """Degrees, token and length bounds that the cheap reads allow (exact values need `content_problem`)."""
     n, m = ix.num_nodes, ix.meta
+    problem = root_problem(ix)
+    if problem:
+        return problem
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
     md, mdn = m["max_degree"], m["max_degree_nonroot"]
     if root < 1 or md != max(root, mdn) or mdn > n - 1 - root:
@@ -345,8 +353,11 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     clock("select0 hints")
     L = ix.max_keyword_length
     pool, pending = None, {}
-    if xp is not None:  # the CPU threads scan the tokens while the GPU walks the LOUDS
-        groups = _scan_groups(ix, False, True)
+    if xp is None:
+        scan["children"] = in_parallel(child_tasks(ix), workers)
+        clock("sibling order, wide labels, inner nodes")
+    else:  # the CPU threads scan the tokens and the children while the GPU walks the LOUDS
+        groups = {**_scan_groups(ix, False, True), "children": child_tasks(ix)}
         pool = ThreadPoolExecutor(max(1, workers))
         pending = {name: [pool.submit(t) for t in tasks] for name, tasks in groups.items()}
     try:
@@ -374,7 +385,9 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
         return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
     if ix.keyword_ids.size and max(scan["ids"], default=0) >= ix.num_keywords:
         return f"a keyword id is not below the {ix.num_keywords} keywords"
-    return None
+    problem = children_problem(ix, scan["children"]) or distinct_ids(ix, max(scan["ids"], default=0), workers)
+    clock("distinct keyword ids")
+    return problem
 
 
 class _Clock:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..cpus import in_parallel, usable_cpus
-from ..errors import IndexFormatError
+from ..errors import IndexFormatError, InputError
 from ..io_util import atomic_write_with
 
 __all__ = ["FORMAT_VERSION", "IndexFile", "read_index_file", "write_index_file", "CHUNK_BYTES"]
@@ -173,7 +173,7 @@ def _parse_json(header: bytes) -> Any:
 def _read_prefix(p: Path, fd: int, size: int) -> bytes:
     """The header bytes, after the magic, version, length and header-checksum checks."""
     if size < _PREFIX.size:
-        raise IndexFormatError(f"{p}: not a flashtrie index (file of {size} bytes is too short)")
+        raise IndexFormatError(f"{p}: not a flashtrie index (file of {size} bytes is too short); {_REBUILD}")
     magic, version, head_crc, head_len = _PREFIX.unpack(os.pread(fd, _PREFIX.size, 0))
     if magic[:6] != MAGIC[:6]:
         what = "a numpy .npz archive" if magic.startswith(b"PK\x03\x04") else f"bad magic {magic!r}"
@@ -187,14 +187,15 @@ def _read_prefix(p: Path, fd: int, size: int) -> bytes:
     if version != FORMAT_VERSION or magic != MAGIC:
         raise IndexFormatError(f"{p}: unsupported index format version {version}; {_REBUILD}")
     if head_len > MAX_HEADER_BYTES:
-        raise IndexFormatError(f"{p}: corrupt header (length {head_len:,} is over the limit {MAX_HEADER_BYTES:,})")
+        raise IndexFormatError(f"{p}: corrupt header (length {head_len:,} is over the limit {MAX_HEADER_BYTES:,}); "
+                               f"{_REBUILD}")
     if _PREFIX.size + head_len > size:
-        raise IndexFormatError(f"{p}: truncated (header of {head_len} bytes does not fit in {size} bytes)")
+        raise IndexFormatError(f"{p}: truncated (header of {head_len} bytes does not fit in {size} bytes); {_REBUILD}")
     header = os.pread(fd, head_len, _PREFIX.size)
     if len(header) != head_len:
-        raise IndexFormatError(f"{p}: truncated while reading the header")
+        raise IndexFormatError(f"{p}: truncated while reading the header; {_REBUILD}")
     if zlib.crc32(header) & 0xFFFF_FFFF != head_crc:
-        raise IndexFormatError(f"{p}: corrupt header (checksum mismatch)")
+        raise IndexFormatError(f"{p}: corrupt header (checksum mismatch); {_REBUILD}")
     return header
 
 
@@ -253,6 +254,8 @@ def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict
 def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, copy: bool = False) -> IndexFile:
     """Open ``path``: check the header and table (``expected``: array name -> dtype name) and the file size,
     then map the arrays (``copy=True``: read them into memory).  Checksums are left to `IndexFile.verify`."""
+    if not isinstance(path, str | bytes | os.PathLike):
+        raise InputError(f"path: expected the path of an index file (str or os.PathLike), got {type(path).__name__}")
     if os.fspath(path) in ("", b""):
         raise IndexFormatError("empty path: give the path of an index file")
     p = Path(os.fsdecode(path))
@@ -268,10 +271,10 @@ def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, c
         data_start = _aligned(_PREFIX.size + len(header))
         end = data_start + (table[-1]["offset"] + _aligned(table[-1]["nbytes"]) if table else 0)
         if end > size:
-            raise IndexFormatError(f"{p}: truncated: arrays need {end} bytes, the file has {size}")
+            raise IndexFormatError(f"{p}: truncated: arrays need {end} bytes, the file has {size}; {_REBUILD}")
         if end < size:
             raise IndexFormatError(f"{p}: {size - end} unexpected bytes after the last array "
-                                   "(a damaged or foreign file)")
+                                   f"(a damaged or foreign file); {_REBUILD}")
         if end == data_start:
             data = np.zeros(0, dtype=np.uint8)
         elif copy:

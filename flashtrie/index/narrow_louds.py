@@ -27,6 +27,7 @@ from .checks import (
 )
 from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
+from .fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 from .packed import PackedInts
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
@@ -115,17 +116,20 @@ class NarrowLoudsIndex:
         seconds = time.perf_counter() - t0
         if progress is True:
             print(f"  built {built.num_nodes:,} nodes in {seconds:.1f} s", file=sys.stderr)
-        idx = cls._from_built(built, seconds)
+        idx = cls._from_built(built, seconds, keywords)
         return (idx, built.order.astype(np.int64)) if return_order else idx
 
     @classmethod
-    def _from_built(cls, b: BuiltArrays, seconds: float) -> NarrowLoudsIndex:
+    def _from_built(cls, b: BuiltArrays, seconds: float, keywords: KeywordSet | None = None) -> NarrowLoudsIndex:
+        """The index of the built arrays; with ``keywords``, their fingerprint goes into the metadata."""
         meta = {
             "num_nodes": b.num_nodes, "num_keywords": b.num_keywords, "num_unique": b.num_unique,
             "max_keyword_length": b.max_keyword_length, "max_token": b.max_token,
             "max_degree": b.max_degree, "max_degree_nonroot": b.max_degree_nonroot, "id_order": b.id_order,
             "build_seconds": round(seconds, 3),
         }
+        if keywords is not None:
+            meta[FINGERPRINT_KEY] = keywords_fingerprint(keywords)
         idx = cls(b.louds, b.labels_lo, b.hi_flag, b.labels_hi, b.linked, b.link_starts, b.suffix, b.terminal,
                   b.keyword_ids, b.node_flags, meta)
         idx.meta.update(idx._layout_meta())
