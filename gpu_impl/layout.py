@@ -1,7 +1,9 @@
-"""The structs the kernel reads from device memory, described once: `PARAMS` and `INDEX_VIEW`.
+"""The structs the host hands the kernels, described once: `PARAMS` and `INDEX_VIEW` (the search kernel
+reads them from device memory) and `STEP_TABLES`, `STEP_ROWS`, `STEP_MASK` (the step kernels' parameters
+after the view, passed by value).
 
-Each is a table of ``(name, ctype)`` rows in the field order of ``kernels/params.cuh`` and
-``kernels/index.cuh``.  From the table come the `struct` format the host packs with (`CStruct.pack`)
+Each is a table of ``(name, ctype)`` rows in the field order of ``kernels/params.cuh``, ``kernels/index.cuh``
+and ``kernels/step_params.cuh``.  From the table come the `struct` format the host packs with (`CStruct.pack`)
 and the C++ ``static_assert`` lines (`CStruct.static_asserts`) that `compile_kernel` appends to every
 kernel source, so a struct that drifts from its table fails to compile.
 """
@@ -9,14 +11,14 @@ kernel source, so a struct that drifts from its table fails to compile.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["CStruct", "PARAMS", "INDEX_VIEW", "STRUCTS", "static_asserts"]
+__all__ = ["CStruct", "PARAMS", "INDEX_VIEW", "STEP_TABLES", "STEP_ROWS", "STEP_MASK", "STRUCTS", "static_asserts"]
 
 #: struct format character, size (= alignment) of every C type the tables use; any pointer is "ptr"
-_CTYPES: dict[str, str] = {"ptr": "Q", "u64": "Q", "u32": "I", "float": "f"}
+_CTYPES: dict[str, str] = {"ptr": "Q", "u64": "Q", "i64": "q", "u32": "I", "float": "f"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,26 @@ class CStruct:
             extra = [n for n in values if n not in self.offsets]
             raise ValueError(f"{self.name}: missing fields {missing}, unknown fields {extra}") from None
 
+    def packer(self, names: str) -> Callable[..., bytes]:
+        """A packer of the struct's bytes from the values of the fields ``names`` (space-separated, in the
+        table's order), positional, every other field 0: the parameters of a kernel that reads only those."""
+        want = names.split()
+        order = [n for n, _ in self.fields if n in want]
+        unknown = [n for n in want if n not in self.offsets]
+        if unknown or order != want:
+            raise ValueError(f"{self.name}: expected fields in the table's order, got {want} (unknown: {unknown})")
+        parts, pos = ["<"], 0
+        for name in want:
+            ctype = dict(self.fields)[name]
+            off = self.offsets[name]
+            if off > pos:
+                parts.append(f"{off - pos}x")
+            parts.append(_CTYPES[ctype])
+            pos = off + struct.calcsize(_CTYPES[ctype])
+        if self.size > pos:
+            parts.append(f"{self.size - pos}x")
+        return struct.Struct("".join(parts)).pack
+
     def static_asserts(self) -> str:
         """C++ lines that fail to compile unless the struct has this table's size and offsets."""
         lines = [f'static_assert(sizeof({self.name}) == {self.size}, "{self.name}: sizeof differs from '
@@ -115,7 +137,26 @@ PARAMS = CStruct("Params", (
     *_rows("u32", "signed_tokens pad0"),
 ), guard="FT_PARAMS_CUH")
 
-STRUCTS: tuple[CStruct, ...] = (INDEX_VIEW, PARAMS)
+#: kernels/step_params.cuh: the index's child and root tables, the same for every launch of a stepper
+STEP_TABLES = CStruct("Tab", (*_rows("ptr", "fc rt"), *_rows("u32", "fc_n rt_n")), guard="FT_STEP_PARAMS_CUH")
+
+#: kernels/step_params.cuh: the rows of one launch: states in and out, tokens or ids and their column bounds,
+#: the EOS ids, and the outputs of the count, fill and table kernels
+STEP_ROWS = CStruct("StepRows", (
+    *_rows("ptr", "node_in off_in node_out off_out tok ids begin end eos counts ends offsets tokens table"),
+    *_rows("u64", "tok_stride ids_stride width cap"),
+    *_rows("i64", "begin_all end_all"),
+    *_rows("u32", "n tok_is64 n_eos pad0"),
+), guard="FT_STEP_PARAMS_CUH")
+
+#: kernels/step_params.cuh: a mask's output, grid and options (the same for every step of a decode loop)
+STEP_MASK = CStruct("StepMask", (
+    *_rows("ptr", "outf outb dead_count"),
+    *_rows("u64", "V row_stride"),
+    *_rows("u32", "parts extra flags pad0"),
+), guard="FT_STEP_PARAMS_CUH")
+
+STRUCTS: tuple[CStruct, ...] = (INDEX_VIEW, PARAMS, STEP_TABLES, STEP_ROWS, STEP_MASK)
 
 
 def static_asserts(structs: tuple[CStruct, ...] = STRUCTS) -> str:

@@ -294,10 +294,11 @@ def test_stepper_from_searcher_shares_its_index(fake_device: list[_Recorder]) ->
 def test_device_array_intake_refuses_host_and_foreign_objects() -> None:
     pytest.importorskip("cuda.core")
     from flashtrie.gpu_impl.intake import memory_view
+    from flashtrie.gpu_impl.step_arrays import device_view
 
     from flashtrie.errors import InputError
 
-    for call in (lambda o: memory_view("tokens", o, 0), lambda o: GpuTrieStepper._view(None, o, "ids", 1, [np.int64])):
+    for call in (lambda o: memory_view("tokens", o, 0), lambda o: device_view(o, "ids", 1, [np.int64])):
         with pytest.raises(InputError, match="expected a device array"):
             call(np.zeros(3, np.int64))
         with pytest.raises(InputError, match=r"not a device array readable .*\(object\)"):
@@ -310,26 +311,27 @@ def test_stepper_tables_are_built_through_either_array_module(monkeypatch: pytes
     import sys
 
     torch = pytest.importorskip("torch")
+    from flashtrie.gpu_impl import step_arrays as A
     from flashtrie.gpu_impl import stepwise as S
 
     fake_cupy = types.SimpleNamespace(int64="i8", int32="i4", float32="f4", bool_="b1",
                                       cuda=types.SimpleNamespace(Device=lambda d: d))
     monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    cp = S._Cupy(0)
+    cp = A._Cupy(0)
     monkeypatch.setattr(torch, "device", lambda *a: torch.empty(0).device)  # _Torch's cuda device: the CPU here
-    tx = S._Torch(0)
+    tx = A._Torch(0)
     for xp in (cp, tx):
         assert all(hasattr(xp, name) for name in ("int64", "int32", "float32", "bool")), type(xp).__name__
     ix = _index([[3], [3, 4, 5], [9, 1, 2], [70000, 1], [12]], "input")
     st = S.GpuTrieStepper.__new__(S.GpuTrieStepper)
     launches: list[tuple] = []
-    st.index, st.xp, st.threads = ix, tx, 256
-    st._launch = lambda name, blocks, *args, tab=True: launches.append((name, blocks, args, tab))
+    st.index, st.xp, st.threads, st._view_ptr = ix, tx, 256, 0
+    st._launch = lambda name, blocks, rows: launches.append((name, blocks, st._tables))
     tx.sync = lambda: None
     st._build_child_table(4)
     st._build_root_table(1 << 22)
-    assert [(n, b, t) for n, b, _, t in launches] == [("child_table", 1, False), ("root_table", 1, False)]
+    assert [(n, b, t[2:]) for n, b, t in launches] == [("child_table", 1, (0, 0)), ("root_table", 1, (4, 0))]
     assert st.root_table == 70001 and tuple(st._root_table.shape) == (70001, 8)
-    assert st._root_table.dtype == torch.int32 and int(st._tab_args[3]) == 70001
+    assert st._root_table.dtype == torch.int32 and st._tables[3] == 70001
     st._build_root_table(0)
-    assert st.root_table == 0 and int(st._tab_args[3]) == 0
+    assert st.root_table == 0 and st._tables[3] == 0

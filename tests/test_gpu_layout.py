@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 from flashtrie.gpu_impl import layout
-from flashtrie.gpu_impl.layout import INDEX_VIEW, PARAMS, CStruct
+from flashtrie.gpu_impl.layout import INDEX_VIEW, PARAMS, STEP_MASK, STEP_ROWS, STEP_TABLES, CStruct
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,20 +20,40 @@ PAD = 2**32 - 1
 def test_tables_give_the_struct_formats() -> None:
     assert PARAMS.size == struct.calcsize(PARAMS.format) == 344
     assert INDEX_VIEW.size == struct.calcsize(INDEX_VIEW.format) == 152
-    for s in (PARAMS, INDEX_VIEW):
+    assert (STEP_TABLES.size, STEP_ROWS.size, STEP_MASK.size) == (24, 176, 56)
+    for s in layout.STRUCTS:
         offs = list(s.offsets.values())
         assert offs == sorted(offs) and offs[0] == 0
         values = {name: i + 1 for i, (name, _) in enumerate(s.fields)}
         raw = s.pack(values)
         assert len(raw) == s.size
         for i, (name, ctype) in enumerate(s.fields):  # every value lands at its field's offset
-            fmt = {"ptr": "<Q", "u64": "<Q", "u32": "<I", "float": "<f"}[ctype]
+            fmt = {"ptr": "<Q", "u64": "<Q", "i64": "<q", "u32": "<I", "float": "<f"}[ctype]
             assert struct.unpack_from(fmt, raw, s.offsets[name])[0] == i + 1
 
 
 def test_alignment_and_padding() -> None:
     s = CStruct("S", (("a", "u32"), ("b", "ptr"), ("c", "u32")))
     assert s.offsets == {"a": 0, "b": 8, "c": 16} and s.size == 24 and s.format == "<I4xQI4x"
+
+
+@settings(max_examples=60)
+@given(st.data())
+def test_packer_places_its_fields_and_zeroes_the_rest(data: st.DataObject) -> None:
+    """`CStruct.packer` (the step kernels' parameters): each named field at its offset, every other byte 0."""
+    s = data.draw(st.sampled_from(layout.STRUCTS))
+    names = [n for n, _ in s.fields if data.draw(st.booleans())]
+    values = [i + 7 for i in range(len(names))]
+    raw = s.packer(" ".join(names))(*values)
+    full = s.pack({n: (values[names.index(n)] if n in names else 0) for n, _ in s.fields})
+    assert raw == full and len(raw) == s.size
+
+
+def test_packer_refuses_unknown_or_reordered_fields() -> None:
+    with pytest.raises(ValueError, match="unknown: \\['nope'\\]"):
+        STEP_ROWS.packer("node_in nope")
+    with pytest.raises(ValueError, match="table's order"):
+        STEP_ROWS.packer("off_in node_in")
 
 
 def test_pack_refuses_missing_or_unknown_fields() -> None:
@@ -84,6 +104,7 @@ def test_kernel_source_carries_the_checks_and_compiles() -> None:
     for file in KERNELS:
         src = kernel_source(file)
         assert "static_assert(sizeof(Params) == 344" in src
+        assert "static_assert(sizeof(StepRows) == 176" in src
         assert _compile(src) == ""
 
 
@@ -105,6 +126,18 @@ def test_a_table_that_drifts_from_the_struct_fails_to_compile(change: str) -> No
     drifted = CStruct("Params", tuple(f), guard="FT_PARAMS_CUH")
     log = _compile((KERNEL_DIR / "search.cu").read_text() + layout.static_asserts((INDEX_VIEW, drifted)))
     assert "differs from gpu_impl/layout.py" in log, log[-2000:]
+
+
+def test_a_step_table_that_drifts_from_its_struct_fails_to_compile() -> None:
+    """The step kernels' structs are checked the same way (kernels/step_params.cuh)."""
+    from flashtrie.gpu_impl.compile import KERNEL_DIR
+
+    f = list(STEP_ROWS.fields)
+    j = [n for n, _ in f].index("tok_is64")
+    f[j - 1], f[j] = f[j], f[j - 1]  # n and tok_is64: same size, other order
+    drifted = CStruct("StepRows", tuple(f), guard="FT_STEP_PARAMS_CUH")
+    log = _compile((KERNEL_DIR / "step.cu").read_text() + layout.static_asserts((STEP_TABLES, drifted, STEP_MASK)))
+    assert "StepRows.n: offset differs from gpu_impl/layout.py" in log, log[-2000:]
 
 
 def test_checks_apply_only_where_the_header_is_included() -> None:

@@ -429,3 +429,16 @@ def test_walk_bounds_outside_the_row_give_dead():
     same_states(want, gpu.walk(t["ids"], begin=t["b"], end=t["e"]))
     m = gpu.walk_mask(t["ids"], 10, 9, begin=t["b"], end=t["e"], additive=False)
     assert np.array_equal(m.cpu().numpy(), cpu.mask(want, 10, 9, additive=False))
+
+
+def test_kernels_take_the_view_and_the_layout_structs():
+    """Every step kernel's parameters, as the driver reads them from the cubin: the view's address, then the
+    structs of gpu_impl/layout.py back to back (what `step_launch` packs), the mask kernels' with StepMask."""
+    from flashtrie.gpu_impl.layout import STEP_MASK, STEP_ROWS, STEP_TABLES
+
+    _, g = make([[1, 2], [3]])
+    head = [(0, 8), (8, STEP_TABLES.size), (8 + STEP_TABLES.size, STEP_ROWS.size)]
+    for name, kernel in g._k.items():
+        want = head + ([(head[-1][0] + STEP_ROWS.size, STEP_MASK.size)] if name.endswith("mask") else [])
+        got = [(int(a.offset), int(a.size)) for a in kernel.arguments_info]
+        assert got == want, name

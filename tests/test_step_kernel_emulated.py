@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from flashtrie.gpu_impl.compile import KERNEL_DIR
 from flashtrie.gpu_impl.index_upload import host_index
-from flashtrie.gpu_impl.stepwise import CHUNK
+from flashtrie.gpu_impl.layout import static_asserts
+from flashtrie.gpu_impl.step_launch import MASK, ROWS, TABLES, mask_grid
+from flashtrie.gpu_impl.step_options import CHUNK
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from stepwise_oracle import DictTrie, pick_token
@@ -30,19 +32,24 @@ from flashtrie.stepwise import StepStates, TrieStepper
 
 HERE = Path(__file__).resolve().parent / "kernel_emu"
 TH = 64  # threads per emulated block (step_emu.cpp)
-U32, U64, I64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+U32, U64 = ctypes.c_uint32, ctypes.c_uint64
 
 
 @lru_cache(maxsize=2)
 def _lib(tmp: str, chunk: int) -> ctypes.CDLL | None:
+    """step_emu.cpp with the layout checks of gpu_impl/layout.py appended (as compile_kernel appends them)."""
     cxx = shutil.which("g++") or shutil.which("clang++")
     if cxx is None:
         return None
+    src = Path(tmp) / "step_emu_checked.cpp"
+    src.write_text((HERE / "step_emu.cpp").read_text() + static_asserts())
     out = Path(tmp) / f"libstep_emu_{chunk}.so"
     r = subprocess.run([cxx, "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", f"-DFT_STEP_CHUNK={chunk}",
-                        f"-I{KERNEL_DIR}", f"-I{HERE}", "-x", "c++", str(HERE / "step_emu.cpp"), "-o", str(out)],
+                        f"-I{KERNEL_DIR}", f"-I{HERE}", "-x", "c++", str(src), "-o", str(out)],
                        capture_output=True, text=True)
     if r.returncode != 0:
+        if "static assertion failed" in r.stderr:  # the tables and the structs differ: a failure, not a skip
+            raise AssertionError(r.stderr)
         return None
     lib = ctypes.CDLL(str(out))
     lib.chunk = chunk
@@ -57,14 +64,23 @@ def lib(request, tmp_path_factory):
     return lib
 
 
-def _p(a: np.ndarray | None) -> ctypes.c_void_p:
-    return ctypes.c_void_p(0 if a is None else a.ctypes.data)
+def _p(a: np.ndarray | None) -> int:
+    return 0 if a is None else a.ctypes.data
+
+
+def _vp(a: np.ndarray) -> ctypes.c_void_p:
+    return ctypes.c_void_p(_p(a))
+
+
+def _b(raw: bytes) -> ctypes.c_char_p:
+    return ctypes.c_char_p(raw)
 
 
 class Emu:
     """The kernels over host copies of the index arrays (each padded like the device upload), with a child
     table of the first ``table`` nodes (None: all of them) and a root table of the root labels below ``root``
-    (None: 2**16; labels near 2**32 then take the search), each built by its kernel."""
+    (None: 2**16; labels near 2**32 then take the search), each built by its kernel.  Every kernel gets its
+    parameters as on the device: the view, then the structs packed by `flashtrie.gpu_impl.step_launch`."""
 
     def __init__(self, lib: ctypes.CDLL, ix: NarrowLoudsIndex, table: int | None = None,
                  root: int | None = None) -> None:
@@ -79,57 +95,69 @@ class Emu:
         self.flags = np.full(nwords + 4, 0xDEADBEEF, dtype=np.uint32)
         ptrs["nflags"] = self.flags.ctypes.data
         self.view = host.view_bytes(ptrs)
-        lib.emu_node_flags(U32(-(-nwords // TH)), _p(self.view), _p(self.flags), U64(nwords))
+        lib.emu_node_flags(U32(-(-nwords // TH)), _vp(self.view), _vp(self.flags), U64(nwords))
         self.flags = self.flags[:nwords]
         n = ix.num_nodes if table is None else min(table, ix.num_nodes)
         self.fc = np.zeros(n + 1, np.uint64)
-        lib.emu_child_table(U32(-(-(n + 1) // TH)), _p(self.view), U32(n), _p(self.fc))
+        self.tab = TABLES(0, 0, 0, 0)
+        lib.emu_child_table(U32(-(-(n + 1) // TH)), _vp(self.view), _b(self.tab), _b(ROWS["table"](_p(self.fc), n)))
         first, end = (int(a[0]) for a in ix.child_range(np.zeros(1, np.int64)))
         top = int(ix.labels(np.array([end - 1]))[0]) + 1 if end > first else 0
         rn = min(1 << 16 if root is None else root, top)
-        self.rt = np.zeros((max(rn, 1), 8), np.uint32)  # kernels/step.cu RootKid
+        self.rt = np.zeros((max(rn, 1), 8), np.uint32)  # kernels/step_params.cuh RootKid
+        self.tab = TABLES(_p(self.fc), 0, n, 0)
         if rn:
-            lib.emu_root_table(U32(-(-(end - first) // TH)), _p(self.view), _p(self.fc), U32(n), U32(rn),
-                               _p(self.rt))
+            lib.emu_root_table(U32(-(-(end - first) // TH)), _vp(self.view), _b(self.tab),
+                               _b(ROWS["table"](_p(self.rt), rn)))
+        self.tab = TABLES(_p(self.fc), _p(self.rt), n, rn)
         self.rt = self.rt[:rn]
-        self.tab = [_p(self.view), _p(self.fc), U32(n), _p(self.rt), U32(rn)]
 
-    def _eos(self, e: tuple[int, ...]) -> np.ndarray:
+    def _eos(self, e: tuple[int, ...]) -> int:
         a = np.zeros(8, np.int64)
         a[: len(e)] = e
         self.keep.append(a)
-        return a
+        return _p(a)
+
+    def run(self, kernel: str, grid: int, rows: bytes, mask: bytes | None = None) -> None:
+        """``ft_step_<kernel>`` over ``grid`` blocks with these rows (and mask)."""
+        extra = [] if mask is None else [_b(mask)]
+        getattr(self.lib, f"emu_{kernel}")(U32(grid), _vp(self.view), _b(self.tab), _b(rows), *extra)
 
     def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
         n = len(s)
         no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
-        self.lib.emu_advance(U32(n), *self.tab, _p(s.node), _p(s.off), _p(tok),
-                             U32(tok.dtype == np.int64), U64(1), U32(n), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
+        self.run("advance", n, ROWS["advance"](_p(s.node), _p(s.off), _p(no), _p(oo), _p(tok), self._eos(e), 1, n,
+                                               tok.dtype == np.int64, len(e)))
         return StepStates(no, oo)
+
+    def walk_rows(self, ids: np.ndarray, begin: np.ndarray | None, end: np.ndarray | int,
+                  e: tuple[int, ...], no: np.ndarray, oo: np.ndarray) -> bytes:
+        """The walk kernel's rows: ``end`` a device array or one column for every row."""
+        n, w = ids.shape
+        ends = (_p(end), 0) if isinstance(end, np.ndarray) else (0, end)
+        return ROWS["walk"](_p(no), _p(oo), _p(ids), _p(begin), ends[0], self._eos(e), w, w, 0, ends[1], n, len(e))
 
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
         no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-        self.lib.emu_walk(U32(n), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]), U32(n), _p(begin),
-                          I64(0), _p(None), I64(end), _p(self._eos(e)), U32(len(e)), _p(no), _p(oo))
+        self.run("walk", n, self.walk_rows(ids, begin, end, e, no, oo))
         return StepStates(no, oo)
 
     def walk_mask(self, ids: np.ndarray, begin: np.ndarray, end: int, v: int, e: tuple[int, ...], per_block: int,
                   out: np.ndarray | None = None, extra: int = 0) -> np.ndarray:
         """The fused walk + mask kernel: additive into ``out``, else a bool mask (grid as `mask`)."""
-        n, chunks = ids.shape[0], -(-v // self.lib.chunk)
+        (n, w), chunks = ids.shape, -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        self.lib.emu_walk_mask(U32(n * bpr + extra), *self.tab, _p(ids), U64(ids.shape[1]), U64(ids.shape[1]),
-                               U32(n), _p(begin), I64(0), _p(None), I64(end), U64(v), U32(bpr), U32(extra),
-                               _p(self._eos(e)), U32(len(e)),
-                               _p(out), _p(ob), U64(v), _p(np.zeros(1, np.uint64)), U32(per_block & 1))
+        rows = ROWS["walk_mask"](_p(ids), _p(begin), 0, self._eos(e), w, w, 0, end, n, len(e))
+        mask = MASK(_p(out), _p(ob), _p(np.zeros(1, np.uint64)), v, v, bpr, extra, per_block & 1)
+        self.run("walk_mask", n * bpr + extra, rows, mask)
         return out if out is not None else ob.astype(bool)
 
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
         n = len(s)
         c, en = np.empty(n, np.int64), np.empty(n, np.uint8)
-        self.lib.emu_count(U32(-(-n // TH)), *self.tab, _p(s.node), _p(s.off), U32(n), _p(c), _p(en))
+        self.run("count", -(-n // TH), ROWS["count"](_p(s.node), _p(s.off), _p(c), _p(en), n))
         return c, en.astype(bool)
 
     def padded(self, s: StepStates, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,7 +165,7 @@ class Emu:
         c, _ = self.count(s)
         t = np.full((n, cap), -1, np.int64)
         if cap:
-            self.lib.emu_fill(U32(n), *self.tab, _p(s.node), _p(s.off), U32(n), _p(None), U64(cap), _p(t))
+            self.run("fill", n, ROWS["fill"](_p(s.node), _p(s.off), 0, _p(t), cap, n))
         return c, t
 
     def csr(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +175,7 @@ class Emu:
         offs[1:] = np.cumsum(c)
         t = np.empty(int(offs[-1]), np.int64)
         if t.size:
-            self.lib.emu_fill(U32(n), *self.tab, _p(s.node), _p(s.off), U32(n), _p(offs), U64(0), _p(t))
+            self.run("fill", n, ROWS["fill"](_p(s.node), _p(s.off), _p(offs), _p(t), 0, n))
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
@@ -161,16 +189,16 @@ class Emu:
         bpr = parts or -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        common = [U64(v), U32(bpr), U32(extra), _p(self._eos(e)), U32(len(e)), _p(out), _p(ob), U64(v), _p(dc),
-                  U32(flags)]
+        mask = MASK(_p(out), _p(ob), _p(dc), v, v, bpr, extra, flags)
         grid = n * bpr + extra
         if tok is None:
-            self.lib.emu_mask(U32(grid), *self.tab, _p(s.node), _p(s.off), U32(n), *common)
+            self.run("mask", grid, ROWS["mask"](_p(s.node), _p(s.off), self._eos(e), n, len(e)), mask)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            self.lib.emu_advance_mask(U32(grid), *self.tab, _p(s.node), _p(s.off), _p(tok), U32(1),
-                                      U64(1), U32(n), *common, _p(no), _p(oo))
+            rows = ROWS["advance_mask"](_p(s.node), _p(s.off), _p(no), _p(oo), _p(tok), self._eos(e), 1, n, True,
+                                        len(e))
+            self.run("advance_mask", grid, rows, mask)
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new
 
@@ -326,15 +354,10 @@ def test_block_searches_on_huge_fanout(lib):
 @given(st.integers(0, 5000), st.integers(2, 3_000_000), st.sampled_from([264, 528, 1056]),
        st.sampled_from([1024, 4096, 65536]), st.booleans(), st.sampled_from([None, None, 1, 3, 1000]))
 def test_mask_grid_fills_every_sm_alike(n, v, target, chunk, additive, bpr):
-    """The host's mask grid (`GpuTrieStepper._mask_grid`, kernels/step.cu mask_row): (parts, extra) with the
+    """The host's mask grid (`step_launch.mask_grid`, kernels/step_mask.cuh mask_row): (parts, extra) with the
     first ``extra`` rows in parts + 1 blocks; at least one block a row, at most one per chunk of a row, and by
     default a multiple of the target (4 blocks per SM) wherever the chunks allow."""
-    from types import SimpleNamespace
-
-    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
-
-    g = SimpleNamespace(chunk=chunk, blocks_per_row=bpr, _target_blocks=target)
-    parts, extra = GpuTrieStepper._mask_grid(g, n, v, additive)
+    parts, extra = mask_grid(n, v, additive, chunk, bpr, target)
     chunks = -(-(v + (3 if additive else 15)) // chunk)
     assert parts >= 1 and 0 <= extra < max(n, 1) and parts + (extra > 0) <= chunks
     if bpr:
@@ -372,8 +395,8 @@ def test_more_parts_than_vectors_leave_blocks_without_entries(lib):
 def test_dense_children_at_the_child_window_end(lib):
     """Children with every label 0 .. k - 1 (a window's last candidate, first + x, is the token's child), wider
     than the one-thread window and than a block's one round of candidates: every token's child, at the root
-    without a root table and below it, by advance, advance_mask and walk_mask (found in review: a search that
-    left out the window's end gave DEAD)."""
+    without a root table and below it, by advance, advance_mask and walk_mask (a search that leaves out the
+    window's end gives DEAD)."""
     v, e = 32_000, (31_999,)
     kws = [[y] for y in range(20)] + [[5, y] for y in range(20)] + [[7, y] for y in range(600)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
@@ -471,14 +494,12 @@ def test_walk_bounds_outside_the_row_give_dead(lib):
     begin = np.array([0, -1, 4, 2**62, 0, 3], dtype=np.int64)
     end = np.array([2, 2, 3, 3, 3, 1], dtype=np.int64)
     no, oo = np.empty(6, np.int64), np.empty(6, np.int64)
-    lib.emu_walk(U32(6), *emu.tab, _p(ids), U64(3), U64(3), U32(6), _p(begin), I64(0), _p(end), I64(0),
-                 _p(np.zeros(8, np.int64)), U32(0), _p(no), _p(oo))
+    emu.run("walk", 6, emu.walk_rows(ids, begin, end, (), no, oo))
     ok = cpu.walk(ids[[0, 4, 5]], begin=begin[[0, 4, 5]], end=end[[0, 4, 5]])
     assert no.tolist() == [ok.node[0], -1, -1, -1, ok.node[1], 0] and oo[[1, 2, 3]].tolist() == [0, 0, 0]
     assert oo[[0, 4, 5]].tolist() == ok.off.tolist()
     end2 = np.array([2, 4, 2**40, -3, 3, 3], dtype=np.int64)
-    lib.emu_walk(U32(6), *emu.tab, _p(ids), U64(3), U64(3), U32(6), _p(None), I64(0), _p(end2), I64(0),
-                 _p(np.zeros(8, np.int64)), U32(0), _p(no), _p(oo))
+    emu.run("walk", 6, emu.walk_rows(ids, None, end2, (), no, oo))
     assert no[1:4].tolist() == [-1, -1, -1] and no[0] == cpu.walk(ids[:1], end=2).node[0]
     with pytest.raises(InputError, match="begin"):
         cpu.walk(ids, begin=begin)

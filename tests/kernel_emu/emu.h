@@ -1,5 +1,6 @@
 // A host shim for simple CUDA kernels (tests only): each block runs its threads as std::threads with a
 // std::barrier for __syncthreads, blocks one after another; __shared__ becomes static (blocks never overlap).
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <thread>
@@ -32,6 +33,7 @@ template <class A, class B> inline A max(A a, B b) { return a > (A)b ? a : (A)b;
 struct alignas(16) float4 { float x, y, z, w; };
 struct alignas(16) uint4 { unsigned x, y, z, w; };
 #define __align__(n) alignas(n)
+#define FT_OFFSETOF(T, f) offsetof(T, f)  // the layout checks of gpu_impl/layout.py
 inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 // two counters used in turn: a counter is cleared (by thread 0, after everyone read it) before its next use
