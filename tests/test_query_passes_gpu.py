@@ -17,6 +17,7 @@ from flashtrie.datasets._library_pass import library_pass
 from flashtrie.datasets._queries_v2 import pass_key, run_library_pass
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_index_build import NOT_NUMPY
 from test_query_passes import CASES, digest
 
 from flashtrie import DeviceError, InputError, KeywordSet
@@ -74,6 +75,19 @@ def test_array_module_pass_equals_the_cpu_pass(on_gpu, seqs, steps, chunk, dense
         if not dense:
             mp.setattr(lp, "BINCOUNT_MAX", 0)
         got = lg.library_pass_xp(xp, ks, steps, top, put, get, chunk)
+    assert_same_facts(library_pass(ks, steps, top, 2), got)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seqs=libraries, steps=st.integers(0, 4), chunk=st.sampled_from([1, 7, 1 << 20]), dense=st.booleans())
+def test_the_branches_for_cupy_equal_the_cpu_pass(seqs, steps, chunk, dense):
+    # numpy posing as another array module: the gathers, sorts and count tables a GPU uses, on the CPU
+    ks = KeywordSet.from_sequences(seqs)
+    top = int(ks.tokens.max())
+    with pytest.MonkeyPatch.context() as mp:
+        if not dense:
+            mp.setattr(lp, "BINCOUNT_MAX", 0)
+        got = lg.library_pass_xp(NOT_NUMPY, ks, steps, top, np.array, np.asarray, chunk)
     assert_same_facts(library_pass(ks, steps, top, 2), got)
 
 
