@@ -18,7 +18,9 @@ on threads.  Every result is a pure function of the keywords: the split never sh
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from types import ModuleType
 from typing import Any
 
@@ -183,21 +185,23 @@ def make_tally(xp: ModuleType, top: int, depths: int, *, dense: bool, wide: bool
     return _BincountTally(xp, top, depths, wide)
 
 
-def _merge(tallies: list[Tally], depths: int, top: int, threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
+def _merge(tallies: Sequence[Tally], depths: int, top: int, threads: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """Every depth's counts of every tally summed: (distinct tokens ascending as uint32, counts as int64)."""
-    if isinstance(tallies[0], _SparseTally):
-        return [sum_sparse([p for t in tallies for p in t.pieces[d]]) for d in range(depths)]
+    sparse = [t.pieces for t in tallies if isinstance(t, _SparseTally)]
+    if sparse:
+        return [sum_sparse([p for pieces in sparse for p in pieces[d]]) for d in range(depths)]
+    tables = [t for t in tallies if isinstance(t, _Table)]
     step = max(1 << 20, -(-top // threads))
-    xp = tallies[0].xp
+    xp = tables[0].xp
 
     def part(d: int, a: int) -> tuple[np.ndarray, np.ndarray]:
-        total = tallies[0].row(d)[a : a + step]  # summed in place: its dtype holds the library's size
-        for t in tallies[1:]:
+        total = tables[0].row(d)[a : a + step]  # summed in place: its dtype holds the library's size
+        for t in tables[1:]:
             total += t.row(d)[a : a + step]
         tok = xp.flatnonzero(total)
         return to_host(tok + a), to_host(total[tok].astype(np.int64))
 
-    parts = in_parallel([lambda d=d, a=a: part(d, a) for d in range(depths) for a in range(0, top, step)], threads)
+    parts = in_parallel([partial(part, d, a) for d in range(depths) for a in range(0, top, step)], threads)
     per = -(-top // step)
     return [(np.concatenate([t for t, _ in parts[d * per : (d + 1) * per]]).astype(np.uint32),
              np.concatenate([c for _, c in parts[d * per : (d + 1) * per]])) for d in range(depths)]
@@ -336,12 +340,14 @@ def length_dtype(ks: KeywordSet, threads: int) -> type:
     ``KeywordSet.max_length`` makes one int64 array of every length, on one thread)."""
     off, n = ks.offsets, len(ks)
     step = max(1 << 20, -(-n // (4 * threads)))
-    longest = in_parallel([lambda s=s: int(np.diff(off[s : min(s + step, n) + 1]).max()) for s in range(0, n, step)],
-                          threads)
+    def longest_in(s: int) -> int:
+        return int(np.diff(off[s : min(s + step, n) + 1]).max())
+
+    longest = in_parallel([partial(longest_in, s) for s in range(0, n, step)], threads)
     return np.uint8 if max(longest, default=0) < 256 else np.int64
 
 
-def combine(walks: list[_Walk], n: int, lengths: np.ndarray, full: np.ndarray, depths: int, top: int,
+def combine(walks: Sequence[_Walk], n: int, lengths: np.ndarray, full: np.ndarray, depths: int, top: int,
             threads: int) -> LibraryFacts:
     """The facts of the walks that covered the library's ``n`` keywords (``lengths`` and ``full`` on the host)."""
     fp = 0
@@ -364,6 +370,8 @@ def library_pass(ks: KeywordSet, num_steps: int, max_token: int, threads: int) -
     if dense and num_steps:
         step = max(step, int(top * BLOCK_PER_TOKEN))  # a block's dense table must be worth its zeroing and sum
     starts = range(0, max(n, 1), step)
-    blocks = in_parallel([lambda s=s: _Block(ks, facts, num_steps, top, dense, step, threads).run(s, min(s + step, n))
-                          for s in starts], threads)
+    def block(s: int) -> _Block:
+        return _Block(ks, facts, num_steps, top, dense, step, threads).run(s, min(s + step, n))
+
+    blocks = in_parallel([partial(block, s) for s in starts], threads)
     return combine(blocks, n, facts.lengths, facts.full, num_steps, top, threads)
