@@ -1,8 +1,7 @@
 """The builder's arrays pinned: digests of every array (and the metadata and order) of a few libraries.
 
-The digests were taken from the builder as it stood before its steps were written over the array module;
-the CPU builder (split across threads or not) and the GPU builder's path run with numpy (or with numpy
-posing as another array module) must still give them, byte for byte.
+The CPU builder (split across threads or not) and the GPU builder's path run with numpy (or with numpy
+posing as another array module) must give them byte for byte: a change of any byte of any array fails here.
 """
 
 from __future__ import annotations
