@@ -1,12 +1,13 @@
 """The library pass of `datasets._library_pass` on the GPU: the same `LibraryFacts`, bit for bit.
 
 The keywords go up in chunks of `CHUNK` keywords (tokens and offsets through the pinned staging ring of
-`gpu_impl.host_transfer`); per chunk, array code generic over ``xp`` (cupy; numpy runs the very same code,
-which is how CI tests it) puts the keywords in order of length, so that the ones still going at depth d are
-a contiguous tail, and takes one gather, one hash step and, below ``num_steps``, one ``bincount`` per depth.
-Hashes and lengths stay on the device until the end; counts go to one dense table per depth on the device
-(a sorted unique count per chunk when the largest token is too large for one).  The hash is uint64
-arithmetic (wrapping multiply, xor, shifts): the same bits on both array modules.
+`gpu_impl.host_transfer`); each chunk is one piece of the CPU pass's own walk (`_library_pass._Walk`) over
+cupy: the keywords in order of length, so that the ones still going at depth d are a contiguous tail, one
+gather, one hash step and, below ``num_steps``, one ``bincount`` per depth.  Hashes and lengths stay on the
+device until the end; counts go to one dense table on the device (sorted unique counts per chunk when the
+largest token is too large for one).  The hash is uint64 arithmetic (wrapping multiply, xor, shifts): the
+same bits on both array modules.  What is the GPU's alone is here: the chunks, their size in the free
+device memory, the copies and the errors that name the device.
 """
 
 from __future__ import annotations
@@ -23,17 +24,7 @@ from flashtrie.cpus import usable_cpus
 from flashtrie.errors import DeviceError
 from flashtrie.keywords import KeywordSet
 
-from ._hashing import ROOT_HASH
-from ._library_pass import (
-    _GOLDEN,
-    _LENGTH_TAG,
-    BINCOUNT_MAX,
-    LibraryFacts,
-    _child_hash_into,
-    _mix_into,
-    length_dtype,
-    sum_sparse,
-)
+from ._library_pass import WIDE_COUNTS, LibraryFacts, _Walk, combine, dense_tables, length_dtype, make_tally
 
 __all__ = ["CHUNK", "device_dense", "fitting_chunk", "library_pass_xp", "library_pass_gpu", "pass_cupy"]
 
@@ -41,84 +32,10 @@ CHUNK = 1 << 26  # keywords per upload (about 1.5 GB of tokens and offsets for 4
 _DENSE_BYTES = 16 << 30  # the most the device's count tables may take
 
 
-def xor_all(xp: ModuleType, x: Any) -> int:
-    """The xor of every element of a uint64 array (halves folded onto each other: any array module)."""
-    x = x.copy()
-    while x.size > 1:
-        half = x.size // 2
-        x[:half] ^= x[x.size - half :]
-        x = x[: x.size - half]
-    return int(x[0]) if x.size else 0
-
-
 def device_dense(top: int, num_steps: int) -> bool:
-    """Whether the device counts tokens in dense tables (int64, one per depth)."""
-    return top <= BINCOUNT_MAX and top * num_steps * 8 <= _DENSE_BYTES
-
-
-class _DeviceFacts:
-    """What the chunks add up to, on the device until `finish`."""
-
-    def __init__(self, xp: ModuleType, n: int, len_dtype: type, num_steps: int, top: int) -> None:
-        self.xp, self.num_steps, self.top = xp, num_steps, top
-        self.lengths = xp.empty(n, dtype=len_dtype)
-        self.full = xp.empty(n, dtype=np.uint64)
-        self.dense = device_dense(top, num_steps)
-        self.counts = xp.zeros((num_steps, top), dtype=np.int64) if self.dense else None
-        self.pieces: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(num_steps)]
-        self.length_counts = np.zeros(1, dtype=np.int64)
-        self.fp = 0
-
-    def count(self, d: int, tok: Any, get: Callable[[Any], np.ndarray]) -> None:
-        xp = self.xp
-        if self.counts is not None:
-            self.counts[d] += xp.bincount(tok, minlength=self.top)
-        elif tok.size:
-            t, c = xp.unique(tok, return_counts=True)
-            self.pieces[d].append((get(t).astype(np.uint32), get(c).astype(np.int64)))
-
-    def chunk(self, a: int, offs: Any, toks: Any, get: Callable[[Any], np.ndarray]) -> None:
-        """Keywords ``[a, a + offs.size - 1)``: ``offs`` their offsets (from 0) into their tokens ``toks``."""
-        xp = self.xp
-        m = offs.size - 1
-        lens = (offs[1:] - offs[:-1]).astype(self.lengths.dtype)
-        self.lengths[a : a + m] = lens
-        order = xp.argsort(lens)  # any order of equal lengths: every result is per keyword or a sum
-        slen = lens[order]
-        spos = offs[:-1][order]
-        by_len = get(xp.bincount(slen))
-        if by_len.size > self.length_counts.size:
-            self.length_counts = np.pad(self.length_counts, (0, by_len.size - self.length_counts.size))
-        self.length_counts[: by_len.size] += by_len
-        live = np.concatenate(([0], np.cumsum(by_len)))
-        h = xp.full(m, ROOT_HASH, dtype=np.uint64)
-        tmp = xp.empty_like(h)
-        for d in range(by_len.size - 1):
-            k = int(live[d + 1])
-            tok = toks[spos[k:]]
-            spos[k:] += 1
-            if d < self.num_steps:
-                self.count(d, tok, get)
-            _child_hash_into(h[k:], tok.astype(np.uint64), tmp[k:], xp)
-        _child_hash_into(h, slen.astype(np.uint64) + _LENGTH_TAG, tmp, xp)
-        self.full[order + a] = h
-        ids = order.astype(np.uint64) + np.uint64(a)
-        ids *= _GOLDEN
-        ids ^= h
-        _mix_into(ids, tmp, xp)
-        self.fp ^= xor_all(xp, ids)
-
-    def finish(self, n: int, get: Callable[[Any], np.ndarray]) -> LibraryFacts:
-        xp = self.xp
-        if self.counts is not None:
-            depth_counts = []
-            for d in range(self.num_steps):
-                tok = xp.flatnonzero(self.counts[d])
-                depth_counts.append((get(tok).astype(np.uint32), get(self.counts[d][tok]).astype(np.int64)))
-        else:
-            depth_counts = [sum_sparse(p) for p in self.pieces]
-        return LibraryFacts(get(self.lengths), get(self.full), f"{self.fp ^ n:016x}", self.length_counts,
-                            depth_counts)
+    """Whether the device counts tokens in a dense table (one row per depth): its uint32 counts and, in the
+    budget, as much again for the temporaries of the ``bincount`` calls."""
+    return dense_tables(top, num_steps, 1, _DENSE_BYTES // 2)
 
 
 @contextmanager
@@ -137,14 +54,18 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
                     put: Callable[[np.ndarray], Any], get: Callable[[Any], np.ndarray],
                     chunk: int | None = None, timings: dict[str, float] | None = None,
                     sync: Callable[[], None] = lambda: None) -> LibraryFacts:
-    """`library_pass` with array module ``xp``; ``put`` / ``get`` move a host array to it and back.
+    """`library_pass` with array module ``xp``, a chunk at a time; ``put`` / ``get`` move a host array to it
+    and back.
 
     ``timings`` (optional) receives the seconds of the uploads, the work on the device and the results'
     download (``sync`` waits for the device, so that each is timed apart).
     """
     n = len(ks)
     chunk = CHUNK if chunk is None else max(1, int(chunk))
-    acc = _DeviceFacts(xp, n, length_dtype(ks, usable_cpus()), num_steps, max_token + 1)
+    top = max_token + 1
+    tally = make_tally(xp, top, num_steps, dense=device_dense(top, num_steps), wide=n >= WIDE_COUNTS, keys=0)
+    walk = _Walk(xp, xp.empty(n, dtype=length_dtype(ks, usable_cpus())), xp.empty(n, dtype=np.uint64), tally,
+                 num_steps, min(chunk, max(n, 1)), ks.tokens.dtype)
     off = ks.offsets
     for a in range(0, n, chunk):
         b = min(a + chunk, n)
@@ -152,10 +73,12 @@ def library_pass_xp(xp: ModuleType, ks: KeywordSet, num_steps: int, max_token: i
         with _timed(timings, "upload", sync):
             offs, toks = put(off[a : b + 1]) - s, put(ks.tokens[s:e])  # put may return a view: "- s" copies
         with _timed(timings, "on the device", sync):
-            acc.chunk(a, offs, toks, get)
+            walk.piece(a, offs, toks)
         del offs, toks
+    with _timed(timings, "on the device", sync):
+        tally.flush()
     with _timed(timings, "download", sync):
-        return acc.finish(n, get)
+        return combine([walk], n, get(walk.lengths), get(walk.full), num_steps, top, 1)
 
 
 def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:

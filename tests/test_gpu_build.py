@@ -205,9 +205,8 @@ def test_directory_on_threads_equals_one_pass(nbits: int, p: float, seed: int, w
 @settings(max_examples=60, deadline=None)
 @given(values=st.lists(st.integers(0, 2**32 - 1), max_size=300), extra=st.integers(0, 3))
 def test_device_packing_equals_host_packing(values: list[int], extra: int) -> None:
-    from flashtrie.gpu_impl.build_assemble import pack_bits, pack_ints
-
     from flashtrie.index.bits import BitVector
+    from flashtrie.index.build_assemble import pack_bits, pack_ints
     from flashtrie.index.packed import PackedInts
 
     v = np.array(values, dtype=np.uint64)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import BitVector, PackedInts, builder
+from flashtrie.index import BitVector, PackedInts, build_sort, builder
 from flashtrie.limits import MAX_TOKEN
 
 
@@ -98,14 +98,17 @@ def test_build_split_across_threads_equals_one_part(kws, cores):
 
 
 @settings(max_examples=200, deadline=None)
-@given(keyword_lists)
-def test_sort_and_common_prefixes_match_python(kws):
+@given(keyword_lists, st.sampled_from([0.0, 0.25, 1.0]), st.booleans())
+def test_sort_and_common_prefixes_match_python(kws, follow_below, subset):
+    # every pair a column at a time (0.0, the GPU's way), the pairs still equal followed apart (1.0), and
+    # the CPU's mix; all keywords or every other one (a part of the CPU's split)
     ks = KeywordSet.from_sequences(kws)
     starts, lens = ks.offsets[:-1], ks.lengths
-    ids = np.arange(len(kws), dtype=np.int64)
-    order = builder._sort_keywords(ks.tokens, starts, lens, ids, int(lens.max()))
-    assert order.tolist() == sorted(range(len(kws)), key=lambda i: (kws[i], i))
-    lcp = builder._neighbour_lcp(ks.tokens, starts[order], lens[order])
+    ids = np.arange(0, len(kws), 2, dtype=np.int64) if subset else None
+    order = build_sort.sort_keywords(np, ks.tokens, starts, lens, int(lens.max()), ids)
+    chosen = range(0, len(kws), 2) if subset else range(len(kws))
+    assert order.tolist() == sorted(chosen, key=lambda i: (kws[i], i))
+    lcp = build_sort.neighbour_lcp(np, ks.tokens, starts[order], lens[order], follow_below)
     exp = [0]
     for a, b in zip(order[:-1].tolist(), order[1:].tolist(), strict=True):
         x, y = kws[a], kws[b]

@@ -1,6 +1,6 @@
-"""The library pass's array-module code (`datasets._library_pass_gpu`) against the CPU pass: the same facts bit for
-bit.  The tests marked ``gpu`` run it with cupy (skipped where cupy or a GPU is missing); the others run the very
-same code with numpy, so the logic is checked on every machine.
+"""The library pass a chunk at a time over an array module (`datasets._library_pass_gpu`) against the CPU pass:
+the same facts bit for bit.  The tests marked ``gpu`` run it with cupy (skipped where cupy or a GPU is missing);
+the others run the very same code with numpy, so the logic is checked on every machine.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 import pytest
+from flashtrie.datasets import _library_pass as lp
 from flashtrie.datasets import _library_pass_gpu as lg
 from flashtrie.datasets import _queries_v2 as q2
 from flashtrie.datasets import generate_keywords, generate_queries
@@ -16,6 +17,7 @@ from flashtrie.datasets._library_pass import library_pass
 from flashtrie.datasets._queries_v2 import pass_key, run_library_pass
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_index_build import NOT_NUMPY
 from test_query_passes import CASES, digest
 
 from flashtrie import DeviceError, InputError, KeywordSet
@@ -71,8 +73,21 @@ def test_array_module_pass_equals_the_cpu_pass(on_gpu, seqs, steps, chunk, dense
     top = int(ks.tokens.max())
     with pytest.MonkeyPatch.context() as mp:
         if not dense:
-            mp.setattr(lg, "BINCOUNT_MAX", 0)
+            mp.setattr(lp, "BINCOUNT_MAX", 0)
         got = lg.library_pass_xp(xp, ks, steps, top, put, get, chunk)
+    assert_same_facts(library_pass(ks, steps, top, 2), got)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seqs=libraries, steps=st.integers(0, 4), chunk=st.sampled_from([1, 7, 1 << 20]), dense=st.booleans())
+def test_the_branches_for_cupy_equal_the_cpu_pass(seqs, steps, chunk, dense):
+    # numpy posing as another array module: the gathers, sorts and count tables a GPU uses, on the CPU
+    ks = KeywordSet.from_sequences(seqs)
+    top = int(ks.tokens.max())
+    with pytest.MonkeyPatch.context() as mp:
+        if not dense:
+            mp.setattr(lp, "BINCOUNT_MAX", 0)
+        got = lg.library_pass_xp(NOT_NUMPY, ks, steps, top, np.array, np.asarray, chunk)
     assert_same_facts(library_pass(ks, steps, top, 2), got)
 
 
@@ -141,7 +156,7 @@ def test_cpu_device_never_tries_the_gpu(monkeypatch):
 def test_xor_all_is_the_xor_of_every_element(n):
     x = np.random.default_rng(n).integers(0, 2**63, size=n, dtype=np.uint64) * np.uint64(3)
     want = int(np.bitwise_xor.reduce(x)) if n else 0
-    assert lg.xor_all(np, x) == want
+    assert lp.xor_all(np, x) == want
     assert x.size == n  # not consumed
 
 
