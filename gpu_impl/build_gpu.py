@@ -130,5 +130,5 @@ def build_index(keywords: KeywordSet, progress: Progress | None = None, *, ids: 
 
     t0 = time.perf_counter()
     built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp, return_order=return_order)
-    idx = NarrowLoudsIndex._from_built(built, time.perf_counter() - t0)
+    idx = NarrowLoudsIndex._from_built(built, time.perf_counter() - t0, keywords)
     return (idx, built.order) if return_order else idx

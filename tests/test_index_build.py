@@ -17,6 +17,7 @@ from flashtrie.gpu_impl import build_gpu
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
 from flashtrie.index import builder
+from flashtrie.index.fingerprint import FINGERPRINT_KEY
 from flashtrie.limits import MAX_TOKEN
 
 
@@ -42,14 +43,14 @@ DIGESTS = {
 
 def digest(idx: NarrowLoudsIndex, order: np.ndarray) -> str:
     """sha256 (first 32 hex digits) of every array's name, dtype, shape and bytes, the metadata less the
-    build time, and the order."""
+    build time and the keyword-set fingerprint (a hash of the input, pinned by its own tests), and the order."""
     h = hashlib.sha256()
     for name in sorted(idx.arrays):
         a = np.ascontiguousarray(np.asarray(idx.arrays[name]))
         for part in (name, str(a.dtype), str(a.shape)):
             h.update(part.encode())
         h.update(a.tobytes())
-    meta = {k: v for k, v in idx.meta.items() if k != "build_seconds"}
+    meta = {k: v for k, v in idx.meta.items() if k not in ("build_seconds", FINGERPRINT_KEY)}
     h.update(json.dumps(meta, sort_keys=True, default=str).encode())
     h.update(np.asarray(order, dtype=np.int64).tobytes())
     return h.hexdigest()[:32]

@@ -365,12 +365,9 @@ def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = Fals
 
     if gpu:
         from flashtrie.gpu_impl import build_index as build_on_gpu
-        from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 
         with Stage(f"building the index of {len(keywords):,} keywords on the GPU", quiet):
-            index = build_on_gpu(keywords, ids=ids)
-        index.meta.setdefault(FINGERPRINT_KEY, keywords_fingerprint(keywords))
-        return index
+            return build_on_gpu(keywords, ids=ids)
     if quiet or len(keywords) < 500_000:
         with Stage(f"building the index of {len(keywords):,} keywords", quiet):
             return NarrowLoudsIndex.build(keywords, ids=ids)
