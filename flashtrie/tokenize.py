@@ -89,7 +89,7 @@ def encode_texts(texts: Sequence[str], enc: Encoder, vocab_size: int | None = No
     parts: list[np.ndarray] = []
     lengths = np.zeros(len(texts), dtype=np.int64)
     with tqdm(total=len(texts), unit=" texts", unit_scale=True, disable=not progress, file=sys.stderr,
-              desc="tokenizing", leave=False) as bar:
+              desc="tokenizing") as bar:
         for a in range(0, len(texts), BATCH):
             chunk = list(texts[a : a + BATCH])
             seqs = enc.batch(chunk)
