@@ -13,7 +13,7 @@ import numpy as np
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_TOKEN
-from .texts import TextStore, check_strings
+from .texts import TextStore
 from .tokens import check_token_sequence, first_out_of_range
 
 __all__ = ["KeywordSet"]
@@ -137,7 +137,7 @@ class KeywordSet:
         if isinstance(texts, (str, bytes)):
             raise InputError("texts: expected a sequence of strings, got one string; wrap it in a list")
         items = texts if isinstance(texts, Sequence) else list(texts)
-        check_strings(items, "texts")
+        store = TextStore.from_strings(items)  # refuses a non-string or a lone surrogate before any tokenizing
         if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer)
                                        or vocab_size < 1):
             raise InputError(f"vocab_size: expected a positive integer, got {vocab_size!r}")
@@ -155,7 +155,7 @@ class KeywordSet:
         tok32 = tokens.astype(np.uint32)
         if duplicates == "error":
             _refuse_duplicates(items, tok32, offsets)
-        return cls(tok32, offsets, TextStore.from_strings(items))
+        return cls(tok32, offsets, store)
 
     def with_texts(self, texts: Sequence[str]) -> KeywordSet:
         """The same keywords with ``texts[i]`` as keyword i's string (one ``str`` per keyword)."""
