@@ -82,13 +82,13 @@ def load_keyword_array(path: str | os.PathLike[str]) -> KeywordSet:
     except (OSError, ValueError, EOFError) as e:
         raise InputError(f"{path}: not a readable .npy array ({str(e).splitlines()[0] if str(e) else e}); expected "
                          f"a keyword library written with {OWN_ARRAYS_HELP}") from None
-    return _from_padded(path, np.asarray(a))
+    return _from_padded(path, np.asarray(a), f"{path}: expected a keyword library; found an .npy")
 
 
-def _from_padded(path: str | os.PathLike[str], a: np.ndarray) -> KeywordSet:
+def _from_padded(path: str | os.PathLike[str], a: np.ndarray, found: str) -> KeywordSet:
     if a.ndim != 2:
-        raise InputError(f"{path}: holds a {a.ndim}-D {a.dtype} array {list(a.shape)}; a keyword array is [N, L] "
-                         f"(padded with -1); or write {OWN_ARRAYS_HELP}")
+        raise InputError(f"{found} of one {a.ndim}-D {a.dtype} array {list(a.shape)}, not a padded [N, L] one; "
+                         f"write one with {OWN_ARRAYS_HELP}")
     try:
         return KeywordSet.from_padded(a)
     except InputError as e:
@@ -106,10 +106,11 @@ def _own_arrays(path: str | os.PathLike[str]) -> KeywordSet | None:
             if {"tokens", "offsets"} <= names:
                 tokens, offsets = _member(path, z, "tokens"), _member(path, z, "offsets")
             elif len(names) == 1:
-                return _from_padded(path, _member(path, z, next(iter(names))))
+                return _from_padded(path, _member(path, z, next(iter(names))), f"{path}: expected a keyword library; "
+                                    "found an .npz without a flashtrie 'meta' entry")
             else:
-                raise InputError(f"{path}: an .npz with arrays {sorted(names)[:8]}, not a keyword library; write "
-                                 f"one with {OWN_ARRAYS_HELP}")
+                raise InputError(f"{path}: expected a keyword library; found an .npz without a flashtrie 'meta' entry "
+                                 f"and with arrays {sorted(names)[:8]}; write one with {OWN_ARRAYS_HELP}")
     except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
         if isinstance(e, InputError):
             raise

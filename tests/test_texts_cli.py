@@ -41,8 +41,8 @@ def test_build_with_tokenizer_then_search_show_text(names_and_tokenizer, capsys)
     assert main(["search", "--index", str(out), "--queries", str(tmp / "q.tsv"), "--beam", "4", "--show-text",
                  "--quiet", "-o", str(res)]) == 0
     text = capsys.readouterr().out
-    assert "query 0 'red things': 2 results" in text and "text 'red'" in text and "text 'red shoes'" in text
-    assert "query 1 'other'" in text
+    assert "query 0: 2 results for 'red things'" in text and "text 'red'" in text and "text 'red shoes'" in text
+    assert "query 1: 2 results for 'other'" in text
     saved = np.load(res)
     assert saved["query_names"].tolist() == ["red things", "other"]
     assert ix.texts(saved["keyword_ids"][:, :2]) == [["red", "red shoes"], ["red", "red shoes"]]

@@ -151,8 +151,8 @@ def add_parsers(subs: Any) -> None:
         With --tokenizer, KEYWORDS is a UTF-8 text file of names, one per line: each is tokenized (no
         special tokens added) and the index keeps the strings (`search --show-text`, index.text(id)).
 
-        examples:  flashtrie build data/kw.npz -o data/kw.ftrie
-                   flashtrie build names.txt --tokenizer tokenizer.json -o names.ftrie
+        example:  flashtrie build data/kw.npz -o data/kw.ftrie
+                  flashtrie build names.txt --tokenizer tokenizer.json -o names.ftrie
         """, cmd_build)
     p.add_argument("keywords", metavar="KEYWORDS", help=KEYWORDS_HELP + "; with --tokenizer, a text file of names, "
                    "one per line")

@@ -53,8 +53,8 @@ def prepare_workload(args: argparse.Namespace, workload: Any) -> Any:
 def _print_results(res: Any, args: argparse.Namespace, tokens: dict[int, list[int]] | None,
                    texts: dict[int, str] | None, names: list[str] | None) -> None:
     for q in range(min(res.shape[0], args.show_queries)):
-        name = f" {names[q]!r}" if names is not None else ""
-        print(f"query {q}{name}: {int(res.num_results[q])} results")
+        name = f" for {names[q]!r}" if names is not None else ""
+        print(f"query {q}: {int(res.num_results[q])} results{name}")
         for rank, (kid, score, norm, length) in enumerate(res.query(q)[: args.show]):
             line = f"  {rank:>4}  id {kid:>10}  score {score:.6g}  norm {norm:.6g}  length {length}"
             if tokens is not None:
