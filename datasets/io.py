@@ -23,14 +23,19 @@ from flashtrie.proposals import Proposals
 from .keywords import KeywordParams
 from .queries import QueryParams, QueryWorkload
 
-__all__ = ["KEYWORDS_FORMAT", "WORKLOAD_FORMAT", "FORMAT_VERSION", "LoadedKeywords",
-           "save_keywords", "load_keywords", "save_workload", "load_workload"]
+__all__ = ["KEYWORDS_FORMAT", "WORKLOAD_FORMAT", "FORMAT_VERSION", "LoadedKeywords", "OWN_ARRAYS_HELP",
+           "save_keywords", "load_keywords", "load_keyword_array", "load_names", "save_workload", "load_workload"]
 
 KEYWORDS_FORMAT = "flashtrie.datasets.keywords"
 WORKLOAD_FORMAT = "flashtrie.datasets.workload"
 FORMAT_VERSION = 1
 
 _KINDS = {KEYWORDS_FORMAT: "a keyword library", WORKLOAD_FORMAT: "a query workload"}
+
+#: How to write a keyword library from your own arrays (said where a file is not one).
+OWN_ARRAYS_HELP = ("np.savez(PATH, tokens=TOKENS, offsets=OFFSETS) (keyword i = tokens[offsets[i]:offsets[i + 1]], "
+                   "offsets[0] = 0, every keyword at least one token) or np.save(PATH, PADDED) (an [N, L] integer "
+                   "array, each row a keyword's tokens then -1 padding; also accepted as the only array of an .npz)")
 
 
 class LoadedKeywords(NamedTuple):
@@ -51,7 +56,11 @@ def save_keywords(path: str | os.PathLike[str], keywords: KeywordSet, params: Ke
 
 
 def load_keywords(path: str | os.PathLike[str]) -> LoadedKeywords:
-    """Read a file written by `save_keywords`."""
+    """Read a file written by `save_keywords`, or an .npz of your own arrays (`OWN_ARRAYS_HELP`: ``tokens`` and
+    ``offsets``, or one padded [N, L] array) that has no flashtrie ``meta`` entry."""
+    own = _own_arrays(path)
+    if own is not None:
+        return LoadedKeywords(own, None)
     meta, arrays = _read(path, KEYWORDS_FORMAT, ("tokens", "offsets"))
     try:
         keywords = KeywordSet.from_arrays(arrays["tokens"], arrays["offsets"])
@@ -62,6 +71,76 @@ def load_keywords(path: str | os.PathLike[str]) -> LoadedKeywords:
                          f"the arrays hold {len(keywords)}")
     p = meta.get("params")
     return LoadedKeywords(keywords, _params(path, KeywordParams, p) if p is not None else None)
+
+
+def load_keyword_array(path: str | os.PathLike[str]) -> KeywordSet:
+    """Keywords from an .npy file: a padded [N, L] integer array (each row a keyword's tokens, then -1)."""
+    try:
+        a = np.load(path, allow_pickle=False, mmap_mode="r")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, ValueError, EOFError) as e:
+        raise InputError(f"{path}: not a readable .npy array ({str(e).splitlines()[0] if str(e) else e}); expected "
+                         f"a keyword library written with {OWN_ARRAYS_HELP}") from None
+    return _from_padded(path, np.asarray(a), f"{path}: expected a keyword library; found an .npy")
+
+
+def _from_padded(path: str | os.PathLike[str], a: np.ndarray, found: str) -> KeywordSet:
+    if a.ndim != 2:
+        raise InputError(f"{found} of one {a.ndim}-D {a.dtype} array {list(a.shape)}, not a padded [N, L] one; "
+                         f"write one with {OWN_ARRAYS_HELP}")
+    try:
+        return KeywordSet.from_padded(a)
+    except InputError as e:
+        raise InputError(f"{path}: {e}") from None
+
+
+def _own_arrays(path: str | os.PathLike[str]) -> KeywordSet | None:
+    """The keywords of an .npz of the caller's own arrays (no 'meta' entry), or None when it has a 'meta' entry
+    (or is not a readable .npz: `_read` says why)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            names = set(z.files)
+            if "meta" in names:
+                return None
+            if {"tokens", "offsets"} <= names:
+                tokens, offsets = _member(path, z, "tokens"), _member(path, z, "offsets")
+            elif len(names) == 1:
+                return _from_padded(path, _member(path, z, next(iter(names))), f"{path}: expected a keyword library; "
+                                    "found an .npz without a flashtrie 'meta' entry")
+            else:
+                raise InputError(f"{path}: expected a keyword library; found an .npz without a flashtrie 'meta' entry "
+                                 f"and with arrays {sorted(names)[:8]}; write one with {OWN_ARRAYS_HELP}")
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        if isinstance(e, InputError):
+            raise
+        return None
+    try:
+        return KeywordSet.from_arrays(tokens, offsets)
+    except InputError as e:
+        raise InputError(f"{path}: its 'tokens' and 'offsets' are not a keyword library: {e}") from None
+
+
+def load_names(path: str | os.PathLike[str]) -> list[str]:
+    """One identifier per line of a UTF-8 text file (the line end, ``\n`` or ``\r\n``, is not part of it; blank
+    lines at the end are ignored, other blank lines are refused by line number)."""
+    try:
+        raw = open(path, "rb").read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise InputError(f"{path}: line {line}: not UTF-8 text ({e.reason}); save the names as UTF-8") from None
+    lines = text.split("\n")
+    while lines and lines[-1].strip("\r") == "":
+        lines.pop()
+    names = [s[:-1] if s.endswith("\r") else s for s in lines]
+    blank = next((i for i, s in enumerate(names) if s == ""), -1)
+    if blank >= 0:
+        raise InputError(f"{path}: line {blank + 1}: empty line; give one identifier per line")
+    return names
 
 
 def save_workload(path: str | os.PathLike[str], workload: QueryWorkload, *, compress: bool = False) -> None:

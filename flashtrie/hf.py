@@ -253,3 +253,51 @@ def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
     if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
         raise InputError(f"prompt_length: expected an int or a non-empty sequence of non-negative ints, got {p!r}")
     return [int(v) for v in vals]
+
+
+def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: int | Sequence[int],
+                       prompt_length: int | Sequence[int]) -> np.ndarray:
+    """The keyword id each row of ``generate()``'s output spells, -1 where it spells none (int64, one per row).
+
+    Row r's continuation ``sequences[r, prompt_length:]`` must be a whole keyword followed by EOS (any of the
+    ``eos_token_id`` ids); what follows the first EOS (``generate()``'s padding, equal to EOS or not) is not
+    read.  -1 where no EOS follows the prompt (the row was cut by ``max_new_tokens``), where EOS comes before a
+    keyword ends, or where a token leaves the trie.  ``sequences``: a ``[rows, L]`` torch tensor or numpy array
+    of token ids (with beams or ``num_return_sequences``, rows = batch x sequences); ``prompt_length``: an int,
+    one per row, or one per batch item (repeated over its rows), as for `TrieLogitsProcessor`; 1 for an
+    encoder-decoder model's decoder start token.  Vectorised: one `TrieStepper.advance` per column.
+    """
+    from .stepwise import check_eos
+
+    if not isinstance(index, NarrowLoudsIndex):
+        raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
+    eos = eos_ids(eos_token_id)
+    if not eos:
+        raise InputError("eos_token_id: expected the EOS token id (or ids) that ends each keyword")
+    seq = sequences.detach().cpu().numpy() if isinstance(sequences, torch.Tensor) else np.asarray(sequences)
+    if seq.ndim != 2 or (seq.size and (not np.issubdtype(seq.dtype, np.integer) or seq.dtype == np.bool_)):
+        raise InputError(f"sequences: expected a 2-D integer array [rows, length], got {seq.dtype}{list(seq.shape)}")
+    if prompt_length is None:
+        raise InputError("prompt_length: expected the prompt's length (an int, or one per row or batch item)")
+    rows, width = seq.shape
+    p = _prompt_lengths(prompt_length)
+    if isinstance(p, int):
+        begin = np.full(rows, p, dtype=np.int64)
+    else:
+        if rows % len(p):
+            raise InputError(f"prompt_length: {len(p)} values do not divide the {rows} rows of sequences")
+        begin = np.repeat(np.asarray(p, dtype=np.int64), rows // len(p))
+    if rows and int(begin.max()) > width:
+        raise InputError(f"prompt_length: {int(begin.max())} is longer than the sequences ({width} tokens)")
+    check_eos(index, eos)
+    after = np.arange(width, dtype=np.int64)[None, :] >= begin[:, None]
+    is_eos = np.isin(seq, np.asarray(eos, dtype=np.int64)) & after
+    has_eos = is_eos.any(axis=1)
+    end = np.where(has_eos, np.argmax(is_eos, axis=1), width)
+    stepper = TrieStepper(index)
+    states = stepper.walk(seq.astype(np.int64, copy=False), begin=begin, end=end)
+    out = np.full(rows, -1, dtype=np.int64)
+    whole = np.flatnonzero(has_eos & stepper.ends(states))
+    if whole.size:
+        out[whole] = index.keyword_ids_of(states.node[whole])
+    return out

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_TOKEN
+from .texts import TextStore
 from .tokens import check_token_sequence, first_out_of_range
 
 __all__ = ["KeywordSet"]
@@ -24,14 +26,19 @@ class KeywordSet:
     ``tokens`` is ``uint32`` (values in ``[0, 2**32 - 2]``), ``offsets`` is ``int64`` of length N + 1.
     A keyword's id is its index.  Use the ``from_*`` constructors: they convert and validate; the plain
     constructor takes those exact dtypes and checks the invariants (vectorised) so that no bad set
-    reaches a builder.
+    reaches a builder.  ``texts`` (optional, a `TextStore` of N strings): keyword i's identifier, kept by
+    an index built from the set (`from_texts`, `with_texts`).
     """
 
     tokens: np.ndarray
     offsets: np.ndarray
+    texts: TextStore | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         tok, off = self.tokens, self.offsets
+        if self.texts is not None and not isinstance(self.texts, TextStore):
+            raise InputError(f"texts: expected a flashtrie.texts.TextStore or None, got {type(self.texts).__name__}; "
+                             "use KeywordSet.with_texts to attach strings")
         if not (isinstance(tok, np.ndarray) and tok.dtype == np.uint32 and tok.ndim == 1):
             raise InputError(f"tokens: expected a 1-D uint32 array, got {_describe(tok)}; use "
                              "KeywordSet.from_arrays or from_sequences to convert")
@@ -39,6 +46,8 @@ class KeywordSet:
             raise InputError(f"offsets: expected a 1-D int64 array of length N + 1 >= 1, got {_describe(off)}; "
                              "use KeywordSet.from_arrays to convert")
         _check_offsets(off, tok.size)
+        if self.texts is not None and len(self.texts) != off.size - 1:
+            raise InputError(f"texts: {len(self.texts):,} strings for {off.size - 1:,} keywords; give one per keyword")
         pad = np.flatnonzero(tok > MAX_TOKEN)
         if pad.size:
             j = int(pad[0])
@@ -82,6 +91,80 @@ class KeywordSet:
         np.cumsum(lengths, out=offsets[1:])
         tokens = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint32)
         return cls(tokens, offsets)
+
+    @classmethod
+    def from_padded(cls, array: np.ndarray | Sequence[Sequence[int]], pad: int = -1) -> KeywordSet:
+        """Build from a padded ``[N, L]`` integer array: row i holds keyword i's tokens, then ``pad`` to the end
+        (``-1``, or ``2**32 - 1`` in an unsigned array).  A token after padding and an all-padding row are
+        refused by row and column."""
+        a = np.asarray(array)
+        if a.ndim != 2 or (a.size and not np.issubdtype(a.dtype, np.integer)):
+            raise InputError(f"array: expected a 2-D integer array [N, L] padded with {pad}, got "
+                             f"{a.dtype}{list(a.shape)}")
+        if a.dtype.kind == "u" and pad == -1:
+            pad = int(np.iinfo(a.dtype).max)
+        real = a != pad
+        after = real[:, 1:] & ~real[:, :-1]  # a token right after padding
+        if after.any():
+            r, c = (int(x) for x in np.argwhere(after)[0])
+            raise InputError(f"array[{r}, {c + 1}]: token {int(a[r, c + 1])} after padding ({pad}); each row holds "
+                             "its keyword's tokens first, then only padding")
+        lengths = real.sum(axis=1, dtype=np.int64)
+        offsets = np.zeros(a.shape[0] + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        return cls.from_arrays(a[real], offsets)
+
+    @classmethod
+    def from_texts(cls, texts: Sequence[str], tokenizer: Any, *, duplicates: Literal["error", "keep"] = "error",
+                   vocab_size: int | None = None, progress: bool = False) -> KeywordSet:
+        """Tokenize ``texts`` (one identifier each) and keep them: keyword i is ``tokenizer(texts[i])`` and its
+        string is ``texts[i]`` (`NarrowLoudsIndex.text` gives it back).
+
+        ``tokenizer``: a callable ``str -> Sequence[int]``, a ``tokenizers.Tokenizer``, a ``transformers``
+        tokenizer, a ``tiktoken`` Encoding or a ``sentencepiece`` processor (`flashtrie.tokenize`); no special
+        tokens are added, and the libraries tokenize in batches on their own threads.  Refused with an
+        `InputError` before any index is built: an item that is not a ``str`` (before any tokenizing), a text
+        that tokenizes to nothing, a token outside ``[0, vocab_size)`` (``vocab_size`` defaults to the
+        tokenizer's own where it has one, else ``2**32 - 1``), and, with ``duplicates="error"`` (the default),
+        two texts with the same tokens.  ``duplicates="keep"`` keeps them: ids stay the input positions, and
+        the index returns the first of equal keywords (`NarrowLoudsIndex.duplicates` counts the others).
+        ``progress`` shows a progress bar on stderr.
+        """
+        from .tokenize import encode_texts, encoder
+
+        if duplicates not in ("error", "keep"):
+            raise InputError(f"duplicates: expected 'error' or 'keep', got {duplicates!r}")
+        if isinstance(texts, (str, bytes)):
+            raise InputError("texts: expected a sequence of strings, got one string; wrap it in a list")
+        items = texts if isinstance(texts, Sequence) else list(texts)
+        store = TextStore.from_strings(items)  # refuses a non-string or a lone surrogate before any tokenizing
+        if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(vocab_size, int | np.integer)
+                                       or vocab_size < 1):
+            raise InputError(f"vocab_size: expected a positive integer, got {vocab_size!r}")
+        enc = encoder(tokenizer)
+        tokens, offsets = encode_texts(items, enc, vocab_size, progress)
+        lengths = np.diff(offsets)
+        empty = np.flatnonzero(lengths == 0)
+        if empty.size:
+            i = int(empty[0])
+            rest = empty[1:6].tolist()
+            more = (f" (and {empty.size - 1:,} more: texts {rest}{'...' if empty.size > 6 else ''})"
+                    if empty.size > 1 else "")
+            raise InputError(f"texts[{i}] = {items[i][:60]!r} tokenizes to no tokens{more}; every keyword needs at "
+                             "least one token (drop or fix such texts)")
+        tok32 = tokens.astype(np.uint32)
+        if duplicates == "error":
+            _refuse_duplicates(items, tok32, offsets)
+        return cls(tok32, offsets, store)
+
+    def with_texts(self, texts: Sequence[str]) -> KeywordSet:
+        """The same keywords with ``texts[i]`` as keyword i's string (one ``str`` per keyword)."""
+        if isinstance(texts, (str, bytes)):
+            raise InputError("texts: expected a sequence of strings, got one string; wrap it in a list")
+        items = texts if isinstance(texts, Sequence) else list(texts)
+        if len(items) != len(self):
+            raise InputError(f"texts: {len(items):,} strings for {len(self):,} keywords; give one per keyword")
+        return KeywordSet(self.tokens, self.offsets, TextStore.from_strings(items))
 
     @classmethod
     def from_text(cls, path: str | os.PathLike[str]) -> KeywordSet:
@@ -246,3 +329,21 @@ def _tokens_to_uint32(tok: np.ndarray, offsets: np.ndarray) -> np.ndarray:
         raise InputError(f"keyword {k} (tokens[{j}]): token {int(tok[j])} is out of range; tokens must be in "
                          f"[0, {MAX_TOKEN}] (2**32 - 1 is reserved for padding)")
     return tok.astype(np.uint32)
+
+
+def _refuse_duplicates(texts: Sequence[str], tokens: np.ndarray, offsets: np.ndarray) -> None:
+    """`InputError` naming the first text whose tokens equal an earlier text's, and how many do."""
+    blob = tokens.tobytes()
+    off = (offsets * 4).tolist()
+    first: dict[bytes, int] = {}
+    dups: list[tuple[int, int]] = []
+    for i in range(len(texts)):
+        j = first.setdefault(blob[off[i] : off[i + 1]], i)
+        if j != i:
+            dups.append((i, j))
+    if dups:
+        i, j = dups[0]
+        more = f"; {len(dups):,} texts repeat an earlier one's tokens" if len(dups) > 1 else ""
+        raise InputError(f"texts[{i}] = {texts[i][:60]!r} has the same tokens as texts[{j}] = {texts[j][:60]!r} "
+                         f"({tokens[offsets[i] : offsets[i + 1]][:12].tolist()}){more}; pass duplicates='keep' to "
+                         "keep them (the index then returns the first one's id), or drop the repeats")

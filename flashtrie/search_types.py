@@ -120,6 +120,11 @@ class SearchResult:
         return [(int(self.keyword_ids[q, i]), float(self.scores[q, i]), float(self.norm_scores[q, i]),
                  int(self.lengths[q, i])) for i in range(n)]
 
+    def texts(self, index: Any) -> list[list[str]]:
+        """Each query's results as strings, best first (``index.texts`` of its ``num_results`` ids; the index
+        must hold strings: `KeywordSet.from_texts`)."""
+        return [index.texts(self.keyword_ids[q, : int(self.num_results[q])]) for q in range(self.shape[0])]
+
     @classmethod
     def concat(cls, parts: Sequence[SearchResult]) -> SearchResult:
         """The results of consecutive query ranges stacked in order; every part has the same R."""

@@ -124,11 +124,13 @@ def build_arrays_gpu(keywords: KeywordSet, progress: Progress | None = None, *, 
 
 def build_index(keywords: KeywordSet, progress: Progress | None = None, *, ids: str = "input",
                 xp: ModuleType | None = None, return_order: bool = False) -> Any:
-    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`);
-    with ``return_order``, also the order as `NarrowLoudsIndex.build` returns it."""
+    """A `NarrowLoudsIndex` built with `build_arrays_gpu` (the same arrays as `NarrowLoudsIndex.build`, and the
+    strings the keywords carry); with ``return_order``, also the order as `NarrowLoudsIndex.build` returns it."""
     from flashtrie.index.narrow_louds import NarrowLoudsIndex
 
     t0 = time.perf_counter()
-    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp, return_order=return_order)
+    with_texts = isinstance(keywords, KeywordSet) and keywords.texts is not None  # index-order ids reorder them
+    built = build_arrays_gpu(keywords, progress, ids=ids, xp=xp,
+                             return_order=return_order or (with_texts and ids == "index"))
     idx = NarrowLoudsIndex._from_built(built, time.perf_counter() - t0, keywords)
     return (idx, built.order) if return_order else idx

@@ -25,7 +25,7 @@ __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index", 
 
 # ----------------------------------------------------------------------------------------------- files
 def sniff_kind(path: str | os.PathLike[str]) -> str:
-    """Guess what a file holds: 'index', 'npz', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes;
+    """Guess what a file holds: 'index', 'npz', 'npy', 'jsonl', 'text', 'tsv' or 'unknown' (from its first bytes;
     blank lines before the first record are passed over)."""
     p = Path(path)
     if p.is_dir():
@@ -40,6 +40,8 @@ def sniff_kind(path: str | os.PathLike[str]) -> str:
         return "index"
     if head.startswith(b"PK\x03\x04"):
         return "npz"
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
     body = head.lstrip(b" \t\r\n")
     if body.startswith(b"{") and b'"schema"' in body:
         return "jsonl"
@@ -54,6 +56,7 @@ def sniff_kind(path: str | os.PathLike[str]) -> str:
 
 
 _KIND_WORDS = {"index": "a flashtrie index (from 'flashtrie build')", "npz": "a numpy .npz archive",
+               "npy": "a numpy .npy array",
                "jsonl": "benchmark records (JSON Lines)", "text": "a keyword text file",
                "tsv": "a proposal TSV", "unknown": "an unrecognised file"}
 
@@ -63,7 +66,8 @@ def _wrong_kind(path: str | os.PathLike[str], expected: str, found: str) -> Inpu
 
 
 def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
-    """Keywords from a text file (one keyword per line) or a keyword .npz written by ``flashtrie gen-keywords``."""
+    """Keywords from a text file (one keyword per line), a keyword .npz written by ``flashtrie gen-keywords``, or
+    your own arrays (an .npz of ``tokens`` and ``offsets``, or a padded [N, L] array in an .npy / .npz)."""
     kind = sniff_kind(path)
     expected = "a keyword file (one keyword per line of token ids, or a keywords .npz from 'flashtrie gen-keywords')"
     if kind in ("text", "unknown"):  # the text parser names the line and character that are wrong
@@ -72,6 +76,10 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
         from flashtrie.datasets import load_keywords as load_npz
 
         return load_npz(path).keywords
+    if kind == "npy":
+        from flashtrie.datasets.io import load_keyword_array
+
+        return load_keyword_array(path)
 
     raise _wrong_kind(path, expected, kind)
 
@@ -88,8 +96,8 @@ def describe_keywords(path: str | os.PathLike[str], keywords: KeywordSet) -> dic
     if sniff_kind(path) == "npz":
         import json
 
-        with np.load(path, allow_pickle=False) as z:  # reads only the small 'meta' member
-            meta = json.loads(str(z["meta"][()]))
+        with np.load(path, allow_pickle=False) as z:  # reads only the small 'meta' member (none: your own arrays)
+            meta = json.loads(str(z["meta"][()])) if "meta" in z.files else {}
         if meta.get("params"):
             out["generator"] = {"command": "flashtrie gen-keywords", **meta["params"]}
     return out

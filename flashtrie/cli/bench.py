@@ -11,7 +11,6 @@ from flashtrie.io_util import check_output_file
 
 from .common import (
     BACKENDS_HELP,
-    Stage,
     add_command,
     beam_width,
     beam_widths,
@@ -20,7 +19,7 @@ from .common import (
     count,
     ints,
     load_inputs,
-    load_keywords_arg,
+    load_keyword_file,
     needs_keywords,
     nonneg,
     run_context,
@@ -47,8 +46,7 @@ def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
     from flashtrie.harness import sweep as sw
     from flashtrie.harness.workloads import describe_keywords
 
-    with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords_arg(args.keywords)
+    kw = load_keyword_file(args.keywords, args.quiet)
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 

@@ -17,10 +17,10 @@ from flashtrie.errors import InputError
 from flashtrie.io_util import temp_names
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
-           "available_memory", "check_memory", "load_keywords_arg", "nonneg", "seconds", "number", "say", "Stage",
-           "search_config", "add_search_options", "add_input_options", "load_inputs", "check_same_library",
-           "build_index", "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context",
-           "BACKENDS_HELP", "writing_to"]
+           "available_memory", "check_memory", "check_same_library", "nonneg", "seconds", "number", "say", "Stage",
+           "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
+           "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
+           "writing_to", "load_keyword_file", "KEYWORDS_HELP", "TSV_HELP"]
 
 PROG = "flashtrie"
 
@@ -266,15 +266,77 @@ def proposals_k(args: argparse.Namespace, available: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------- inputs
+KEYWORDS_HELP = ("keyword library: a text file of space-separated token ids, one keyword per line; a .npz from "
+                 "'flashtrie gen-keywords'; your own arrays, an .npz of 'tokens' (flat) and 'offsets' (N + 1, from "
+                 "0), or an .npy / .npz of one padded [N, L] int array (-1 after each keyword)")
+
+TSV_HELP = """\
+proposal TSV (--queries FILE.tsv): one query a line, its name, a tab, then a JSON record:
+  NAME<TAB>{"indices": [[7, 12, ...], [3, ...], ...], "probs": [[-0.1, -2.3, ...], [-0.5, ...], ...]}
+indices[t] holds the tokens proposed at step t (each once), probs[t] their log-probabilities (finite or
+-inf; with --probabilities, probabilities in [0, 1]).  Rows may differ in length (padded to the longest);
+every query has the same number of steps.  NAME names the query in the printed and saved results."""
+
+
+#: Names from which `load_keyword_file` shows a progress bar while tokenizing.
+PROGRESS_BAR_NAMES = 50_000
+
+
+def _looks_like_names(path: str) -> str | None:
+    """The first line of ``path`` when it is text with letters (names, not token ids), else None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return None
+    if head.startswith((b"FLTRIE", b"PK\x03\x04", b"\x93NUMPY")):
+        return None
+    text = head.decode("utf-8", "ignore")
+    first = text.lstrip().split("\n", 1)[0].rstrip("\r")
+    return first if any(c.isalpha() for c in text) else None
+
+
+def load_keyword_file(path: str, quiet: bool, tokenizer: str | None = None, duplicates: str = "error") -> Any:
+    """The `KeywordSet` of a keyword file (`KEYWORDS_HELP`) or, with ``tokenizer`` (a `flashtrie.tokenize`
+    spec), of a file of names (one a line), tokenized and carrying its strings.  A file of names given without
+    a tokenizer is refused with the command that tokenizes it."""
+    from flashtrie.harness.workloads import load_keywords, sniff_kind
+
+    if tokenizer is None:
+        first = _looks_like_names(path)
+        if first is not None and sniff_kind(path) in ("text", "unknown"):
+            from flashtrie.tokenize import TOKENIZER_SPEC_HELP
+
+            raise InputError(f"{path}: holds words (line 1: {first[:40]!r}), not token ids; to index names, tokenize "
+                             f"them: `flashtrie build {path} --tokenizer SPEC -o OUT.ftrie`, SPEC being "
+                             f"{TOKENIZER_SPEC_HELP}")
+        with Stage(f"loading keywords {path}", quiet):
+            kw = load_keywords(path)
+        if len(kw) == 0:
+            raise InputError(f"{path}: the keyword library is empty (no keyword in the file); an index needs at "
+                             "least one keyword")
+        return kw
+    from flashtrie.datasets.io import load_names
+    from flashtrie.keywords import KeywordSet
+    from flashtrie.tokenize import load_tokenizer
+
+    with Stage(f"loading the tokenizer {tokenizer}", quiet):
+        tok = load_tokenizer(tokenizer)
+    names = load_names(path)
+    bar = not quiet and len(names) >= PROGRESS_BAR_NAMES
+    with Stage(f"tokenizing {len(names):,} names", quiet or bar):  # the bar says it (a stage line would break it)
+        return KeywordSet.from_texts(names, tok, duplicates=duplicates, progress=bar)  # type: ignore[arg-type]
+
+
 def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = False) -> None:
     """--keywords, --index, --queries, --limit."""
     g = p.add_argument_group("inputs")
     g.add_argument("--keywords", "-k", metavar="FILE", required=keywords_required,
-                   help="keyword library (text: one keyword per line of token ids; or .npz from gen-keywords); "
-                        "needed by the marisa backend, and to build an index when --index is not given")
+                   help=KEYWORDS_HELP + "; needed by the marisa backend, and to build an index when --index is not "
+                        "given")
     g.add_argument("--index", "-i", metavar="FILE", help="narrow-LOUDS index from 'flashtrie build'")
     g.add_argument("--queries", "-q", metavar="FILE", required=True,
-                   help="query workload (.npz from gen-queries, or a proposal TSV)")
+                   help="query workload (.npz from gen-queries, or a proposal TSV: see the format below)")
     g.add_argument("--limit", type=count, default=None, metavar="Q", help="use only the first Q queries")
     g.add_argument("--probabilities", action="store_true",
                    help="a proposal TSV's \"probs\" hold probabilities in [0, 1]: take their logs (by default they "
@@ -290,8 +352,7 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
                          "or a proposal TSV)")
     keywords = index = None
     if args.keywords:
-        with Stage(f"loading keywords {args.keywords}", args.quiet):
-            keywords = load_keywords_arg(args.keywords)
+        keywords = load_keyword_file(args.keywords, args.quiet)
     elif need_keywords:
         hint = ("or choose --backend numpy or gpu" if hasattr(args, "backend")
                 else "or leave marisa out, e.g. --backends numpy,gpu")
@@ -311,17 +372,6 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
     if args.limit is not None:
         workload = limit_workload(workload, args.limit)
     return keywords, index, workload
-
-
-def load_keywords_arg(path: str) -> Any:
-    """The keyword library at ``path``; a file with no keyword is refused by name."""
-    from flashtrie.harness.workloads import load_keywords
-
-    kw = load_keywords(path)
-    if len(kw) == 0:
-        raise InputError(f"{path}: the keyword library is empty (no keyword in the file); an index needs at "
-                         "least one keyword")
-    return kw
 
 
 def load_index_arg(path: str) -> Any:

@@ -10,15 +10,17 @@ from typing import Any
 
 from flashtrie.errors import InputError
 from flashtrie.io_util import check_output_file
+from flashtrie.tokenize import TOKENIZER_SPEC_HELP
 
 from .common import (
+    KEYWORDS_HELP,
     Stage,
     add_command,
     build_index,
     check_memory,
     check_suffix,
     count,
-    load_keywords_arg,
+    load_keyword_file,
     nonneg,
     plural,
     say,
@@ -55,8 +57,7 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "--output", (args.keywords,))
     check_suffix(args.output, "--output", (".npz", ".tsv"), "a query workload")
-    with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords_arg(args.keywords)
+    kw = load_keyword_file(args.keywords, args.quiet)
     with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
         timings: dict[str, float] = {}
         wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed, device=args.device,
@@ -73,8 +74,9 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 
 def cmd_build(args: argparse.Namespace) -> int:
     check_output_file(args.output, "--output", (args.keywords,))
-    with Stage(f"loading keywords {args.keywords}", args.quiet):
-        kw = load_keywords_arg(args.keywords)
+    if args.duplicates != "error" and args.tokenizer is None:
+        raise InputError("--duplicates: applies to names tokenized with --tokenizer SPEC")
+    kw = load_keyword_file(args.keywords, args.quiet, args.tokenizer, args.duplicates)
     t0 = time.perf_counter()
     idx = build_index(kw, args.quiet, ids=args.ids, gpu=args.gpu)
     dt = time.perf_counter() - t0
@@ -83,7 +85,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     size = Path(args.output).stat().st_size
     say(f"{idx.num_keywords:,} keywords ({idx.num_unique:,} unique, {plural(idx.duplicates, 'duplicate')} collapsed), "
         f"{idx.num_nodes:,} nodes, {size:,} bytes ({size / max(idx.num_unique, 1):.2f} bytes/keyword), "
-        f"built in {dt:.2f} s -> {args.output}")
+        f"built in {dt:.2f} s -> {args.output}" + (f"; strings kept ({idx.stats()['text_bytes']:,} bytes)"
+                                                      if idx.has_texts else ""))
     return 0
 
 
@@ -99,7 +102,9 @@ def info_lines(path: Path, idx: Any) -> list[str]:
              f"  nodes {st['nodes']:,}: {st['terminal_nodes']:,} keyword ends, {st['linked_nodes']:,} with a "
              f"compressed edge ({st['suffix_tokens']:,} tail tokens), {st['high_label_nodes']:,} labels >= 65536",
              f"  arrays {st['bytes']:,} bytes, {st['bytes_per_keyword']:.2f} bytes per unique keyword"
-             + (f", built in {st['build_seconds']:.2f} s" if st.get("build_seconds") is not None else "")]
+             + (f", built in {st['build_seconds']:.2f} s" if st.get("build_seconds") is not None else ""),
+             f"  strings {st['texts']:,} stored, {st['text_bytes']:,} bytes (UTF-8 and packed offsets)" if st["texts"]
+             else "  strings none stored (build from names with --tokenizer to keep them)"]
     width = max(len(k) for k in st["arrays"])
     for name, nbytes in sorted(st["arrays"].items(), key=lambda kv: -kv[1]):
         lines.append(f"    {name:<{width}}  {nbytes:>14,}  {100 * nbytes / max(st['bytes'], 1):5.1f} %")
@@ -162,10 +167,20 @@ def add_parsers(subs: Any) -> None:
     p = add_command(subs, "build", "build the narrow-LOUDS index of a keyword library", """
         The index is a path-compressed trie stored as plain arrays (see docs/index-format.md); the file
         is memory-mapped when loaded and checked with CRC-32s.  Duplicated keywords keep the smaller id.
+        With --tokenizer, KEYWORDS is a UTF-8 text file of names, one per line: each is tokenized (no
+        special tokens added) and the index keeps the strings (`search --show-text`, index.text(id)).
 
         example:  flashtrie build data/kw.npz -o data/kw.ftrie
+                  flashtrie build names.txt --tokenizer tokenizer.json -o names.ftrie
         """, cmd_build)
-    p.add_argument("keywords", metavar="KEYWORDS", help="keyword library (.txt or .npz)")
+    p.add_argument("keywords", metavar="KEYWORDS", help=KEYWORDS_HELP + "; with --tokenizer, a text file of names, "
+                   "one per line")
+    p.add_argument("--tokenizer", "-t", metavar="SPEC", default=None,
+                   help="tokenize KEYWORDS, a file of names, with this tokenizer and keep the names: " +
+                   TOKENIZER_SPEC_HELP)
+    p.add_argument("--duplicates", choices=("error", "keep"), default="error",
+                   help="names with the same tokens: 'error' refuses them (naming the first), 'keep' keeps them "
+                        "(the index returns the first one's id)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="index file to write")
     p.add_argument("--ids", choices=("input", "index"), default="input",
                    help="what result ids mean: 'input' = the keyword's position in KEYWORDS (a map is stored "

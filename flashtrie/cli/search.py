@@ -10,6 +10,7 @@ from flashtrie.io_util import check_output_file
 
 from .common import (
     BACKENDS_HELP,
+    TSV_HELP,
     Stage,
     add_command,
     add_input_options,
@@ -49,14 +50,36 @@ def prepare_workload(args: argparse.Namespace, workload: Any) -> Any:
                   params={**workload_params(workload), "K_used": k})
 
 
-def _print_results(res: Any, args: argparse.Namespace, tokens: dict[int, list[int]] | None) -> None:
+def _print_results(res: Any, args: argparse.Namespace, tokens: dict[int, list[int]] | None,
+                   texts: dict[int, str] | None, names: list[str] | None) -> None:
     for q in range(min(res.shape[0], args.show_queries)):
-        print(f"query {q}: {int(res.num_results[q])} results")
+        name = f" for {names[q]!r}" if names is not None else ""
+        print(f"query {q}: {int(res.num_results[q])} results{name}")
         for rank, (kid, score, norm, length) in enumerate(res.query(q)[: args.show]):
             line = f"  {rank:>4}  id {kid:>10}  score {score:.6g}  norm {norm:.6g}  length {length}"
             if tokens is not None:
                 line += "  tokens " + " ".join(str(t) for t in tokens.get(int(kid), []))
+            if texts is not None:
+                line += f"  text {texts[int(kid)]!r}"
             print(line)
+
+
+def _query_names(workload: Any) -> list[str] | None:
+    """The query names of a proposal TSV (None for a generated workload), cut to the queries searched."""
+    names = getattr(workload, "params", None)
+    names = names.get("queries") if isinstance(names, dict) else None
+    return list(names[: workload.proposals.shape[0]]) if names is not None else None
+
+
+def _shown_texts(res: Any, args: argparse.Namespace, index: Any) -> dict[int, str] | None:
+    """The strings of the printed results (``--show-text``): the index must hold strings."""
+    if not args.show_text:
+        return None
+    if index is None or not index.has_texts:
+        raise InputError("--show-text: needs an index that holds strings (--index FILE, built with `flashtrie build "
+                         "NAMES.txt --tokenizer SPEC`)")
+    ids = sorted(set(_shown_ids(res, args)))
+    return dict(zip(ids, index.texts(ids), strict=True))
 
 
 def _shown_ids(res: Any, args: argparse.Namespace) -> list[int]:
@@ -76,7 +99,7 @@ def cmd_search(args: argparse.Namespace) -> int:
     spec = BACKENDS[args.backend]
     if args.output:
         check_output_file(args.output, "--output", (args.keywords, args.index, args.queries))
-    keywords, index, workload = load_inputs(args, need_index=spec.needs == "index",
+    keywords, index, workload = load_inputs(args, need_index=spec.needs == "index" or args.show_text,
                                             need_keywords=spec.needs == "keywords")
     workload = prepare_workload(args, workload)
     config = search_config(args)
@@ -89,8 +112,10 @@ def cmd_search(args: argparse.Namespace) -> int:
     finally:
         close_searchers(made)
     tokens = keyword_tokens(_shown_ids(res, args), keywords, index) if args.show_tokens else None
+    texts = _shown_texts(res, args, index)
+    names = _query_names(workload)
     st = summarize(times)
-    _print_results(res, args, tokens)
+    _print_results(res, args, tokens, texts, names)
     print(f"{args.backend}: {res.shape[0]} queries, K = {workload.proposals.shape[2]}, mean {st.mean:.3f} ms/query, "
           f"p99 {st.p99:.3f} ms, mean {float(res.num_results.mean()):.1f} results/query")
     if args.output:
@@ -99,9 +124,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         from flashtrie.io_util import atomic_write_with
 
         with writing_to(args.output):
+            extra = {} if names is None else {"query_names": np.array(names, dtype=str)}
             atomic_write_with(args.output, lambda f: np.savez(f, keyword_ids=res.keyword_ids, scores=res.scores,
                                                               norm_scores=res.norm_scores, lengths=res.lengths,
-                                                              num_results=res.num_results))
+                                                              num_results=res.num_results, **extra))
         say(f"results -> {args.output}")
     return 0
 
@@ -171,10 +197,12 @@ def add_parsers(subs: Any) -> None:
         Runs one query per call (batch 1) and prints per-query results and the mean latency.  The numpy
         and gpu backends need --index (or --keywords to build one on the fly); marisa needs --keywords.
         Each row keeps its top K = beam width proposals, as in 'flashtrie bench' (-K or --all-proposals
-        to change it); the K used is printed.
+        to change it); the K used is printed.  --show-text prints each result's string (an index built
+        from names with --tokenizer).
 
         example:  flashtrie search --index data/kw.ftrie --queries data/q.npz --beam 100 --show 5
         """, cmd_search)
+    p.epilog = TSV_HELP
     add_input_options(p)
     add_search_options(p)
     p.add_argument("--backend", "-b", default="numpy", help=_BACKEND_HELP)
@@ -182,7 +210,11 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--show-queries", type=nonneg, default=3, help="queries to print")
     p.add_argument("--show-tokens", action="store_true",
                    help="also print each result's tokens (from --keywords when given, else from the index)")
-    p.add_argument("-o", "--output", metavar="FILE", help="also write all results to this .npz")
+    p.add_argument("--show-text", action="store_true",
+                   help="also print each result's string (needs an index that holds them: build --tokenizer)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="also write all results to this .npz (keyword_ids, scores, norm_scores, lengths, num_results; "
+                        "query_names for a proposal TSV)")
 
     p = add_command(subs, "parity", "check that backends return exactly the same results", """
         Runs every selected backend on the same workload and compares ids, order and float32 score bits
@@ -191,6 +223,7 @@ def add_parsers(subs: Any) -> None:
 
         example:  flashtrie parity --keywords data/kw.npz --index data/kw.ftrie --queries data/q.npz
         """, cmd_parity)
+    p.epilog = TSV_HELP
     add_input_options(p)
     add_search_options(p)
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)

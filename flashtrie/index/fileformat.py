@@ -203,8 +203,11 @@ def _nonneg(v: Any, limit: int = 2**62) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < limit
 
 
-def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
-    """The array table (checked entry by entry against ``expected`` names and dtypes) and the chunk size."""
+def _check_table(p: Path, doc: Any, expected: dict[str, str], optional: dict[str, str]
+                 ) -> tuple[list[dict[str, Any]], int]:
+    """The array table (checked entry by entry against the ``expected`` and ``optional`` names and dtypes) and
+    the chunk size; every expected array must be there, the optional ones may be."""
+    known = {**expected, **optional}
     def bad(what: str) -> IndexFormatError:
         return IndexFormatError(f"{p}: corrupt header ({what}); {_REBUILD}")
 
@@ -228,16 +231,16 @@ def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict
         name = e["name"]
         if name in seen:
             raise bad(f"array {name[:60]!r} appears twice")
-        if name not in expected:
+        if name not in known:
             raise bad(f"unknown array {name[:60]!r}")
         seen.add(name)
         shape, nbytes = e["shape"], e["nbytes"]
         crcs = e["crc32s"]
-        if e["dtype"] != expected[name]:
-            raise bad(f"array {name}: dtype {str(e['dtype'])[:20]}, expected {expected[name]}")
+        if e["dtype"] != known[name]:
+            raise bad(f"array {name}: dtype {str(e['dtype'])[:20]}, expected {known[name]}")
         if not (isinstance(shape, list) and len(shape) == 1 and _nonneg(shape[0])):
             raise bad(f"bad array entry {name}: shape {str(shape)[:80]} is not one count")
-        if not _nonneg(nbytes) or shape[0] * np.dtype(expected[name]).itemsize != nbytes:
+        if not _nonneg(nbytes) or shape[0] * np.dtype(known[name]).itemsize != nbytes:
             raise bad(f"array {name}: shape {shape} does not match {str(nbytes)[:30]} bytes")
         if e["offset"] != offset or type(e["offset"]) is not int:
             raise bad(f"bad array entry {name}: offset {str(e['offset'])[:30]}, expected {offset}")
@@ -251,9 +254,12 @@ def _check_table(p: Path, doc: Any, expected: dict[str, str]) -> tuple[list[dict
     return table, chunk
 
 
-def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, copy: bool = False) -> IndexFile:
-    """Open ``path``: check the header and table (``expected``: array name -> dtype name) and the file size,
-    then map the arrays (``copy=True``: read them into memory).  Checksums are left to `IndexFile.verify`."""
+def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, copy: bool = False,
+                    optional: dict[str, str] | None = None) -> IndexFile:
+    """Open ``path``: check the header and table (``expected``: array name -> dtype name; ``optional``: arrays
+    a file may hold) and the file size, then map the arrays (``copy=True``: read them into memory).  Checksums
+    are left to `IndexFile.verify`."""
+    optional = optional or {}
     if not isinstance(path, str | bytes | os.PathLike):
         raise InputError(f"path: expected the path of an index file (str or os.PathLike), got {type(path).__name__}")
     if os.fspath(path) in ("", b""):
@@ -267,7 +273,7 @@ def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, c
             doc = _parse_json(header)
         except ValueError as e:  # _Bad, JSON syntax, UTF-8
             raise IndexFormatError(f"{p}: corrupt header ({str(e)[:200]}); {_REBUILD}") from None
-        table, chunk = _check_table(p, doc, expected)
+        table, chunk = _check_table(p, doc, expected, optional)
         data_start = _aligned(_PREFIX.size + len(header))
         end = data_start + (table[-1]["offset"] + _aligned(table[-1]["nbytes"]) if table else 0)
         if end > size:
@@ -284,7 +290,8 @@ def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, c
                 data = np.memmap(f, dtype=np.uint8, mode="r", offset=data_start, shape=(end - data_start,))
     finally:
         os.close(fd)
-    arrays = {e["name"]: data[e["offset"] : e["offset"] + e["nbytes"]].view(expected[e["name"]]) for e in table}
+    known = {**expected, **optional}
+    arrays = {e["name"]: data[e["offset"] : e["offset"] + e["nbytes"]].view(known[e["name"]]) for e in table}
     return IndexFile(p, arrays, doc["meta"], table, data, chunk)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import IndexFormatError, InputError
 from ..keywords import KeywordSet
+from ..texts import TextStore
 from ..tokens import check_token_sequence
 from .bits import BitVector
 from .builder import BuiltArrays, build_arrays, check_build_request
@@ -29,6 +30,7 @@ from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 from .packed import PackedInts
+from .text_arrays import TEXT_ARRAY_DTYPES, load_text_store, text_arrays, text_content_problem, text_count
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
@@ -48,7 +50,8 @@ class NarrowLoudsIndex:
 
     def __init__(self, louds: BitVector, labels_lo: np.ndarray, hi_flag: BitVector, labels_hi: PackedInts,
                  linked: BitVector, link_starts: PackedInts, suffix: PackedInts, terminal: BitVector,
-                 keyword_ids: PackedInts, node_flags: np.ndarray | None, meta: dict[str, Any]) -> None:
+                 keyword_ids: PackedInts, node_flags: np.ndarray | None, meta: dict[str, Any], *,
+                 texts: TextStore | None = None) -> None:
         self.louds = louds
         self.labels_lo = labels_lo
         self.hi_flag = hi_flag
@@ -74,6 +77,8 @@ class NarrowLoudsIndex:
         self.id_order: str = str(meta["id_order"])
         #: lazily built inverse of keyword_ids (see `_rank_of_id`): dense, or sorted ids and their ranks
         self._node_of_id: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None
+        #: the string of each keyword id (`text`), or None
+        self._texts = texts
 
     @property
     def node_flags(self) -> np.ndarray:
@@ -107,7 +112,8 @@ class NarrowLoudsIndex:
         they need, or no map at all when the input order already is the index order.  ``ids="index"``:
         the r-th keyword end in level order has id r and no map is stored.  ``return_order=True`` also
         returns ``order`` (int64): ``order[i]`` is the input position (the smallest of its duplicates) of
-        the keyword at index rank i, so a caller of ``ids="index"`` keeps its own mapping.
+        the keyword at index rank i, so a caller of ``ids="index"`` keeps its own mapping.  Strings carried
+        by ``keywords`` (`KeywordSet.from_texts`) are stored by keyword id (`text`).
         """
         check_build_request(keywords, ids)
         t0 = time.perf_counter()
@@ -121,7 +127,13 @@ class NarrowLoudsIndex:
 
     @classmethod
     def _from_built(cls, b: BuiltArrays, seconds: float, keywords: KeywordSet | None = None) -> NarrowLoudsIndex:
-        """The index of the built arrays; with ``keywords``, their fingerprint goes into the metadata."""
+        """The index of built arrays; with ``keywords``, their fingerprint goes into the metadata and their
+        strings (in input order) are kept by keyword id (reordered for index-order ids, which needs ``b.order``)."""
+        texts = keywords.texts if keywords is not None else None
+        if texts is not None and b.id_order == "index":
+            if b.order.size != b.num_unique:
+                raise ValueError("strings with index-order ids need the build's order")
+            texts = texts.take(b.order.astype(np.int64))
         meta = {
             "num_nodes": b.num_nodes, "num_keywords": b.num_keywords, "num_unique": b.num_unique,
             "max_keyword_length": b.max_keyword_length, "max_token": b.max_token,
@@ -131,7 +143,7 @@ class NarrowLoudsIndex:
         if keywords is not None:
             meta[FINGERPRINT_KEY] = keywords_fingerprint(keywords)
         idx = cls(b.louds, b.labels_lo, b.hi_flag, b.labels_hi, b.linked, b.link_starts, b.suffix, b.terminal,
-                  b.keyword_ids, b.node_flags, meta)
+                  b.keyword_ids, b.node_flags, meta, texts=texts)
         idx.meta.update(idx._layout_meta())
         return idx
 
@@ -162,7 +174,7 @@ class NarrowLoudsIndex:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the index file (to a temporary name, then renamed; see `flashtrie.io_util.atomic_write_with`)."""
-        write_index_file(path, self.arrays, self.meta)
+        write_index_file(path, {**self.arrays, **text_arrays(self._texts)}, self.meta)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], verify: bool = True, copy: bool = False, *,
@@ -182,7 +194,7 @@ class NarrowLoudsIndex:
         """
         check_verify_device(verify_device)
         t0 = time.perf_counter()
-        f = read_index_file(path, ARRAY_DTYPES, copy=copy)
+        f = read_index_file(path, ARRAY_DTYPES, copy=copy, optional=TEXT_ARRAY_DTYPES)
         problem = meta_problem(f.meta)
         if problem:
             raise IndexFormatError(f"{path}: corrupt metadata ({problem}); rebuild the index")
@@ -198,6 +210,9 @@ class NarrowLoudsIndex:
             # send a select outside its word's bits: that is a damaged file too
             t1 = time.perf_counter()
             problem, layout = layout_problem(idx)
+            if not problem:
+                idx._texts, problem = load_text_store(arrays, text_count(idx.id_order, idx.num_keywords,
+                                                                         idx.num_unique))
             t2 = time.perf_counter()
             if timings is not None:
                 timings.update({"header and table": t1 - t0, "cheap checks": t2 - t1})
@@ -207,7 +222,7 @@ class NarrowLoudsIndex:
                     timings["checksums"] = time.perf_counter() - t2
                 assert layout is not None
                 problem = content_problem(idx, layout, timings=timings, xp=xp,
-                                          xp_required=verify_device == "gpu")
+                                          xp_required=verify_device == "gpu") or text_content_problem(idx._texts)
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:
@@ -355,6 +370,42 @@ class NarrowLoudsIndex:
             return -1
         return int(self.keyword_ids_of(np.array([node]))[0])
 
+    # ------------------------------------------------------------------ strings
+    @property
+    def has_texts(self) -> bool:
+        """Whether the index holds the string of every keyword id (built from `KeywordSet.from_texts`)."""
+        return self._texts is not None
+
+    def _text_store(self) -> TextStore:
+        if self._texts is None:
+            raise InputError("this index holds no strings; build it from KeywordSet.from_texts(texts, tokenizer) "
+                             "or with `flashtrie build NAMES.txt --tokenizer SPEC`")
+        return self._texts
+
+    def text(self, i: int) -> str:
+        """The string of keyword id ``i`` (an `InputError` when the index holds none)."""
+        store = self._text_store()
+        n = len(store)
+        if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= int(i) < n:
+            raise InputError(f"i: keyword id {i!r} is not in [0, {n})")
+        return store.get(int(i))
+
+    def texts(self, ids: Any) -> Any:
+        """The strings of ``ids`` (integer ids of any shape; -1, a search result's padding, gives None) as
+        nested lists of that shape (a str for a single id)."""
+        store = self._text_store()
+        a = np.asarray(ids)
+        if a.size and (not np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+            raise InputError(f"ids: expected integer keyword ids, got dtype {a.dtype}")
+        flat = a.reshape(-1).astype(np.int64)
+        bad = np.flatnonzero((flat < -1) | (flat >= len(store)))
+        if bad.size:
+            raise InputError(f"ids: keyword id {int(a.reshape(-1)[bad[0]])} is not in [0, {len(store)}) "
+                             "(or -1 for padding)")
+        out = np.empty(flat.size, dtype=object)
+        out[:] = [None if k < 0 else store.get(k) for k in flat.tolist()]
+        return out.reshape(a.shape).tolist()
+
     # ------------------------------------------------------------------ reporting
     def stats(self) -> dict[str, Any]:
         """Counts, bytes per array, total bytes and bytes per keyword, with and without the id map."""
@@ -374,6 +425,8 @@ class NarrowLoudsIndex:
             "bytes": total, "bytes_per_keyword": total / u,
             "bytes_without_id_map": total - id_map, "bytes_per_keyword_without_id_map": (total - id_map) / u,
             "arrays": per_array, "build_seconds": self.meta.get("build_seconds"),
+            "texts": len(self._texts) if self._texts is not None else 0,
+            "text_bytes": sum(int(a.nbytes) for a in text_arrays(self._texts).values()),
         }
 
     def describe(self) -> str:
@@ -392,6 +445,7 @@ class NarrowLoudsIndex:
             f"keyword ids: {ids}",
             f"{s['bytes']:,} bytes, {s['bytes_per_keyword']:.2f} B/keyword "
             f"({s['bytes_per_keyword_without_id_map']:.2f} without the id map)",
+            f"strings: {s['texts']:,} stored, {s['text_bytes']:,} bytes" if s["texts"] else "strings: none",
         ])
 
     def __repr__(self) -> str:

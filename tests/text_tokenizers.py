@@ -1,0 +1,70 @@
+"""Small tokenizers of every kind `KeywordSet.from_texts` takes, built in the tests (nothing downloaded)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+NAMES = ["red shoes", "red shirt", "blue shoes", "running shoes", "red running shoes", "green hat", "paris",
+         "Paris, France", "São Paulo", "東京", "new york", "york", "new", "red"]
+EOS_TEXT = "<eos>"
+
+
+def bpe(names: list[str] = NAMES, vocab_size: int = 300) -> Any:
+    """A byte-level BPE (`tokenizers`) trained on ``names``, whose post-processor appends <eos> (so a tokenizer
+    that added special tokens would be caught)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  special_tokens=[EOS_TEXT], show_progress=False)
+    tok.train_from_iterator(names * 3, trainer)
+    eos = tok.token_to_id(EOS_TEXT)
+    tok.post_processor = processors.TemplateProcessing(single=f"$A {EOS_TEXT}", special_tokens=[(EOS_TEXT, eos)])
+    return tok
+
+
+def transformers_fast(names: list[str] = NAMES) -> Any:
+    from transformers import PreTrainedTokenizerFast
+
+    return PreTrainedTokenizerFast(tokenizer_object=bpe(names), eos_token=EOS_TEXT)
+
+
+def tiktoken_encoding() -> Any:
+    """A tiktoken Encoding over the 256 bytes and a few merges (GPT-2's split pattern)."""
+    import tiktoken
+    from tiktoken_ext.openai_public import r50k_pat_str
+
+    ranks = {bytes([i]): i for i in range(256)}
+    for piece in (b"re", b"red", b" s", b"ho", b" sho", b"es", b" shoes", b"ne", b"new", b" y", b"or", b" york"):
+        ranks[piece] = len(ranks)
+    return tiktoken.Encoding(name="tiny", pat_str=r50k_pat_str, mergeable_ranks=ranks,
+                             special_tokens={"<|endoftext|>": len(ranks)})
+
+
+def sentencepiece_model(tmp: Path, names: list[str] = NAMES) -> Any:
+    """A sentencepiece BPE model trained on ``names`` in ``tmp``."""
+    import sentencepiece as spm
+
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("\n".join(names * 20) + "\n", encoding="utf-8")
+    prefix = os.fspath(tmp / "sp")
+    spm.SentencePieceTrainer.train(input=os.fspath(corpus), model_prefix=prefix, vocab_size=60, model_type="bpe",
+                                   character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+    return spm.SentencePieceProcessor(model_file=prefix + ".model")
+
+
+def encode_one(kind: str, tok: Any, text: str) -> list[int]:
+    """The library's own single-string encoding, without special tokens."""
+    if kind == "tokenizers":
+        return tok.encode(text, add_special_tokens=False).ids
+    if kind == "transformers":
+        return tok.encode(text, add_special_tokens=False)
+    if kind == "tiktoken":
+        return tok.encode_ordinary(text)
+    if kind == "sentencepiece":
+        return tok.encode(text, out_type=int)
+    return list(tok(text))
