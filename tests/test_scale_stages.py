@@ -192,7 +192,7 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
            "NUMPY_SIZES": "3k",
            "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
     root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(["bash", str(root / "gpu_impl" / "device_scale.sh")], env=env, capture_output=True,
+    res = subprocess.run(["bash", str(root / "tools" / "device" / "scale.sh")], env=env, capture_output=True,
                          text=True, timeout=280)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "scale.jsonl")

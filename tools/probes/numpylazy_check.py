@@ -1,6 +1,6 @@
-"""The lazy numpy reference at scale (issue 13: GPU == numpy at 800M), run by check_numpylazy.sh.
+"""The lazy numpy reference at scale (GPU == numpy at 800M); `tools/device/check.sh numpylazy` runs it.
 
-    python gpu_impl/scripts/numpylazy_check.py --n 100M --out DIR [--eager-below 40]
+    python tools/probes/numpylazy_check.py --n 100M --out DIR [--eager-below 40]
 
 Generates ``--n`` keywords, builds them with the GPU builder (the CPU builder without cupy), generates 16
 dense queries (K = 1000), then times ``NumpySearcher(index, decode="lazy")``'s set-up and its peak RSS growth,

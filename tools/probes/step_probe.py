@@ -1,7 +1,7 @@
-"""Where the time of one fused stepwise step goes (issue #12's <= 10 us bar), on the device machine.
+"""Where the time of one fused stepwise step goes, on the GPU machine (`tools/device/check.sh probe`).
 
-    python3 gpu_impl/scripts/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
-    python3 gpu_impl/scripts/step_probe.py --ncu --index FILE        # a few eager launches for ncu
+    python3 tools/probes/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
+    python3 tools/probes/step_probe.py --ncu --index FILE        # a few eager launches for ncu
 
 Device µs from CUDA-graph replays (as harness/stepwise_bench.py), rows at the root and inside keywords:
 * floors with the fused step's grid (rows x blocks per row, 256 threads): an empty kernel; -inf stored over
