@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from flashtrie.harness.argtypes import count
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
-from flashtrie.cli.common import count
 from flashtrie.io_util import atomic_write
 from flashtrie.stepwise import StepStates, TrieStepper
 

@@ -1,8 +1,10 @@
-"""`gpu_impl/scale_report.py` on synthetic records: every section, the verdicts computed from the numbers."""
+"""`harness/scale/report.py` on synthetic records: every section, the verdicts computed from the numbers."""
 
 from __future__ import annotations
 
-from flashtrie.gpu_impl import scale_plots, scale_report, scale_stages
+from flashtrie.harness.scale import plots as scale_plots
+from flashtrie.harness.scale import report as scale_report
+from flashtrie.harness.scale import stages as scale_stages
 from flashtrie.harness.records import Record, append_records, read_records
 
 M = 800_000_000
@@ -13,7 +15,7 @@ ENV = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"co
 
 def _stage(stage: str, n: int, seconds: float, *, rss: float = 1e9, status: str = "ok", message: str | None = None,
            backend: str = "host", process: str = "prepare", **metrics: object) -> Record:
-    cmd = ["python", "-m", "flashtrie.gpu_impl.scale_stages", process, "--n", str(n)]
+    cmd = ["python", "-m", "flashtrie.harness.scale", process, "--n", str(n)]
     return Record(kind="build", backend=backend, status=status, message=message, sweep="scale", workload={"N": n},
                   config={"stage": stage}, metrics={"seconds": seconds, "peak_rss_bytes": int(rss),
                                                     "rss_scope": "stage", **metrics},
@@ -60,7 +62,7 @@ def _render(tmp_path, recs: list[Record], *extra: str) -> str:
 
 def test_every_section_and_its_numbers(tmp_path) -> None:
     text = _render(tmp_path, _synthetic(), "--commit", "a11aecc")
-    for head in ("## Provenance", "## Environment", "## Bars (issue 13)", "## Latency vs library size",
+    for head in ("## Provenance", "## Environment", "## Bars", "## Latency vs library size",
                  "## Search at 800M keywords: p50 / p99", "## Upload (GpuSearcher): host-to-device bandwidth",
                  "## Index size vs marisa-trie", "## Stages at 800M keywords (800,000,000)",
                  "## Stages at 10M keywords", "## Search latency at 1M keywords"):

@@ -1,4 +1,4 @@
-"""`gpu_impl/scale_stages.py` (the steps of device_scale.sh) on small libraries, on the CPU: the records they
+"""`harness/scale/stages.py` (the steps of tools/device/scale.sh) on small libraries, on the CPU: the records they
 write, the skipped GPU steps without a GPU, the time limits and the failure records."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.datasets import load_keywords, load_workload
-from flashtrie.gpu_impl import scale_stages
-from flashtrie.gpu_impl.scale_recorder import OutOfTime, Recorder
+from flashtrie.harness.scale import stages as scale_stages
+from flashtrie.harness.scale.recorder import OutOfTime, Recorder
 from flashtrie.harness.records import read_records
 
 from flashtrie import NarrowLoudsIndex
@@ -163,7 +163,7 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
     code = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from flashtrie.gpu_impl.scale_recorder import Recorder
+        from flashtrie.harness.scale.recorder import Recorder
         rec = Recorder({str(out)!r}, 1000, ["x"], marker=Path({str(marker)!r}), budgets={{"gen": 1.0}})
         with rec.budget("gen"):
             with rec.span("generate keywords", backend="datasets"):

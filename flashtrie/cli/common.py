@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from flashtrie.errors import InputError
+from flashtrie.harness.argtypes import count, ints
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "nonneg", "seconds", "number", "say", "Stage",
            "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
@@ -47,46 +48,6 @@ def add_command(subs: Any, name: str, help_line: str, body: str, fn: Callable[[a
 
 
 # ------------------------------------------------------------------------------------- argument types
-def _parse_count(text: str) -> int | None:
-    """``text`` as a positive integer (200000, 200k, 2M, 1G, 1e6), or None when it is not one."""
-    t = text.strip().lower().replace("_", "")
-    mult = {"k": 10**3, "m": 10**6, "g": 10**9}.get(t[-1:], 1)
-    if mult > 1:
-        t = t[:-1]
-    try:
-        v = int(t) * mult
-    except ValueError:
-        try:
-            f = float(t) * mult
-        except ValueError:
-            return None
-        if not math.isfinite(f) or f != int(f):
-            return None
-        v = int(f)
-    return v if v >= 1 else None
-
-
-def ints(text: str) -> list[int]:
-    """A comma-separated list of positive integers; each accepts what `count` does (10, 10k, 1e3)."""
-    parts = [t for t in text.replace(" ", "").split(",") if t]
-    vals = [_parse_count(t) for t in parts]
-    if not parts or any(v is None for v in vals):
-        bad = next((t for t, v in zip(parts, vals, strict=True) if v is None), text)
-        where = "" if bad == text.strip() else f" in {text!r}"
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of positive integers (such as 1,10,100 "
-                                         f"or 10k,100k), got {bad!r}{where}")
-    return [int(v) for v in vals if v is not None]
-
-
-def count(text: str) -> int:
-    """An integer >= 1; accepts 200000, 200k, 2M, 1G, 1e6."""
-    v = _parse_count(text)
-    if v is None:
-        raise argparse.ArgumentTypeError(f"expected a positive integer count such as 200000, 200k or 2M, "
-                                         f"got {text!r}")
-    return v
-
-
 def nonneg(text: str) -> int:
     """An integer >= 0."""
     try:

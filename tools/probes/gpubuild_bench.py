@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from flashtrie.cli.common import count
+from flashtrie.harness.argtypes import count
 
 
 def _status_kb(field: str) -> int:

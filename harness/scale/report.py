@@ -1,8 +1,8 @@
-"""``report.md`` of `device_scale.sh`'s records (issue 13), from the records only.
+"""``report.md`` of the scale pipeline's records, from the records only.
 
-    python -m flashtrie.gpu_impl.scale_stages render RECORDS... --out reports/h200-800m [--commit a11aecc]
+    python -m flashtrie.harness.scale render RECORDS... --out reports/h200-800m [--commit COMMIT]
 
-Sections: provenance (records, runs, dates, commit, commands), environment, the issue's bars (each with the
+Sections: provenance (records, runs, dates, commit, commands), environment, the bars (each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the
 latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
 upload's host-to-device bandwidth, GPU == numpy per size (the numpy reference's decode mode and set-up), our
@@ -26,7 +26,7 @@ from flashtrie.harness.report import _fmt, _table, command_text
 
 from flashtrie.io_util import atomic_write_with
 
-from .scale_plots import curve_plot, curve_series, process_of, size_of, stage_plot
+from .plots import curve_plot, curve_series, process_of, size_of, stage_plot
 
 __all__ = ["BARS", "Bar", "bar_rows", "render", "main", "stage_plot", "curve_plot"]
 
@@ -77,7 +77,7 @@ def map_bytes(r: Record) -> int:
 
 @dataclass(frozen=True)
 class Bar:
-    """One of the issue's bars: ``measure`` gives (value or None, what was measured, a note)."""
+    """One of the bars: ``measure`` gives (value or None, what was measured, a note)."""
 
     name: str
     limit: float
@@ -203,7 +203,7 @@ def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str |
     lines += _table(["", "value"], rows)
     shells = list(dict.fromkeys(str(r.env["scale_command"]) for r in records if r.env.get("scale_command")))
     if shells:
-        lines += ["", "The device command (`device_scale.sh`, as it recorded itself):", "", "```"] + shells + ["```"]
+        lines += ["", "The device command (`tools/device/scale.sh`, as it recorded itself):", "", "```"] + shells + ["```"]
     cmds = list(dict.fromkeys(command_text(r.command) for r in records if r.command))
     lines += ["", "Commands, as the records hold them (in order):", "", "```"] + cmds + ["```", ""]
     return lines
@@ -437,7 +437,7 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
 
 
 def _bars(records: Sequence[Record]) -> list[str]:
-    lines = ["## Bars (issue 13)", ""]
+    lines = ["## Bars", ""]
     lines += _table(["bar", "measured", "verdict", "note"], bar_rows(records))
     return lines + [""]
 
@@ -449,8 +449,8 @@ def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = 
     out.mkdir(parents=True, exist_ok=True)
     figs = stage_plot(records, out) if plot else []
     curve = curve_plot(records, out) if plot else []
-    lines = ["# Paper scale on one GPU (issue 13): stages, search and bars", "",
-             "Rendered by `python -m flashtrie.gpu_impl.scale_stages render` from the records below only.", ""]
+    lines = ["# Paper scale on one GPU: stages, search and bars", "",
+             "Rendered by `python -m flashtrie.harness.scale render` from the records below only.", ""]
     lines += _provenance(records, sources, commit) + _environment(records) + _bars(records)
     lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records) + _checks(records)
     lines += _marisa_sizes(records) + _stage_tables(records)
@@ -464,7 +464,7 @@ def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="scale_stages render", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m flashtrie.harness.scale render", description=__doc__.splitlines()[0])
     ap.add_argument("records", nargs="+", help="records files (JSON Lines)")
     ap.add_argument("--out", required=True, help="folder for report.md and the figure")
     ap.add_argument("--commit", help="the commit the run's tree was, given by hand (the records' env.git wrong)")

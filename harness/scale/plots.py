@@ -1,4 +1,4 @@
-"""The figures of the scale report (issue 13), from the records only: PNG and SVG, matplotlib's Agg canvas.
+"""The figures of the scale report, from the records only: PNG and SVG, matplotlib's Agg canvas.
 
 * `curve_plot`: latency per call against the library size at batch 1, the GPU at every beam width and
   numpy / marisa-trie where the records measured them; mean and p99 side by side, log-log.
@@ -19,6 +19,8 @@ from flashtrie.io_util import atomic_write_with
 __all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "size_of", "ticks_125", "CURVE_NAME"]
 
 CURVE_NAME = "latency_vs_size"
+#: The pipeline's module, as its records name it (earlier records: its former place in the GPU backend).
+MODULES = ("flashtrie.harness.scale", "flashtrie.gpu_impl.scale_stages")
 _STYLE = {"gpu": ("-", "^"), "numpy": ("--", "s"), "marisa": (":", "o")}
 
 
@@ -154,6 +156,6 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
 
 
 def process_of(r: Record) -> str | None:
-    """The `scale_stages` process a record came from (``prepare``, ``serve``, ``gen`` ...)."""
+    """The pipeline process a record came from (``prepare``, ``serve``, ``gen`` ...)."""
     cmd = r.command
-    return cmd[3] if len(cmd) > 3 and cmd[:3] == ["python", "-m", "flashtrie.gpu_impl.scale_stages"] else None
+    return cmd[3] if len(cmd) > 3 and cmd[:2] == ["python", "-m"] and cmd[2] in MODULES else None
