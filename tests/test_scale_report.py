@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from flashtrie.harness.records import Record, append_records, read_records
 from flashtrie.harness.scale import plots as scale_plots
 from flashtrie.harness.scale import report as scale_report
 from flashtrie.harness.scale import stages as scale_stages
-from flashtrie.harness.records import Record, append_records, read_records
 
 M = 800_000_000
 ENV = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"commit": "59cae3b", "dirty": False},
@@ -25,7 +25,8 @@ def _stage(stage: str, n: int, seconds: float, *, rss: float = 1e9, status: str 
 def _latency(n: int, beam: int, p99: float, *, backend: str = "gpu", batch: int = 1, status: str = "ok") -> Record:
     return Record(kind="latency", backend=backend, sweep="beam_width", workload={"num_keywords": n}, status=status,
                   message="no GPU" if status == "skipped" else None,
-                  config={"beam_width": beam, "batch_size": batch, "K": beam}, command=["python", "-m", "x", "serve"],
+                  config={"beam_width": beam, "batch_size": batch, "K": beam},
+                  command=["python", "-m", "flashtrie.harness.scale", "serve"],
                   metrics={"mean_ms": p99 / 2, "median_ms": p99 / 3, "per_query_ms": p99 / 2 / batch, "p99_ms": p99,
                            "device_mean_ms": 0.1, "device_median_ms": 0.09, "device_p99_ms": 0.2, "samples": 160}
                   if status == "ok" else {}, run_id="r2", timestamp="2026-12-01T13:01:00Z")

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.datasets import load_keywords, load_workload
+from flashtrie.harness.records import read_records
 from flashtrie.harness.scale import stages as scale_stages
 from flashtrie.harness.scale.recorder import OutOfTime, Recorder
-from flashtrie.harness.records import read_records
 
 from flashtrie import NarrowLoudsIndex
 

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from flashtrie.harness.plots import plain_number
+from flashtrie.harness.plots import plain_number, save_figure
 from flashtrie.harness.records import Record
-
-from flashtrie.io_util import atomic_write_with
 
 __all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "size_of", "ticks_125", "CURVE_NAME"]
 
@@ -67,21 +64,6 @@ def _order(backend: str) -> int:
     return list(_STYLE).index(backend) if backend in _STYLE else len(_STYLE)
 
 
-def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
-    import matplotlib
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):  # the same records, the same bytes
-        for ext in ("png", "svg"):
-            p = out_dir / f"{name}.{ext}"
-            meta = {"Date": None} if ext == "svg" else {}
-            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
-                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
-            paths.append(p)
-    return paths
-
-
 def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """``latency_vs_size.png`` / ``.svg``; [] when no latency record is ok."""
     panels = [("mean_ms", "mean latency per call (ms)"), ("p99_ms", "p99 latency per call (ms)")]
@@ -121,7 +103,7 @@ def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
         if i == 1:
             ax.legend(fontsize=7, ncols=2 if len(series) > 8 else 1, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("Search latency vs library size, batch 1, K = beam, host arrays in and out")
-    return _save(fig, out_dir, CURVE_NAME)
+    return save_figure(fig, out_dir, CURVE_NAME, ticks=False)
 
 
 def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -152,7 +134,7 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     ax.set_xlabel("seconds")
     ax.set_title(f"Stage times at {_n_text(top)} keywords (build split into its sub-stages)")
     ax.grid(axis="x", alpha=0.3)
-    return _save(fig, out_dir, f"stages_{_n_text(top)}")
+    return save_figure(fig, out_dir, f"stages_{_n_text(top)}", ticks=False)
 
 
 def process_of(r: Record) -> str | None:

@@ -164,12 +164,12 @@ check_upload() {
   summary upload $rc "$(last_line "$D/upload.log")"
 }
 
-stepwise_bench() { python3 -m flashtrie.harness.stepwise --out "$D/stepwise.jsonl" --repeats "${REPEATS:-30}" "$@"; }
+step_bench() { python3 -m flashtrie.harness.stepwise --out "$D/stepwise.jsonl" --repeats "${REPEATS:-30}" "$@"; }
 
 check_stepwise() {
   local hf=() rc
   [ "${STEP_HF:-1}" = 1 ] && hf=(--hf --hf-cases fixed:1M:2048 --hf-shapes 8x64 --hf-depths 0,1,2,3 --generate)
-  step bench "${STEP_TIMEOUT:-300}" stepwise_bench --shapes "${STEP_SHAPES:-2x70,8x64,1x1000}" \
+  step bench "${STEP_TIMEOUT:-300}" step_bench --shapes "${STEP_SHAPES:-2x70,8x64,1x1000}" \
     --cases "${STEP_CASES:-fixed:20M:32768,fixed:1M:2048}" --states "${STEP_STATES:-root,mid}" "${hf[@]}" \
     --max-seconds $(( ${STEP_TIMEOUT:-300} - 20 ))
   rc=$?
