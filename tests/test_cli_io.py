@@ -69,9 +69,14 @@ def test_generators_on_a_full_disk(cmd: str, tmp_path: Path, monkeypatch: pytest
                                    capsys: pytest.CaptureFixture[str]) -> None:
     from flashtrie.harness import workloads
 
+    from flashtrie import datasets
+
     f = _files(tmp_path)
     out = tmp_path / "out.npz"
-    monkeypatch.setattr(workloads, "save_keywords" if cmd == "gen-keywords" else "save_workload_file", _enospc)
+    if cmd == "gen-keywords":
+        monkeypatch.setattr(datasets, "save_keywords", _enospc)
+    else:
+        monkeypatch.setattr(workloads, "save_workload_file", _enospc)
     argv = (["gen-keywords", "-n", "50"] if cmd == "gen-keywords"
             else ["gen-queries", str(f["kw"]), "-n", "2", "-K", "4"])
     assert main([*argv, "-o", str(out), "--quiet"]) == 2
