@@ -228,6 +228,7 @@ _FUZZ_ARRAYS = ["louds.words", "louds.rank", "terminal.words", "terminal.rank", 
                 "labels_hi.words", "suffix.words", "link_starts.words", "keyword_ids.words"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(_FUZZ_ARRAYS), st.integers(0, 10**6), st.integers(0, 63))
 def test_tiny_pieces_find_the_same_problems(name, where, bit):

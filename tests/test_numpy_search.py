@@ -123,6 +123,7 @@ def test_huge_fanout_both_intersection_paths() -> None:
     assert hub_hits > 0 and counts_big["enum"] - counts_small["enum"] == hub_hits
 
 
+@pytest.mark.slow
 def test_fanout_of_one_million() -> None:
     """A root with 1M children (tokens spread up to 2**32 - 2) and a few deeper keywords: equals the oracle."""
     rng = np.random.default_rng(11)

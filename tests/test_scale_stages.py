@@ -158,6 +158,7 @@ def test_budget_watchdog_records_the_open_stage(tmp_path) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
     out, marker = tmp_path / "r.jsonl", tmp_path / "stage.json"
     code = textwrap.dedent(f"""
@@ -177,6 +178,7 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
     assert "timed out" in r.message and json.loads(marker.read_text())["recorded"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
 def test_device_script_at_a_tiny_size(tmp_path) -> None:
     """The whole command at 3k, 4k then 6k keywords, the CPU builder, marisa at 4k after N; it records,
