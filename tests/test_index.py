@@ -80,6 +80,7 @@ def _arrays(idx: NarrowLoudsIndex) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in idx.arrays.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(keyword_lists, st.integers(2, 6))
 def test_build_split_across_threads_equals_one_part(kws, cores):

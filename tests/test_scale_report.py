@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from flashtrie.harness.records import Record, append_records, read_records
 from flashtrie.harness.scale import plots as scale_plots
 from flashtrie.harness.scale import report as scale_report
@@ -145,6 +146,7 @@ def read_records_roundtrip(recs: list[Record]) -> list[Record]:
         return read_records(f"{d}/r.jsonl")
 
 
+@pytest.mark.slow
 def test_load_split_warmup_and_gpu_numpy_checks(tmp_path) -> None:
     """The verified load's seconds per check, the GPU builder's warm-up as its own stage beside the build, and
     GPU == numpy per size with the numpy reference's decode mode, set-up and each side's search seconds."""
