@@ -13,9 +13,18 @@ nox.options.reuse_existing_virtualenvs = True
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff over the whole tree."""
-    session.install("ruff>=0.5")
+    """ruff over the whole tree, then import-linter's layer contracts (pyproject.toml) over the package as
+    installed: its subpackages come from other folders (pyproject's package-dir), so the checkout's own
+    flashtrie/ folder is not the package, and lint-imports runs from a temporary folder."""
+    import shutil
+
+    session.install("ruff>=0.5", "import-linter>=2.1")
     session.run("ruff", "check", ".")
+    root = Path(__file__).resolve().parent
+    session.install("--no-deps", "--force-reinstall", os.fspath(root))  # a copy in the session's venv, not editable
+    shutil.rmtree(root / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
+    session.chdir(session.create_tmp())
+    session.run("lint-imports", os.fspath(root / "pyproject.toml"))
 
 
 @nox.session

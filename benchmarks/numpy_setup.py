@@ -24,7 +24,7 @@ import numpy as np
 
 
 def _rss() -> tuple[Any, Any]:
-    from flashtrie.gpu_impl.scale_recorder import current_rss, peak_rss, reset_peak_rss
+    from flashtrie.harness.scale.recorder import current_rss, peak_rss, reset_peak_rss
 
     return (reset_peak_rss, lambda: (peak_rss(), current_rss()))
 

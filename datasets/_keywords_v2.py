@@ -23,7 +23,6 @@ Only the end ranks need the whole library; every other stage is chunk-local.  Me
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -31,13 +30,11 @@ from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.keywords import KeywordSet
 
 from ._hashing import ROOT_HASH, child_hash
-
-if TYPE_CHECKING:
-    from .keywords import KeywordParams
+from ._keyword_model import VERSION_2, KeywordParams, pareto_slots, sibling_tokens
 
 __all__ = ["CHUNK", "VERSION", "generate_v2"]
 
-VERSION = "flashtrie.datasets.keywords/2"
+VERSION = VERSION_2
 #: Keywords per chunk: part of the version (changing it changes the output).
 CHUNK = 1 << 18
 _BUCKET_SHIFT = np.uint64(56)  # 256 buckets by the top byte of the end keys
@@ -65,8 +62,6 @@ def _run(fns: list[Callable[[], object]], threads: int) -> list[object]:
 
 def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet:
     """The library of ``params`` (version 2), on ``threads`` threads (default: every usable core)."""
-    from .keywords import _pareto_slots, _sibling_tokens  # the model's shared pieces
-
     n = int(params.n)
     if n == 0:
         return KeywordSet(np.zeros(0, dtype=np.uint32), np.zeros(1, dtype=np.int64))
@@ -108,8 +103,8 @@ def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet
             if not go.any():
                 break
             ids, lens, pos, h = ids[go], lens[go], pos[go], h[go]
-            slot = _pareto_slots(rng.random(ids.size), exps[min(d, len(exps) - 1)], qs[min(d, len(qs) - 1)])
-            tok = slot if d == 0 else _sibling_tokens(h, slot, windows)
+            slot = pareto_slots(rng.random(ids.size), exps[min(d, len(exps) - 1)], qs[min(d, len(qs) - 1)])
+            tok = slot if d == 0 else sibling_tokens(h, slot, windows)
             tok %= vocab
             tok = tok.astype(np.uint32)
             tokens[pos + d] = tok
@@ -128,7 +123,7 @@ def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet
         r *= gap
         slot = r.astype(np.uint64)
         lens = lengths[s:e]
-        tok = np.where(lens == 1, slot, _sibling_tokens(parent[s:e], slot, windows))
+        tok = np.where(lens == 1, slot, sibling_tokens(parent[s:e], slot, windows))
         tok %= vocab
         tokens[offsets[s:e] + lens - 1] = tok.astype(np.uint32)
 

@@ -1,8 +1,7 @@
 """The public types of a search: `SearchConfig`, `SearchResult`, `SearchStats`, `ResultDifference` and the
 `Searcher` protocol every backend implements.
 
-The request checks every backend starts with (`check_request`, `normalize_prefixes`) live in
-`flashtrie.search_core` and stay importable from here.
+The request checks every backend starts with (`check_request`, `normalize_prefixes`) are `flashtrie.search_core`'s.
 """
 
 from __future__ import annotations
@@ -341,12 +340,3 @@ class Searcher(Protocol):
 
     def search(self, proposals: Proposals, config: SearchConfig,
                prefixes: Sequence[Sequence[int]] | None = None) -> SearchResult: ...
-
-
-def __getattr__(name: str) -> Any:
-    """`check_request` and `normalize_prefixes` moved to `flashtrie.search_core`; still importable here."""
-    if name in ("check_request", "normalize_prefixes"):
-        from . import search_core
-
-        return getattr(search_core, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

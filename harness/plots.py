@@ -16,7 +16,7 @@ from .backends import BASELINE  # noqa: E402
 from .records import Record  # noqa: E402
 from .select import bytes_per_unique_keyword, groups_of, latest_builds, num_keywords, series, workload_group  # noqa: E402
 
-__all__ = ["plot_all", "FIGURES", "plain_number"]
+__all__ = ["plot_all", "FIGURES", "plain_number", "new_figure", "save_figure"]
 
 _STYLE = {"marisa": ("tab:gray", "o"), "marisa-lookup": ("tab:brown", "D"), "numpy": ("tab:blue", "s"),
           "gpu": ("tab:green", "^"),
@@ -33,20 +33,24 @@ def _batch_label(r: Record) -> str:
     return r.backend if b in (None, 1) else f"{r.backend} (batch {b})"
 
 
-def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
+def save_figure(fig: Figure, out_dir: Path, name: str, *, ticks: bool = True) -> list[Path]:
     """Write ``name``.png and .svg, each to a temporary file in ``out_dir`` renamed over the target
-    (`flashtrie.io_util.atomic_write_with`), so a crash never leaves half a figure."""
+    (`flashtrie.io_util.atomic_write_with`), so a crash never leaves half a figure; the SVG without a date and
+    with a fixed hash salt (the same records, the same bytes).  ``ticks``: plain tick labels on every axis."""
     from flashtrie.io_util import atomic_write_with
 
-    for ax in fig.axes:
-        _readable_ticks(ax)
+    if ticks:
+        for ax in fig.axes:
+            _readable_ticks(ax)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
-    for ext in ("png", "svg"):
-        p = out_dir / f"{name}.{ext}"
-        atomic_write_with(p, lambda f, ext=ext: fig.savefig(f, format=ext, dpi=130 if ext == "png" else None,
-                                                            bbox_inches="tight"))
-        paths.append(p)
+    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):
+        for ext in ("png", "svg"):
+            p = out_dir / f"{name}.{ext}"
+            meta = {"Date": None} if ext == "svg" else {}
+            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
+                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
+            paths.append(p)
     return paths
 
 
@@ -106,7 +110,7 @@ def _legend(ax: Any, size: int) -> None:
         ax.legend(fontsize=size)
 
 
-def _new(title: str, xlabel: str, ylabel: str, logx: bool = True, logy: bool = True, ncols: int = 1
+def new_figure(title: str, xlabel: str, ylabel: str, logx: bool = True, logy: bool = True, ncols: int = 1
          ) -> tuple[Figure, list[Any]]:
     fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
     axes = [fig.add_subplot(1, ncols, i + 1) for i in range(ncols)]
@@ -133,7 +137,7 @@ def latency_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     if not recs:
         return []
     bw = lambda r: r.config["beam_width"]  # noqa: E731
-    fig, axes = _new("Latency per call vs beam width (K = beam width)", "beam width B", "ms per call",
+    fig, axes = new_figure("Latency per call vs beam width (K = beam width)", "beam width B", "ms per call",
                      ncols=len(groups))
     for ax, g in zip(axes, groups, strict=True):
         sub = [r for r in recs if workload_group(r) == g]
@@ -143,7 +147,7 @@ def latency_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
                     dashed=True, suffix=" p99")
         ax.set_title(g, fontsize=9)
         _legend(ax, 8)
-    return _save(fig, out_dir, "latency_vs_beam")
+    return save_figure(fig, out_dir, "latency_vs_beam")
 
 
 def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -153,7 +157,7 @@ def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
               if any(r.metrics.get("speedup_vs_marisa") for r in recs if workload_group(r) == g)]
     if not groups:
         return []
-    fig, axes = _new("Speed-up over the marisa-trie baseline (same run)", "beam width B",
+    fig, axes = new_figure("Speed-up over the marisa-trie baseline (same run)", "beam width B",
                      "speed-up (marisa mean / backend mean)", ncols=len(groups))
     for ax, g in zip(axes, groups, strict=True):
         sub = [r for r in recs if workload_group(r) == g]
@@ -163,7 +167,7 @@ def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
         ax.axhline(1.0, color="k", linewidth=0.8)
         ax.set_title(g, fontsize=9)
         _legend(ax, 8)
-    return _save(fig, out_dir, "speedup_vs_beam")
+    return save_figure(fig, out_dir, "speedup_vs_beam")
 
 
 def latency_vs_library(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -171,11 +175,11 @@ def latency_vs_library(records: Sequence[Record], out_dir: Path) -> list[Path]:
     p99 = series(records, "latency", "library_size", num_keywords, lambda r: r.metrics["p99_ms"])
     if not mean:
         return []
-    fig, (ax,) = _new("Latency per call vs library size", "keywords", "ms per call")
+    fig, (ax,) = new_figure("Latency per call vs library size", "keywords", "ms per call")
     _axes_lines(ax, mean, suffix=" mean")
     _axes_lines(ax, p99, dashed=True, suffix=" p99")
     _legend(ax, 8)
-    return _save(fig, out_dir, "latency_vs_library_size")
+    return save_figure(fig, out_dir, "latency_vs_library_size")
 
 
 def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -183,11 +187,11 @@ def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
                   lambda r: r.metrics["throughput_qps"])
     if not data:
         return []
-    fig, (ax,) = _new("Throughput vs batch size", "queries per call (batch size)", "queries per second")
+    fig, (ax,) = new_figure("Throughput vs batch size", "queries per call (batch size)", "queries per second")
     ax.set_title("; ".join(groups_of([r for r in records if r.kind == "throughput"])), fontsize=9)
     _axes_lines(ax, data)
     _legend(ax, 8)
-    return _save(fig, out_dir, "throughput_vs_batch")
+    return save_figure(fig, out_dir, "throughput_vs_batch")
 
 
 def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -195,7 +199,7 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     ks = sorted({int(m.split("@")[1]) for r in qrecs for m in r.metrics if m.startswith("precision@")})
     if not ks:
         return []
-    fig, axes = _new("Retrieval quality vs beam width", "beam width B", "", logy=False, ncols=2)
+    fig, axes = new_figure("Retrieval quality vs beam width", "beam width B", "", logy=False, ncols=2)
     for ax, metric in zip(axes, ("precision", "recall"), strict=True):
         ax.set_ylabel(f"{metric.capitalize()}@k")
         for k in ks:
@@ -208,7 +212,7 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
                         linestyle="-" if name.startswith("constrained") else "--", label=f"{name}, k={k}")
         ax.set_ylim(0, 1.02)
         _legend(ax, 7)
-    return _save(fig, out_dir, "quality_vs_beam")
+    return save_figure(fig, out_dir, "quality_vs_beam")
 
 
 def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -222,7 +226,7 @@ def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
     sizes = sorted({x for pts in t.values() for x, _ in pts})
     one = len(sizes) == 1
     title = "Build time and size: narrow-LOUDS index vs marisa-trie BinaryTrie"
-    fig, (ax1, ax2) = _new(title + (f" ({plain_number(sizes[0])} keywords)" if one else ""),
+    fig, (ax1, ax2) = new_figure(title + (f" ({plain_number(sizes[0])} keywords)" if one else ""),
                            "structure" if one else "keywords", "", logx=not one, logy=not one, ncols=2)
     ax1.set_ylabel("build seconds")
     ax2.set_ylabel("serialized bytes per unique keyword")
@@ -237,7 +241,7 @@ def build_vs_marisa(records: Sequence[Record], out_dir: Path) -> list[Path]:
         _axes_lines(ax2, b)
         _legend(ax1, 8)
         _legend(ax2, 8)
-    return _save(fig, out_dir, "build_vs_marisa")
+    return save_figure(fig, out_dir, "build_vs_marisa")
 
 
 FIGURES: dict[str, tuple[str, Callable[[Sequence[Record], Path], list[Path]]]] = {

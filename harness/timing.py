@@ -1,10 +1,17 @@
-"""Timing: the one loop that times a searcher (warm-up, passes over batches, a time budget) and summary statistics."""
+"""Timing, the lab's one module for it: the loop that times a searcher (warm-up, passes over batches, a time
+budget), host timing of any call, device timing by CUDA events and CUDA-graph replay, and summary statistics.
+
+Percentiles, everywhere in the lab: linear interpolation between the closest ranks (``numpy.percentile``'s
+default), so the p50 of an even sample is the mean of its two middle values.
+"""
 
 from __future__ import annotations
 
+import gc
 import math
+import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -12,7 +19,9 @@ import numpy as np
 
 from flashtrie.search_types import SearchResult
 
-__all__ = ["Stats", "Timing", "TimingPlan", "OverBudget", "summarize", "time_searcher", "device_ms_of", "breakdown_of"]
+__all__ = ["Stats", "Timing", "TimingPlan", "OverBudget", "summarize", "time_searcher", "device_ms_of", "breakdown_of",
+           "percentiles", "sample_stats", "host_us", "busy", "graph_us", "stream_us", "GRAPH_REPLAYS", "GRAPH_BLOCKS",
+           "WARM_S"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +43,17 @@ class Stats:
         return asdict(self)
 
 
+def percentiles(samples: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
+    """The ``qs`` percentiles (0-100) of ``samples``: the lab's one definition (module docstring)."""
+    return [float(v) for v in np.percentile(np.asarray(samples, dtype=np.float64), list(qs))]
+
+
+def sample_stats(samples: Sequence[float]) -> dict[str, float]:
+    """Mean, p50 and p99 of a sample (per-call µs of the stepwise suite)."""
+    p50, p99 = percentiles(samples, [50, 99])
+    return {"mean": statistics.fmean(samples), "p50": p50, "p99": p99}
+
+
 def summarize(samples_ms: np.ndarray | list[float]) -> Stats:
     """Mean, median, p90, p99 (linear interpolation), sample std, min, max and a 95 % CI of the mean.
 
@@ -51,7 +71,7 @@ def summarize(samples_ms: np.ndarray | list[float]) -> Stats:
         half = float(st.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
     else:
         half = 0.0
-    p50, p90, p99 = (float(v) for v in np.percentile(x, [50, 90, 99]))
+    p50, p90, p99 = percentiles(x, [50, 90, 99])
     return Stats(n=n, mean=mean, median=p50, p90=p90, p99=p99, std=std, min=float(x.min()), max=float(x.max()),
                  ci95_low=mean - half, ci95_high=mean + half)
 
@@ -180,3 +200,85 @@ def time_searcher(searcher: Any, batches: Sequence[Any], config: Any, plan: Timi
             break
     return Timing(wall_ms=wall, device_ms=device, warmup=plan.warmup, first_pass=SearchResult.concat(first),
                   breakdown_ms=parts)
+
+
+# ------------------------------------------------------------------------------ any call, host and device
+WARM_S = 0.03  # seconds of calls (or graph replays) before each timed loop: clocks up, caches warm
+GRAPH_REPLAYS = 200  # replays of a one-step graph per timed block (fewer where a step is long: about 0.1 s)
+GRAPH_BLOCKS = 3  # timed blocks per graph measurement: the median is reported
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def busy(f: Callable[[], Any], seconds: float = WARM_S) -> None:
+    """Call ``f`` for about ``seconds`` (at least 5 times), then synchronise the device."""
+    t_end, k = time.perf_counter() + seconds, 0
+    while k < 5 or time.perf_counter() < t_end:
+        f()
+        k += 1
+    _synchronize()
+
+
+def host_us(f: Callable[[], Any], repeats: int, *, sync: bool = False) -> list[float]:
+    """Host wall µs of ``repeats`` calls of ``f`` (``sync``: each followed by a device synchronisation), with the
+    garbage collector off during the loop (as timeit does)."""
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        out = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            f()
+            if sync:
+                _synchronize()
+            out.append((time.perf_counter() - t0) * 1e6)
+    finally:
+        if gc_was:
+            gc.enable()
+    return out
+
+
+def stream_us(f: Callable[[], Any], repeats: int) -> float:
+    """Device µs per call of ``f`` by CUDA events around ``repeats`` eager calls (launch gaps included)."""
+    import torch
+
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    e0.record()
+    for _ in range(repeats):
+        f()
+    e1.record()
+    torch.cuda.synchronize()
+    return float(e0.elapsed_time(e1)) * 1e3 / repeats
+
+
+def graph_us(f: Callable[[], Any], replays: int, inner: int = 1, blocks: int = GRAPH_BLOCKS) -> float:
+    """Device µs per call of ``f``: CUDA events around ``replays`` back-to-back replays of a CUDA graph of
+    ``inner`` calls of ``f`` (1: one call per graph, a graph launch between calls), after ``WARM_S`` of replays;
+    the median of ``blocks`` such timings."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(side):
+        f()
+        with torch.cuda.graph(g, stream=side):
+            for _ in range(inner):
+                f()
+    torch.cuda.synchronize()
+    busy(g.replay)
+    times = []
+    for _ in range(blocks):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        for _ in range(replays):
+            g.replay()
+        e1.record()
+        torch.cuda.synchronize()
+        times.append(e0.elapsed_time(e1) * 1e3 / (replays * inner))
+    return statistics.median(times)

@@ -18,7 +18,7 @@ from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
 
-__all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index", "save_keywords",
+__all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index",
            "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals",
            "sniff_kind", "Loaded", "limit_workload", "generate_workload", "save_workload_file", "duplicate_count"]
 
@@ -101,16 +101,6 @@ def describe_keywords(path: str | os.PathLike[str], keywords: KeywordSet) -> dic
         if meta.get("params"):
             out["generator"] = {"command": "flashtrie gen-keywords", **meta["params"]}
     return out
-
-
-def save_keywords(keywords: KeywordSet, path: str | os.PathLike[str], params: Any = None) -> None:
-    """Write keywords in the format ``path``'s suffix names: ``.npz`` via flashtrie.datasets, else text."""
-    if str(path).endswith(".npz"):
-        from flashtrie.datasets import save_keywords as save_npz
-
-        save_npz(path, keywords, params)
-    else:
-        keywords.to_text(path)
 
 
 def load_workload(path: str | os.PathLike[str], probabilities: bool = False) -> Any:

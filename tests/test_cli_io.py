@@ -69,9 +69,14 @@ def test_generators_on_a_full_disk(cmd: str, tmp_path: Path, monkeypatch: pytest
                                    capsys: pytest.CaptureFixture[str]) -> None:
     from flashtrie.harness import workloads
 
+    from flashtrie import datasets
+
     f = _files(tmp_path)
     out = tmp_path / "out.npz"
-    monkeypatch.setattr(workloads, "save_keywords" if cmd == "gen-keywords" else "save_workload_file", _enospc)
+    if cmd == "gen-keywords":
+        monkeypatch.setattr(datasets, "save_keywords", _enospc)
+    else:
+        monkeypatch.setattr(workloads, "save_workload_file", _enospc)
     argv = (["gen-keywords", "-n", "50"] if cmd == "gen-keywords"
             else ["gen-queries", str(f["kw"]), "-n", "2", "-K", "4"])
     assert main([*argv, "-o", str(out), "--quiet"]) == 2
@@ -199,13 +204,13 @@ def test_report_failing_midway_leaves_no_folder(tmp_path: Path, monkeypatch: pyt
     res = tmp_path / "b.jsonl"
     assert main(["bench", "beam", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beams", "2",
                  "--repeats", "1", "--warmup", "0", "-o", str(res), "--quiet"]) == 0
-    real = report.plot_all
+    real = report.draw
 
     def draw_then_fail(records: object, out_dir: Path) -> None:
         real(records, out_dir)  # some figures are written, then the disk is full
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(report, "plot_all", draw_then_fail)
+    monkeypatch.setattr(report, "draw", draw_then_fail)
     out = tmp_path / "rep"
     assert main(["report", str(res), "-o", str(out)]) == 2
     assert "No space left on device" in _error_line(capsys)

@@ -344,6 +344,7 @@ def test_query_version_1_still_reproduces(small_lib: KeywordSet) -> None:
         assert _workload_digest(wl) == digest
 
 
+@pytest.mark.slow
 def test_queries_same_for_any_thread_count() -> None:
     kw = generate_keywords(2_500_000, seed=2, duplicate_fraction=0.01, threads=2)  # several ranges per pass
     a = generate_queries(kw, 4, proposals_per_step=200, seed=1, min_topic_size=256, threads=1)
@@ -357,6 +358,7 @@ def _inclusion(generator: str, kw: KeywordSet, runs: int, **kw_args: object) -> 
     return np.bincount(np.concatenate(wl.relevant), minlength=len(kw)) / runs
 
 
+@pytest.mark.slow
 def test_query_versions_draw_the_same_law() -> None:
     # one topic (first token 1) of 7 keywords of lengths 1..4 (two duplicates of keyword 4): the chance
     # that each is relevant (length-biased, without replacement) must agree between the versions

@@ -66,6 +66,7 @@ def assert_same_index(ks: KeywordSet, xp, ids: str = "input") -> None:
 GPU = [pytest.param(False, id="numpy"), pytest.param(True, id="cupy", marks=pytest.mark.gpu)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on_gpu", GPU)
 @settings(max_examples=120, deadline=None)
 @given(kws=keyword_lists, ids=st.sampled_from(["input", "index"]), shuffle=st.randoms(use_true_random=False))
@@ -75,6 +76,7 @@ def test_same_arrays_hypothesis(on_gpu: bool, kws: list[list[int]], ids: str, sh
     assert_same_index(KeywordSet.from_sequences(kws), _xp(on_gpu), ids)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("on_gpu", GPU)
 def test_same_arrays_adversarial(on_gpu: bool) -> None:
     xp = _xp(on_gpu)

@@ -98,6 +98,7 @@ def _compile(source: str) -> str:
     return ""
 
 
+@pytest.mark.slow
 def test_kernel_source_carries_the_checks_and_compiles() -> None:
     from flashtrie.gpu_impl.compile import KERNELS, kernel_source
 

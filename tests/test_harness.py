@@ -498,7 +498,7 @@ def test_figures_are_written_atomically(tmp_path: Path) -> None:
 
     fig = Figure()
     fig.add_subplot(1, 1, 1).plot([1, 2], [3, 4])
-    paths = plots._save(fig, tmp_path, "ok")
+    paths = plots.save_figure(fig, tmp_path, "ok")
     assert [p.name for p in paths] == ["ok.png", "ok.svg"] and all(p.stat().st_size > 0 for p in paths)
     assert paths[0].read_bytes().startswith(b"\x89PNG") and b"<svg" in paths[1].read_bytes()
     (tmp_path / "crash.png").write_bytes(b"old figure")
@@ -509,7 +509,7 @@ def test_figures_are_written_atomically(tmp_path: Path) -> None:
 
     fig.savefig = half_then_crash
     with pytest.raises(RuntimeError, match="disk full"):
-        plots._save(fig, tmp_path, "crash")
+        plots.save_figure(fig, tmp_path, "crash")
     assert (tmp_path / "crash.png").read_bytes() == b"old figure"  # untouched, never half written
     assert sorted(p.name for p in tmp_path.iterdir()) == ["crash.png", "ok.png", "ok.svg"]  # no temporaries
 
@@ -696,18 +696,18 @@ def test_skip_rule_counts_every_call_of_a_pass() -> None:
 
 # ------------------------------------------------------------------------------------- figures (#11)
 def _captured_figures(monkeypatch: pytest.MonkeyPatch, records: list[Record], tmp_path: Path) -> dict[str, Any]:
-    """Draw every figure of ``records``; {name: matplotlib Figure} as `_save` received them (ticks fixed)."""
+    """Draw every figure of ``records``; {name: matplotlib Figure} as `save_figure` received them (ticks fixed)."""
     from flashtrie.harness import plots
 
     figs: dict[str, Any] = {}
-    real = plots._save
+    real = plots.save_figure
 
     def keep(fig: Any, out_dir: Path, name: str) -> list[Path]:
         paths = real(fig, out_dir, name)
         figs[name] = fig
         return paths
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     plots.plot_all(records, tmp_path)
     return figs
 

@@ -69,6 +69,7 @@ tokens = st.one_of(st.integers(0, 5), st.integers(65_530, 65_540), st.integers(M
 keyword_lists = st.lists(st.lists(tokens, min_size=1, max_size=10), min_size=1, max_size=30)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(keyword_lists)
 def test_every_keyword_reachable_hypothesis(kws):
@@ -79,6 +80,7 @@ def _arrays(idx: NarrowLoudsIndex) -> dict[str, np.ndarray]:
     return {k: np.asarray(v) for k, v in idx.arrays.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(keyword_lists, st.integers(2, 6))
 def test_build_split_across_threads_equals_one_part(kws, cores):
@@ -128,6 +130,7 @@ def test_public_flashtrie_defect_chain_past_internal_node():
     assert idx.walk([1, 2, 3, 6]) is None
 
 
+@pytest.mark.slow
 def test_generated_library_exhaustive():
     rng = np.random.default_rng(7)
     # shared prefixes: draw keywords as extensions of earlier ones
@@ -157,6 +160,7 @@ def test_huge_fanout_and_long_keywords():
     assert idx.max_keyword_length == 64
 
 
+@pytest.mark.slow
 def test_random_non_keywords_are_not_found():
     rng = np.random.default_rng(3)
     kws = [rng.integers(0, 1000, size=int(rng.integers(1, 6))).tolist() for _ in range(2000)]

@@ -228,6 +228,7 @@ _FUZZ_ARRAYS = ["louds.words", "louds.rank", "terminal.words", "terminal.rank", 
                 "labels_hi.words", "suffix.words", "link_starts.words", "keyword_ids.words"]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(st.sampled_from(_FUZZ_ARRAYS), st.integers(0, 10**6), st.integers(0, 63))
 def test_tiny_pieces_find_the_same_problems(name, where, bit):
@@ -313,8 +314,7 @@ def test_verify_device_is_checked_even_without_verify(tmp_path):
 def test_auto_keeps_small_indexes_on_the_cpu_and_gpu_names_its_argument(tmp_path, monkeypatch):
     """'auto' below `VERIFY_GPU_MIN_NODES` never starts cupy; 'gpu' without it is a `DeviceError` that names
     ``verify_device`` and the way out; at the threshold 'auto' asks for cupy and falls back without it."""
-    from flashtrie.gpu_impl import build_gpu
-
+    from flashtrie import arrays
     from flashtrie.errors import DeviceError
 
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2, 3], [1, 4], [5]]))
@@ -323,9 +323,9 @@ def test_auto_keeps_small_indexes_on_the_cpu_and_gpu_names_its_argument(tmp_path
 
     def no_cupy():
         asked.append(1)
-        raise DeviceError("the GPU builder needs cupy (faked); install it")
+        raise DeviceError("the GPU passes need cupy (faked); install it")
 
-    monkeypatch.setattr(build_gpu, "cupy_module", no_cupy)
+    monkeypatch.setattr(arrays, "cupy_module", no_cupy)
     t: dict[str, float] = {}
     NarrowLoudsIndex.load(tmp_path / "a.ftrie", verify_device="auto", timings=t)
     assert asked == [] and "LOUDS pass (degrees, leaves, longest keyword)" in t

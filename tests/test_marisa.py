@@ -18,6 +18,7 @@ from flashtrie import InputError, KeywordSet, Proposals, SearchConfig, Searcher
 PAD = 2**32 - 1
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(search_cases())
 def test_children_table_only_matches_oracle(case) -> None:
@@ -28,6 +29,7 @@ def test_children_table_only_matches_oracle(case) -> None:
     assert expected.first_difference(got) is None, expected.first_difference(got)
 
 
+@pytest.mark.slow
 @settings(max_examples=300)
 @given(search_cases())
 def test_early_stop_changes_nothing(case) -> None:

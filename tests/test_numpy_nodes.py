@@ -65,6 +65,7 @@ def test_lazy_facts_equal_eager_facts(keywords: KeywordSet, ids: str, seed: int)
         assert all(np.array_equal(a, b) for a, b in zip(want, got, strict=True)), decode_max
 
 
+@pytest.mark.slow
 @settings(max_examples=150)
 @given(search_cases(max_queries=4, max_steps=6, max_beam=6))
 def test_lazy_searcher_equals_eager_and_oracle(case) -> None:

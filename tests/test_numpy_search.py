@@ -123,6 +123,7 @@ def test_huge_fanout_both_intersection_paths() -> None:
     assert hub_hits > 0 and counts_big["enum"] - counts_small["enum"] == hub_hits
 
 
+@pytest.mark.slow
 def test_fanout_of_one_million() -> None:
     """A root with 1M children (tokens spread up to 2**32 - 2) and a few deeper keywords: equals the oracle."""
     rng = np.random.default_rng(11)
@@ -330,6 +331,7 @@ def test_pool_closed_is_the_sequential_float32_rule(rows, best, worst, ln) -> No
     assert bool(pool_closed(f(best), f(worst), np.array(rows, f), f(ln[0]), f(ln[1]))) == want
 
 
+@pytest.mark.slow
 @settings(max_examples=200)
 @given(search_cases(max_queries=4, max_steps=7, max_beam=4))
 def test_early_stop_on_and_off_agree(case) -> None:

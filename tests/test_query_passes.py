@@ -45,6 +45,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_workloads_are_the_same_as_before_the_fused_passes(name, monkeypatch):
     lib_args, query_args, want = CASES[name]

@@ -1,9 +1,12 @@
-"""`gpu_impl/scale_report.py` on synthetic records: every section, the verdicts computed from the numbers."""
+"""`harness/scale/report.py` on synthetic records: every section, the verdicts computed from the numbers."""
 
 from __future__ import annotations
 
-from flashtrie.gpu_impl import scale_plots, scale_report, scale_stages
+import pytest
 from flashtrie.harness.records import Record, append_records, read_records
+from flashtrie.harness.scale import plots as scale_plots
+from flashtrie.harness.scale import report as scale_report
+from flashtrie.harness.scale import stages as scale_stages
 
 M = 800_000_000
 ENV = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"commit": "59cae3b", "dirty": False},
@@ -13,7 +16,7 @@ ENV = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"co
 
 def _stage(stage: str, n: int, seconds: float, *, rss: float = 1e9, status: str = "ok", message: str | None = None,
            backend: str = "host", process: str = "prepare", **metrics: object) -> Record:
-    cmd = ["python", "-m", "flashtrie.gpu_impl.scale_stages", process, "--n", str(n)]
+    cmd = ["python", "-m", "flashtrie.harness.scale", process, "--n", str(n)]
     return Record(kind="build", backend=backend, status=status, message=message, sweep="scale", workload={"N": n},
                   config={"stage": stage}, metrics={"seconds": seconds, "peak_rss_bytes": int(rss),
                                                     "rss_scope": "stage", **metrics},
@@ -23,7 +26,8 @@ def _stage(stage: str, n: int, seconds: float, *, rss: float = 1e9, status: str 
 def _latency(n: int, beam: int, p99: float, *, backend: str = "gpu", batch: int = 1, status: str = "ok") -> Record:
     return Record(kind="latency", backend=backend, sweep="beam_width", workload={"num_keywords": n}, status=status,
                   message="no GPU" if status == "skipped" else None,
-                  config={"beam_width": beam, "batch_size": batch, "K": beam}, command=["python", "-m", "x", "serve"],
+                  config={"beam_width": beam, "batch_size": batch, "K": beam},
+                  command=["python", "-m", "flashtrie.harness.scale", "serve"],
                   metrics={"mean_ms": p99 / 2, "median_ms": p99 / 3, "per_query_ms": p99 / 2 / batch, "p99_ms": p99,
                            "device_mean_ms": 0.1, "device_median_ms": 0.09, "device_p99_ms": 0.2, "samples": 160}
                   if status == "ok" else {}, run_id="r2", timestamp="2026-12-01T13:01:00Z")
@@ -60,7 +64,7 @@ def _render(tmp_path, recs: list[Record], *extra: str) -> str:
 
 def test_every_section_and_its_numbers(tmp_path) -> None:
     text = _render(tmp_path, _synthetic(), "--commit", "a11aecc")
-    for head in ("## Provenance", "## Environment", "## Bars (issue 13)", "## Latency vs library size",
+    for head in ("## Provenance", "## Environment", "## Bars", "## Latency vs library size",
                  "## Search at 800M keywords: p50 / p99", "## Upload (GpuSearcher): host-to-device bandwidth",
                  "## Index size vs marisa-trie", "## Stages at 800M keywords (800,000,000)",
                  "## Stages at 10M keywords", "## Search latency at 1M keywords"):
@@ -142,6 +146,7 @@ def read_records_roundtrip(recs: list[Record]) -> list[Record]:
         return read_records(f"{d}/r.jsonl")
 
 
+@pytest.mark.slow
 def test_load_split_warmup_and_gpu_numpy_checks(tmp_path) -> None:
     """The verified load's seconds per check, the GPU builder's warm-up as its own stage beside the build, and
     GPU == numpy per size with the numpy reference's decode mode, set-up and each side's search seconds."""

@@ -1,4 +1,4 @@
-"""`gpu_impl/scale_stages.py` (the steps of device_scale.sh) on small libraries, on the CPU: the records they
+"""`harness/scale/stages.py` (the steps of tools/device/scale.sh) on small libraries, on the CPU: the records they
 write, the skipped GPU steps without a GPU, the time limits and the failure records."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from flashtrie.datasets import load_keywords, load_workload
-from flashtrie.gpu_impl import scale_stages
-from flashtrie.gpu_impl.scale_recorder import OutOfTime, Recorder
 from flashtrie.harness.records import read_records
+from flashtrie.harness.scale import stages as scale_stages
+from flashtrie.harness.scale.recorder import OutOfTime, Recorder
 
 from flashtrie import NarrowLoudsIndex
 
@@ -158,12 +158,13 @@ def test_budget_watchdog_records_the_open_stage(tmp_path) -> None:
             pass
 
 
+@pytest.mark.slow
 def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
     out, marker = tmp_path / "r.jsonl", tmp_path / "stage.json"
     code = textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from flashtrie.gpu_impl.scale_recorder import Recorder
+        from flashtrie.harness.scale.recorder import Recorder
         rec = Recorder({str(out)!r}, 1000, ["x"], marker=Path({str(marker)!r}), budgets={{"gen": 1.0}})
         with rec.budget("gen"):
             with rec.span("generate keywords", backend="datasets"):
@@ -177,6 +178,7 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
     assert "timed out" in r.message and json.loads(marker.read_text())["recorded"] is True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
 def test_device_script_at_a_tiny_size(tmp_path) -> None:
     """The whole command at 3k, 4k then 6k keywords, the CPU builder, marisa at 4k after N; it records,
@@ -192,7 +194,7 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
            "NUMPY_SIZES": "3k",
            "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
     root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(["bash", str(root / "gpu_impl" / "device_scale.sh")], env=env, capture_output=True,
+    res = subprocess.run(["bash", str(root / "tools" / "device" / "scale.sh")], env=env, capture_output=True,
                          text=True, timeout=280)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "scale.jsonl")

@@ -143,10 +143,7 @@ def test_prefixes_that_are_not_a_sequence_are_refused_by_name(bad: object) -> No
         check_request(_props(1), SearchConfig(beam_width=1), bad)
 
 
-def test_check_request_old_path_and_arrays() -> None:
-    from flashtrie.search_types import check_request as old
-
-    assert old is check_request
+def test_check_request_arrays() -> None:
     got = check_request(_props(2), SearchConfig(beam_width=1), np.array([[1, 2], [3, 4]]))
     assert got is not None and [p.tolist() for p in got] == [[1, 2], [3, 4]]
     with pytest.raises(InputError, match="proposals: expected a flashtrie.Proposals, got tuple"):

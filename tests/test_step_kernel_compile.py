@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.slow  # kernels compiled or emulated: minutes on two cores
+
 pytest.importorskip("cuda.core")
 pytest.importorskip("cuda.bindings.nvrtc")
 

@@ -30,6 +30,8 @@ from flashtrie import InputError, KeywordSet, NarrowLoudsIndex
 from flashtrie.index import derived
 from flashtrie.stepwise import StepStates, TrieStepper
 
+pytestmark = pytest.mark.slow  # kernels compiled or emulated: minutes on two cores
+
 HERE = Path(__file__).resolve().parent / "kernel_emu"
 TH = 64  # threads per emulated block (step_emu.cpp)
 U32, U64 = ctypes.c_uint32, ctypes.c_uint64

@@ -96,6 +96,7 @@ def test_forced_prefixes(kws, seed):
     _check_states(s, trie, s.start_from_prefixes(prefixes), hist)
 
 
+@pytest.mark.slow
 def test_huge_fanout_and_wide_labels():
     """Thousands of siblings across the 16-bit label boundary, at the root and under a compressed edge."""
     rng = np.random.default_rng(1)

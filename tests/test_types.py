@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from strategies import keyword_lists
 
 from flashtrie import InputError, KeywordSet, Proposals, SearchConfig, SearchResult
-from flashtrie.search_types import normalize_prefixes
+from flashtrie.search_core import normalize_prefixes
 
 PAD = 2**32 - 1
 

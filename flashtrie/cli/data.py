@@ -35,8 +35,8 @@ KEYWORD_BYTES = 160
 
 
 def cmd_gen_keywords(args: argparse.Namespace) -> int:
-    from flashtrie.datasets import KeywordParams, generate_keywords_from
-    from flashtrie.harness.workloads import duplicate_count, save_keywords
+    from flashtrie.datasets import KeywordParams, generate_keywords_from, save_keywords
+    from flashtrie.harness.workloads import duplicate_count
 
     check_output_file(args.output, "--output")
     check_suffix(args.output, "--output", (".npz", ".txt"), "a keyword library")
@@ -46,7 +46,7 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
     with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
         kw = generate_keywords_from(params)
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
-        save_keywords(kw, args.output, params)
+        save_keywords(args.output, kw, params)
     say(f"{len(kw):,} keywords ({duplicate_count(kw):,} exact duplicates), {kw.tokens.size:,} tokens, max length "
         f"{kw.max_length} -> {args.output}")
     return 0

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import arrays
 from ..cpus import in_parallel, usable_cpus
 from ..errors import DeviceError, InputError
 from ..limits import MAX_TOKEN
@@ -303,10 +304,8 @@ def verify_module(device: str, num_nodes: int) -> ModuleType | None:
     check_verify_device(device)
     if device == "cpu" or (device == "auto" and num_nodes < VERIFY_GPU_MIN_NODES):
         return None
-    from ..gpu_impl.build_gpu import cupy_module  # cupy is optional: imported only here
-
     try:
-        return cupy_module()
+        return arrays.cupy_module()
     except DeviceError as e:
         if device == "gpu":
             raise DeviceError(f"verify_device 'gpu' needs cupy and a usable GPU ({str(e).split(';')[0]}); "

@@ -1,9 +1,9 @@
-"""Where the time of one fused stepwise step goes (issue #12's <= 10 us bar), on the device machine.
+"""Where the time of one fused stepwise step goes, on the GPU machine (`tools/device/check.sh probe`).
 
-    python3 gpu_impl/scripts/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
-    python3 gpu_impl/scripts/step_probe.py --ncu --index FILE        # a few eager launches for ncu
+    python3 tools/probes/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
+    python3 tools/probes/step_probe.py --ncu --index FILE        # a few eager launches for ncu
 
-Device µs from CUDA-graph replays (as harness/stepwise_bench.py), rows at the root and inside keywords:
+Device µs from CUDA-graph replays (as the stepwise bench, harness/timing.py), rows at the root and inside keywords:
 * floors with the fused step's grid (rows x blocks per row, 256 threads): an empty kernel; -inf stored over
   every logit (16-byte stores, the rows' own alignment); a dependent chain of 1, 3 and 6 global loads at random
   addresses of the index's size by one thread per block before those stores;
@@ -70,14 +70,14 @@ extern "C" __global__ void probe_store_flat(float* out, u64 total) {
 
 
 def _graph_us(f: Any, inner: int = 1) -> float:
-    """The benchmark's device µs per call (harness/stepwise_bench.py graph_us): 200 replays, median of 3."""
-    from flashtrie.harness.stepwise_bench import GRAPH_REPLAYS, graph_us
+    """The benchmark's device µs per call (harness/timing.py graph_us): 200 replays, median of 3."""
+    from flashtrie.harness.timing import GRAPH_REPLAYS, graph_us
 
     return graph_us(f, GRAPH_REPLAYS, inner)
 
 
 def _index(args: argparse.Namespace) -> tuple[Any, Any]:
-    from flashtrie.harness.stepwise_bench import library
+    from flashtrie.harness.stepwise.cases import library
 
     from flashtrie import NarrowLoudsIndex
 
@@ -93,7 +93,7 @@ def _index(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray]]:
-    from flashtrie.harness.stepwise_bench import sample_rows
+    from flashtrie.harness.stepwise.cases import sample_rows
 
     out = {}
     for name, root in (("root", True), ("mid", False)):

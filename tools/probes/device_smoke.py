@@ -1,6 +1,6 @@
-"""A small GPU-vs-numpy parity run (used under compute-sanitizer by device_check.sh).
+"""A small GPU-vs-numpy parity run (`tools/device/check.sh smoke`; under compute-sanitizer: `sanitizer`).
 
-    python3 gpu_impl/scripts/device_smoke.py [--keywords 20000] [--queries 4]
+    python3 tools/probes/device_smoke.py [--keywords 20000] [--queries 4]
 
 Exit status 0 when every configuration matches bit for bit.
 """

@@ -1,4 +1,4 @@
-"""The figures of the scale report (issue 13), from the records only: PNG and SVG, matplotlib's Agg canvas.
+"""The figures of the scale report, from the records only: PNG and SVG, matplotlib's Agg canvas.
 
 * `curve_plot`: latency per call against the library size at batch 1, the GPU at every beam width and
   numpy / marisa-trie where the records measured them; mean and p99 side by side, log-log.
@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from flashtrie.harness.plots import plain_number
+from flashtrie.harness.plots import plain_number, save_figure
 from flashtrie.harness.records import Record
-
-from flashtrie.io_util import atomic_write_with
 
 __all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "size_of", "ticks_125", "CURVE_NAME"]
 
 CURVE_NAME = "latency_vs_size"
+#: The pipeline's module, as its records name it (earlier records: its former place in the GPU backend).
+MODULES = ("flashtrie.harness.scale", "flashtrie.gpu_impl.scale_stages")
 _STYLE = {"gpu": ("-", "^"), "numpy": ("--", "s"), "marisa": (":", "o")}
 
 
@@ -65,21 +64,6 @@ def _order(backend: str) -> int:
     return list(_STYLE).index(backend) if backend in _STYLE else len(_STYLE)
 
 
-def _save(fig: Any, out_dir: Path, name: str) -> list[Path]:
-    import matplotlib
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    with matplotlib.rc_context({"svg.hashsalt": "flashtrie.scale_report"}):  # the same records, the same bytes
-        for ext in ("png", "svg"):
-            p = out_dir / f"{name}.{ext}"
-            meta = {"Date": None} if ext == "svg" else {}
-            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
-                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
-            paths.append(p)
-    return paths
-
-
 def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     """``latency_vs_size.png`` / ``.svg``; [] when no latency record is ok."""
     panels = [("mean_ms", "mean latency per call (ms)"), ("p99_ms", "p99 latency per call (ms)")]
@@ -119,7 +103,7 @@ def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
         if i == 1:
             ax.legend(fontsize=7, ncols=2 if len(series) > 8 else 1, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("Search latency vs library size, batch 1, K = beam, host arrays in and out")
-    return _save(fig, out_dir, CURVE_NAME)
+    return save_figure(fig, out_dir, CURVE_NAME, ticks=False)
 
 
 def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
@@ -150,10 +134,10 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
     ax.set_xlabel("seconds")
     ax.set_title(f"Stage times at {_n_text(top)} keywords (build split into its sub-stages)")
     ax.grid(axis="x", alpha=0.3)
-    return _save(fig, out_dir, f"stages_{_n_text(top)}")
+    return save_figure(fig, out_dir, f"stages_{_n_text(top)}", ticks=False)
 
 
 def process_of(r: Record) -> str | None:
-    """The `scale_stages` process a record came from (``prepare``, ``serve``, ``gen`` ...)."""
+    """The pipeline process a record came from (``prepare``, ``serve``, ``gen`` ...)."""
     cmd = r.command
-    return cmd[3] if len(cmd) > 3 and cmd[:3] == ["python", "-m", "flashtrie.gpu_impl.scale_stages"] else None
+    return cmd[3] if len(cmd) > 3 and cmd[:2] == ["python", "-m"] and cmd[2] in MODULES else None

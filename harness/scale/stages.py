@@ -1,6 +1,6 @@
-"""The steps of `gpu_impl/device_scale.sh` (issue 13); each step appends its records to ``--out`` as it ends.
+"""The steps of the scale pipeline (tools/device/scale.sh); each step appends its records to ``--out`` as it ends.
 
-    python -m flashtrie.gpu_impl.scale_stages PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
+    python -m flashtrie.harness.scale PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
 
 A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
 so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):
@@ -29,7 +29,7 @@ so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--
   as skipped), 124 a step ran past its limit (recorded); anything else is a crash the shell records with
   ``fail --failed PROCESS --message WHY`` (it names the stage in progress from the marker file).
 * ``table``: the stage table of ``--out``; ``render RECORDS... --out DIR``: ``DIR/report.md``
-  (`gpu_impl/scale_report.py`).
+  (`harness/scale/report.py`).
 """
 
 from __future__ import annotations
@@ -43,11 +43,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from flashtrie.harness.argtypes import count, ints
 from flashtrie.harness.records import read_records
 
-from flashtrie.cli.common import count, ints
-
-from .scale_recorder import LIBRARY, OutOfTime, Recorder
+from .recorder import LIBRARY, OutOfTime, Recorder
 
 __all__ = ["PROCESSES", "State", "main"]
 
@@ -489,7 +488,7 @@ def _budgets(items: list[str]) -> dict[str, float]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="scale_stages", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m flashtrie.harness.scale", description=__doc__.splitlines()[0])
     ap.add_argument("process", choices=(*PROCESSES, "fail", "table"))
     ap.add_argument("--n", type=_count, default=800_000_000, help="keywords (800M, 10M, ...)")
     ap.add_argument("--dir", default="/tmp/ftscale", help="where the keyword, query and index files go")
@@ -518,19 +517,31 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def render(argv: list[str]) -> int:
+    """``render RECORDS... --out DIR [--commit C]``: the report pipeline (`flashtrie report`) over the records,
+    with the commit given by hand where the records' own is wrong (a copied tree)."""
+    from flashtrie.harness.report import build_report
+
+    ap = argparse.ArgumentParser(prog="python -m flashtrie.harness.scale render")
+    ap.add_argument("records", nargs="+", help="records files (JSON Lines)")
+    ap.add_argument("--out", required=True, help="folder for report.md and the figures")
+    ap.add_argument("--commit", help="the commit the run's tree was, given by hand (the records' env.git wrong)")
+    args = ap.parse_args(argv)
+    print(build_report(args.records, args.out, commit=args.commit))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["render"]:
-        from flashtrie.gpu_impl.scale_report import main as render_main
-
-        return render_main(argv[1:])
+        return render(argv[1:])
     args = parser().parse_args(argv)
     if args.process == "table":
         stage_table(args.out)
         return 0
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.gpu_impl.scale_stages", *argv],
+    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.harness.scale", *argv],
                    marker=d / "stage.json", budgets=_budgets(args.budget), deadline=args.deadline)
     if args.process == "fail":
         print(f"[scale] {rec.record_failure(args.failed or '?', args.message or 'stopped')}", flush=True)

@@ -1,8 +1,8 @@
-"""``report.md`` of `device_scale.sh`'s records (issue 13), from the records only.
+"""``report.md`` of the scale pipeline's records, from the records only.
 
-    python -m flashtrie.gpu_impl.scale_stages render RECORDS... --out reports/h200-800m [--commit a11aecc]
+    flashtrie report RECORDS... -o reports/h200-800m   (or: python -m flashtrie.harness.scale render ...)
 
-Sections: provenance (records, runs, dates, commit, commands), environment, the issue's bars (each with the
+Sections: provenance (records, runs, dates, commit, commands), environment, the bars (each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the
 latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
 upload's host-to-device bandwidth, GPU == numpy per size (the numpy reference's decode mode and set-up), our
@@ -16,19 +16,17 @@ every latency record.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from flashtrie.harness.records import Record, read_records
-from flashtrie.harness.report import _fmt, _table, command_text
+from flashtrie.harness.markdown import command_text, fmt, table
+from flashtrie.harness.records import Record
+from flashtrie.harness.suites import Metric, Page, Suite, register
 
-from flashtrie.io_util import atomic_write_with
+from .plots import CURVE_NAME, curve_plot, curve_series, process_of, size_of, stage_plot
 
-from .scale_plots import curve_plot, curve_series, process_of, size_of, stage_plot
-
-__all__ = ["BARS", "Bar", "bar_rows", "render", "main", "stage_plot", "curve_plot"]
+__all__ = ["BARS", "Bar", "bar_rows", "SUITE", "sections", "figures"]
 
 PAPER_N = 800_000_000
 GB = 1e9
@@ -77,7 +75,7 @@ def map_bytes(r: Record) -> int:
 
 @dataclass(frozen=True)
 class Bar:
-    """One of the issue's bars: ``measure`` gives (value or None, what was measured, a note)."""
+    """One of the bars: ``measure`` gives (value or None, what was measured, a note)."""
 
     name: str
     limit: float
@@ -92,7 +90,7 @@ def _stage_measure(stage: str, metric: str, unit: str, n: int | None = PAPER_N
         r = find_stage(records, stage, n)
         if r is None:
             other = find_stage(records, stage, None)
-            note = (f"at {_n_text(size_of(other))}: {_fmt(other.metrics.get(metric))} {unit}"
+            note = (f"at {_n_text(size_of(other))}: {fmt(other.metrics.get(metric))} {unit}"
                     if other is not None and other.status == "ok" else "")
             return None, NOT_MEASURED, note
         if r.status == "skipped":
@@ -100,7 +98,7 @@ def _stage_measure(stage: str, metric: str, unit: str, n: int | None = PAPER_N
         if r.status != "ok":
             return None, f"{r.status}: {r.message}", ""
         v = r.metrics.get(metric)
-        return (float(v) if v is not None else None), f"{_fmt(v)} {unit} at {_n_text(size_of(r))}", ""
+        return (float(v) if v is not None else None), f"{fmt(v)} {unit} at {_n_text(size_of(r))}", ""
     return measure
 
 
@@ -122,7 +120,7 @@ def _upload_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
     if v is not None and r is not None:
         bw = r.metrics.get("copy_gb_per_s", r.metrics.get("h2d_gb_per_s"))
         text += (f" ({'the upload' if metric == 'upload_seconds' else 'GpuSearcher construction'}"
-                 + (f", {_fmt(bw)} GB/s host to device" if bw else "") + ")")
+                 + (f", {fmt(bw)} GB/s host to device" if bw else "") + ")")
     return v, text, note
 
 
@@ -200,10 +198,10 @@ def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str |
     rows = [["records", ", ".join(f"`{s}`" for s in sources)], ["records read", len(records)],
             ["runs (run ids)", ", ".join(runs)],
             ["recorded", f"{stamps[0]} – {stamps[-1]}" if stamps else None], ["commit", given]]
-    lines += _table(["", "value"], rows)
+    lines += table(["", "value"], rows)
     shells = list(dict.fromkeys(str(r.env["scale_command"]) for r in records if r.env.get("scale_command")))
     if shells:
-        lines += ["", "The device command (`device_scale.sh`, as it recorded itself):", "", "```"] + shells + ["```"]
+        lines += ["", "The device command (`tools/device/scale.sh`, as it recorded itself):", "", "```", *shells, "```"]
     cmds = list(dict.fromkeys(command_text(r.command) for r in records if r.command))
     lines += ["", "Commands, as the records hold them (in order):", "", "```"] + cmds + ["```", ""]
     return lines
@@ -224,7 +222,7 @@ def _environment(records: Sequence[Record]) -> list[str]:
                 ["RAM", f"{ram / 2**30:.1f} GiB" if isinstance(ram, (int, float)) else None],
                 ["OS", env.get("os")], ["Python", env.get("python")],
                 ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)]]
-        lines += _table(["", "value"], rows) + [""]
+        lines += table(["", "value"], rows) + [""]
     return lines
 
 
@@ -244,7 +242,7 @@ def _stage_tables(records: Sequence[Record]) -> list[str]:
                          f"{nb / GB:.2f}" if nb else None, m.get("gb_per_s"),
                          r.status + (f": {r.message}" if r.message else "")])
         head = ["stage", "process", "backend", "seconds", "peak RSS GB", "bytes GB", "GB/s", "status"]
-        lines += _table(head, rows) + [""]
+        lines += table(head, rows) + [""]
         if any(r.metrics.get("rss_scope") != "stage" for r in recs if size_of(r) == n):
             lines += ["Peak RSS: the stage's own (the high-water mark reset as it starts); * the process's peak so "
                       "far (no reset possible, or a record written outside a stage).", ""]
@@ -261,7 +259,7 @@ def _substages(recs: Sequence[Record], n: int) -> list[str]:
     rows = [[name, sec, f"{100 * sec / total:.0f} %" if total > 0 else None] for name, sec in b.metrics["stages"]]
     head = (f"Build sub-stages ({b.backend} builder; {b.metrics.get('num_unique', 0):,} distinct keywords, "
             f"{b.metrics.get('num_nodes', 0):,} nodes):")
-    return [head, ""] + _table(["sub-stage", "seconds", "of the build"], rows) + [""]
+    return [head, ""] + table(["sub-stage", "seconds", "of the build"], rows) + [""]
 
 
 def _split(recs: Sequence[Record], n: int, pick: Callable[[str], bool], title: str, step: str) -> list[str]:
@@ -274,7 +272,7 @@ def _split(recs: Sequence[Record], n: int, pick: Callable[[str], bool], title: s
     total = float(g.metrics["seconds"])
     rows = [[name, sec, f"{100 * float(sec) / total:.0f} %" if total > 0 else None]
             for name, sec in g.metrics["split"].items()]
-    return [f"{title} ({g.config['stage']}):", ""] + _table([step, "seconds", "of the stage"], rows) + [""]
+    return [f"{title} ({g.config['stage']}):", ""] + table([step, "seconds", "of the stage"], rows) + [""]
 
 
 def _query_split(recs: Sequence[Record], n: int) -> list[str]:
@@ -295,7 +293,7 @@ def _array_bytes(recs: Sequence[Record], n: int) -> list[str]:
     arrays = saves[-1].metrics["array_bytes"]
     rows = [[k, int(v), f"{int(v) / n:.3f}"] for k, v in sorted(arrays.items(), key=lambda kv: -int(kv[1]))]
     rows.append(["**file**", int(saves[-1].metrics["bytes"]), f"{int(saves[-1].metrics['bytes']) / n:.3f}"])
-    return ["Index bytes per array (per input keyword):", ""] + _table(["array", "bytes", "B/keyword"], rows) + [""]
+    return ["Index bytes per array (per input keyword):", ""] + table(["array", "bytes", "B/keyword"], rows) + [""]
 
 
 def _latency_tables(records: Sequence[Record]) -> list[str]:
@@ -310,7 +308,7 @@ def _latency_tables(records: Sequence[Record]) -> list[str]:
             rows.append([r.backend, r.config.get("beam_width"), r.config.get("batch_size", 1), m.get("median_ms"),
                          m.get("mean_ms"), m.get("per_query_ms"), m.get("p99_ms"), m.get("device_mean_ms"),
                          m.get("device_p99_ms"), m.get("samples"), r.status + (f": {r.message}" if r.message else "")])
-        lines += _table(["backend", "beam", "batch", "p50 ms", "mean ms (call)", "per query ms", "p99 ms",
+        lines += table(["backend", "beam", "batch", "p50 ms", "mean ms (call)", "per query ms", "p99 ms",
                          "device mean ms", "device p99 ms", "samples", "status"], rows) + [""]
     return lines
 
@@ -328,10 +326,10 @@ def _curve(records: Sequence[Record], fig: Path | None) -> list[str]:
     rows = []
     for key, pts in p99s.items():
         mean, p99 = dict(means.get(key, [])), dict(pts)
-        rows.append([key[0], key[1], *[f"{_fmt(mean.get(n))} / {_fmt(p99[n])}" if n in p99 else None
+        rows.append([key[0], key[1], *[f"{fmt(mean.get(n))} / {fmt(p99[n])}" if n in p99 else None
                                        for n in sizes]])
     head = ["backend", "beam", *[f"{_n_text(n)}: mean / p99 ms" for n in sizes]]
-    return lines + _table(head, rows) + [""]
+    return lines + table(head, rows) + [""]
 
 
 def _largest(records: Sequence[Record]) -> list[str]:
@@ -348,7 +346,7 @@ def _largest(records: Sequence[Record]) -> list[str]:
     head = ["backend", "beam", "batch", "p50 ms", "mean ms", "p99 ms", "device p50 ms", "device p99 ms", "samples",
             "status"]
     return ([f"## Search at {_n_text(top)} keywords: p50 / p99 per beam and batch (per call, host arrays in and "
-             "out)", ""] + _table(head, rows) + [""])
+             "out)", ""] + table(head, rows) + [""])
 
 
 def _by_size(records: Sequence[Record], stage: str) -> list[Record]:
@@ -375,11 +373,11 @@ def _upload(records: Sequence[Record]) -> list[str]:
             continue
         bw = m.get("copy_gb_per_s", m.get("h2d_gb_per_s"))
         rows.append([_n_text(size_of(r)), m.get("index_bytes"), m.get("copy_bytes"), m.get("copy_seconds"),
-                     f"{_fmt(bw)}" + ("" if "copy_gb_per_s" in m else " (whole upload)") if bw else None,
+                     f"{fmt(bw)}" + ("" if "copy_gb_per_s" in m else " (whole upload)") if bw else None,
                      m.get("derive_flags_seconds"), m.get("upload_seconds"), m.get("seconds"), "ok"])
     head = ["N", "device bytes", "bytes copied", "copy s", "H2D GB/s", "flags on device s", "upload s",
             "GpuSearcher() s", "status"]
-    return lines + _table(head, rows) + ["", "`GpuSearcher() s` includes loading the kernel (compiled or cached); "
+    return lines + table(head, rows) + ["", "`GpuSearcher() s` includes loading the kernel (compiled or cached); "
                                          "`upload s` is the index's upload alone.", ""]
 
 
@@ -401,7 +399,7 @@ def _checks(records: Sequence[Record]) -> list[str]:
                                                                                  else "")])
     head = ["N", "numpy decode", "numpy set-up s", "set-up peak RSS GB", "queries", "beams (K = beam)", "GPU search s",
             "numpy search s", "check s", "status"]
-    return lines + _table(head, rows) + [
+    return lines + table(head, rows) + [
         "", "numpy decode: `eager` decodes every node when the searcher is made, `lazy` only the nodes each search "
         "reaches (`NumpySearcher(decode=\"auto\")` picks by the index's size); the results are the same.", ""]
 
@@ -429,7 +427,7 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
                      f"{m['ours_bytes'] / theirs_map:.3f}", "ok"])
     head = ["N", "distinct keywords", "ours, no map", "marisa-trie, no map", "ratio, no map", "ours, with map",
             "marisa-trie + map", "ratio, with map", "status"]
-    return lines + _table(head, rows) + [
+    return lines + table(head, rows) + [
         "", "Bytes of the files (per distinct keyword). Ours without a map: built with `ids=\"index\"` (ids are the "
         "index order); with one: the saved index (`ids=\"input\"`, its map in as few bits as the ids need). "
         "marisa-trie: a default `BinaryTrie` of the keywords as 4-byte big-endian token keys; its map: key id "
@@ -437,38 +435,50 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
 
 
 def _bars(records: Sequence[Record]) -> list[str]:
-    lines = ["## Bars (issue 13)", ""]
-    lines += _table(["bar", "measured", "verdict", "note"], bar_rows(records))
+    lines = ["## Bars", ""]
+    lines += table(["bar", "measured", "verdict", "note"], bar_rows(records))
     return lines + [""]
 
 
-def render(sources: Sequence[str], out_dir: str | Path, *, commit: str | None = None, plot: bool = True) -> Path:
-    """Write ``out_dir``/report.md (and the figures) from the records in ``sources``; returns its path."""
-    records = read_records(*sources)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    figs = stage_plot(records, out) if plot else []
-    curve = curve_plot(records, out) if plot else []
-    lines = ["# Paper scale on one GPU (issue 13): stages, search and bars", "",
-             "Rendered by `python -m flashtrie.gpu_impl.scale_stages render` from the records below only.", ""]
-    lines += _provenance(records, sources, commit) + _environment(records) + _bars(records)
+def figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
+    """The stage times at the largest size and the latency-vs-size curve (where the records have them)."""
+    drawn = {}
+    stages = stage_plot(records, out_dir)
+    if stages:
+        drawn["stages"] = stages
+    curve = curve_plot(records, out_dir)
+    if curve:
+        drawn[CURVE_NAME] = curve
+    return drawn
+
+
+def sections(records: list[Record], page: Page) -> list[str]:
+    """The scale pipeline's part of a report: provenance, environment, bars, curve, search at the largest
+    size, upload, checks, size against marisa-trie, stage tables and latency tables."""
+    curve = page.drawn.get(CURVE_NAME)
+    stages = page.drawn.get("stages")
+    lines = ["Rendered by `flashtrie report` from the records below only.", ""]
+    lines += _provenance(records, page.sources, page.commit) + _environment(records) + _bars(records)
     lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records) + _checks(records)
     lines += _marisa_sizes(records) + _stage_tables(records)
-    if figs:
-        lines += [f"![stage times]({figs[0].name})", ""]
-    lines += _latency_tables(records)
-    path = out / "report.md"
-    text = "\n".join(lines).rstrip() + "\n"
-    atomic_write_with(path, lambda f: f.write(text.encode()))
-    return path
+    if stages:
+        lines += [f"![stage times]({stages[0].name})", ""]
+    return lines + _latency_tables(records)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="scale_stages render", description=__doc__.splitlines()[0])
-    ap.add_argument("records", nargs="+", help="records files (JSON Lines)")
-    ap.add_argument("--out", required=True, help="folder for report.md and the figure")
-    ap.add_argument("--commit", help="the commit the run's tree was, given by hand (the records' env.git wrong)")
-    ap.add_argument("--no-plot", action="store_true", help="no figure")
-    args = ap.parse_args(argv)
-    print(render(args.records, args.out, commit=args.commit, plot=not args.no_plot))
-    return 0
+def _owns(r: Record) -> bool:
+    """The pipeline's stage records, and every record one of its processes wrote (its beam sweeps)."""
+    return r.sweep == "scale" or process_of(r) is not None
+
+
+#: The scale pipeline's metrics (each stage record's, and the latency records' of its beam sweep).
+METRICS = {
+    "seconds": Metric("wall-clock seconds of one stage", "s"),
+    "peak_rss_bytes": Metric("the process's peak resident memory during the stage (or since its start)", "bytes"),
+    "gb_per_s": Metric("bytes of the stage (read, copied or written) per second", "GB/s"),
+    "mean_ms": Metric("search latency per call, mean (batch 1 unless stated)", "ms"),
+    "p99_ms": Metric("search latency per call, 99th percentile", "ms"),
+}
+
+SUITE = register(Suite(name="scale", title="Paper scale on one GPU: stages, search and bars", owns=_owns,
+                       sections=sections, figures=figures, metrics=METRICS))

@@ -1,9 +1,9 @@
 """Measurements of the GPU builder, one per process (so each peak RSS is its own).
 
-    python gpu_impl/scripts/gpubuild_bench.py build --n 100M [--numpy] [--ids input|index] [--json F]
-    python gpu_impl/scripts/gpubuild_bench.py compare --n 5M [--json F]
-    python gpu_impl/scripts/gpubuild_bench.py transfer --gb 4 [--json F]
-    python gpu_impl/scripts/gpubuild_bench.py directories --nodes 720M [--json F]
+    python tools/probes/gpubuild_bench.py build --n 100M [--numpy] [--ids input|index] [--json F]
+    python tools/probes/gpubuild_bench.py compare --n 5M [--json F]
+    python tools/probes/gpubuild_bench.py transfer --gb 4 [--json F]
+    python tools/probes/gpubuild_bench.py directories --nodes 720M [--json F]
 
 * ``build``: `generate_keywords` (all cores), then `build_gpu.build_index` (``--numpy``: the same code on the
   CPU, where every "device" array is a host array: its peak is then the GPU's memory, not the host's),
@@ -26,8 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from flashtrie.cli.common import count
+from flashtrie.harness.argtypes import count
 
 
 def _status_kb(field: str) -> int:

@@ -1,13 +1,13 @@
 #!/bin/bash
-# On the GPU machine, from the repository root: the paper-scale pipeline in ONE command of <= 10 minutes (issue 13).
-#   FLASHTRIE_COMMIT=<commit> bash gpu_impl/device_scale.sh                  (800M, curve 1M 10M 100M first)
-#   bash gpu_impl/scripts/check_scalerun.sh   (a quick check: 1M then 30M in < 120 s)
+# On the GPU machine, from the repository root: the paper-scale pipeline in ONE command of <= 10 minutes.
+#   FLASHTRIE_COMMIT=<commit> bash tools/device/scale.sh                    (800M, curve 1M 10M 100M first)
+#   bash tools/device/check.sh scale-quick      (a quick check: 1M then 30M in < 120 s)
 # FLASHTRIE_COMMIT must be given when this runs on a copied tree: git would otherwise name the commit of whatever
 # checkout holds the copy, and the records would carry that commit.
 #
 # 1. installs the carried wheels (.whl/) and the project (INSTALL=0: the caller did);
 # 2. for each curve size of SIZES (default "1M 10M 100M"), then for N (default 800M), two processes of
-#    gpu_impl/scale_stages.py, each appending records to $OUT/scale.jsonl as every stage ends:
+#    harness/scale/stages.py, each appending records to $OUT/scale.jsonl as every stage ends:
 #      prepare: generate the keywords, 16 dense queries (K = 1000), the GPU builder's warm-up (its own stage:
 #               cupy compiles its kernels on a fresh machine, ~20 s, not charged to the build), build (GPU
 #               builder where cupy and a GPU are present, else the CPU builder; BUILDER=gpu|cpu forces one),
@@ -23,13 +23,13 @@
 #    marisa at MARISA_LAST (default "10M", curve sizes not in MARISA_SIZES) runs after N, in the time left
 #    (its searcher took 72.9 s at 10M: inside the curve it would take the 100M point's time); those sizes keep
 #    their files until then;
-# 3. prints the stage table and renders $OUT/report/report.md from the records (scale_report.py); then bundles
+# 3. prints the stage table and renders $OUT/report/report.md from the records (harness/scale/report.py); then bundles
 #    $OUT into $OUT/scale.tgz and (BUNDLE_ONLY=1, default) leaves only it, scale.jsonl and scale.log in $OUT.
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 330)
 # before that, so N keeps its time (800M: ~200 s measured, 145 s of it prepare). Each step also has a budget (BUDGET_<STEP>, seconds); a step past its
 # limit is recorded as timed out and its process ends (status 124); the shell's `timeout` is the backstop and
 # `fail` records what it stopped. A killed command still leaves every record written so far.
-# Render elsewhere: python -m flashtrie.gpu_impl.scale_stages render $OUT/scale.jsonl --out reports/h200-800m
+# Render elsewhere: python -m flashtrie.harness.scale render $OUT/scale.jsonl --out reports/h200-800m
 set -uo pipefail
 T0=$(date +%s)
 OUT=${OUT:-$PWD/out}
@@ -45,7 +45,7 @@ CHECK_SIZES=${CHECK_SIZES-all}
 MARISA_SIZE_N=${MARISA_SIZE_N-10M}
 BATCHES=${BATCHES:-1,8}
 export PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
-export SCALE_COMMAND="N=$N SIZES='$SIZES' MARISA_SIZES='$MARISA_SIZES' MARISA_LAST='$MARISA_LAST' TOTAL=$TOTAL RESERVE=$RESERVE bash gpu_impl/device_scale.sh"
+export SCALE_COMMAND="N=$N SIZES='$SIZES' MARISA_SIZES='$MARISA_SIZES' MARISA_LAST='$MARISA_LAST' TOTAL=$TOTAL RESERVE=$RESERVE bash tools/device/scale.sh"
 mkdir -p "$OUT" "$DIR"
 LOG="$OUT/scale.log"
 : > "$LOG"
@@ -75,16 +75,16 @@ BUDGET+=",bench=${BUDGET_BENCH:-120},marisa=${BUDGET_MARISA:-150}"
 failed=0
 has() { [[ " $1 " == *" $2 "* ]]; }  # has LIST WORD
 
-proc() {  # proc NAME SIZE SIZE_DIR DEADLINE [args]: one process of scale_stages.py under the deadline
+proc() {  # proc NAME SIZE SIZE_DIR DEADLINE [args]: one process of harness/scale/stages.py under the deadline
   local name=$1 size=$2 d=$3 deadline=$4; shift 4
   local left=$((deadline - $(date +%s)))
   if (( left < 5 )); then
     say "[$size] $name: no time left"; failed=1
-    python3 -m flashtrie.gpu_impl.scale_stages fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
+    python3 -m flashtrie.harness.scale fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
       --message "not started: no time left before the deadline" | tee -a "$LOG"
     return 1
   fi
-  timeout -k 5 $((left + 5)) python3 -m flashtrie.gpu_impl.scale_stages "$name" --n "$size" --dir "$d" --out "$R" \
+  timeout -k 5 $((left + 5)) python3 -m flashtrie.harness.scale "$name" --n "$size" --dir "$d" --out "$R" \
     --deadline "$deadline" --budget "$BUDGET" "$@" 2>&1 | tee -a "$LOG"
   local rc=${PIPESTATUS[0]}
   case $rc in
@@ -93,7 +93,7 @@ proc() {  # proc NAME SIZE SIZE_DIR DEADLINE [args]: one process of scale_stages
     *) failed=1
        local why="exit status $rc"
        [[ $rc == 124 ]] && why="timed out (exit status 124)"; [[ $rc == 137 ]] && why="killed (exit status 137: out of memory, or the timeout)"
-       python3 -m flashtrie.gpu_impl.scale_stages fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
+       python3 -m flashtrie.harness.scale fail --n "$size" --dir "$d" --out "$R" --failed "$name" \
          --message "$why" | tee -a "$LOG";;
   esac
   return "$rc"
@@ -137,8 +137,8 @@ for s in "${LATE[@]}"; do  # marisa at the sizes it was left out of, in the time
   else say "[$s] marisa not run: its keywords, index or queries are missing"; fi
   [[ ${KEEP:-0} == 1 ]] || rm -rf "$d"
 done
-python3 -m flashtrie.gpu_impl.scale_stages table --out "$R" | tee -a "$LOG"
-python3 -m flashtrie.gpu_impl.scale_stages render "$R" --out "$OUT/report" 2>&1 | tail -3 | tee -a "$LOG" \
+python3 -m flashtrie.harness.scale table --out "$R" | tee -a "$LOG"
+python3 -m flashtrie.harness.scale render "$R" --out "$OUT/report" 2>&1 | tail -3 | tee -a "$LOG" \
   || say "render FAILED"
 say "total $(( $(date +%s) - T0 )) s"
 # few files come back from the device machine: everything in one tarball, the records and the log beside it

@@ -1,6 +1,6 @@
-"""The lazy numpy reference at scale (issue 13: GPU == numpy at 800M), run by check_numpylazy.sh.
+"""The lazy numpy reference at scale (GPU == numpy at 800M); `tools/device/check.sh numpylazy` runs it.
 
-    python gpu_impl/scripts/numpylazy_check.py --n 100M --out DIR [--eager-below 40]
+    python tools/probes/numpylazy_check.py --n 100M --out DIR [--eager-below 40]
 
 Generates ``--n`` keywords, builds them with the GPU builder (the CPU builder without cupy), generates 16
 dense queries (K = 1000), then times ``NumpySearcher(index, decode="lazy")``'s set-up and its peak RSS growth,
@@ -33,7 +33,7 @@ def _timed(log: dict[str, Any], name: str, fn: Any) -> Any:
 
 def inputs(n: int, log: dict[str, Any]) -> tuple[Any, Any]:
     from flashtrie.datasets import generate_keywords, generate_queries
-    from flashtrie.gpu_impl.scale_stages import build_with, choose_builder
+    from flashtrie.harness.scale.stages import build_with, choose_builder
 
     ks = _timed(log, "generate keywords", lambda: generate_keywords(n, seed=0))
     builder, why = choose_builder("auto")
@@ -49,7 +49,7 @@ def inputs(n: int, log: dict[str, Any]) -> tuple[Any, Any]:
 
 
 def searcher_setup(idx: Any, mode: str, log: dict[str, Any]) -> Any:
-    from flashtrie.gpu_impl.scale_recorder import current_rss, peak_rss, reset_peak_rss
+    from flashtrie.harness.scale.recorder import current_rss, peak_rss, reset_peak_rss
     from flashtrie.reference_cpu.numpy_search import NumpySearcher
 
     reset_peak_rss()
@@ -74,7 +74,7 @@ def check_like(ref: Any, proposals: Any, log: dict[str, Any]) -> None:
 
 def compare(idx: Any, ref: Any, proposals: Any, log: dict[str, Any]) -> list[str]:
     """GPU == numpy at beam 1000 on the 16 queries (one batch), and numpy's batch-1 times."""
-    from flashtrie.gpu_impl.scale_recorder import current_rss, peak_rss, reset_peak_rss
+    from flashtrie.harness.scale.recorder import current_rss, peak_rss, reset_peak_rss
 
     from flashtrie import Proposals, SearchConfig
     from flashtrie.search_types import result_difference
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--eager-below", type=float, default=0.0)
     args = ap.parse_args(argv)
-    from flashtrie.cli.common import count
+    from flashtrie.harness.argtypes import count
 
     t_start = time.perf_counter()
     log: dict[str, Any] = {"n": args.n, "cpus": os.cpu_count()}

@@ -1,0 +1,1 @@
+"""The scale pipeline: its stages (`stages`), their records (`recorder`), and its report (`report`, `plots`)."""

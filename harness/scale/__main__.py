@@ -1,0 +1,7 @@
+"""``python -m flashtrie.harness.scale PROCESS ...``: one process of the scale pipeline (see `stages`)."""
+
+import sys
+
+from flashtrie.harness.scale.stages import main
+
+sys.exit(main())

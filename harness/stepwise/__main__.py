@@ -1,0 +1,5 @@
+"""``python -m flashtrie.harness.stepwise ...``: the stepwise bench, or ``render`` of its records."""
+
+from flashtrie.harness.stepwise.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,66 @@
+"""The report pipeline's registry of suites: each suite of the lab (the search sweeps, the stepwise suite,
+the scale pipeline) registers the records it owns, its report sections, its figures and a table of its
+metrics (name -> description, unit, and how to read it from a record)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .records import Record
+
+__all__ = ["Metric", "Page", "Suite", "SUITES", "register", "suite_of"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric of a suite; ``function`` reads it from a record (None: the stored metric of that name)."""
+
+    description: str
+    unit: str
+    function: Callable[[Record], Any] | None = None
+
+    def value(self, name: str, r: Record) -> Any:
+        return self.function(r) if self.function is not None else r.metrics.get(name)
+
+
+@dataclass(frozen=True)
+class Page:
+    """What a suite's sections are rendered for: the record files, the report's folder, the figures drawn
+    there (name -> [png, svg]) and, where given by hand, the commit the records were measured at."""
+
+    sources: list[str]
+    out_dir: Path
+    drawn: dict[str, list[Path]] = field(default_factory=dict)
+    commit: str | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class Suite:
+    """A suite of the lab as the report pipeline sees it (suites own disjoint records)."""
+
+    name: str
+    title: str  # the report's title when the records are this suite's only
+    owns: Callable[[Record], bool]
+    sections: Callable[[list[Record], Page], list[str]]  # Markdown lines, after the report's title
+    figures: Callable[[list[Record], Path], dict[str, list[Path]]]  # drawn into the folder given
+    metrics: Mapping[str, Metric]
+    fallback: bool = False  # owns only the records no other suite owns
+
+
+#: Registered suites, in the order their sections appear in a report.
+SUITES: dict[str, Suite] = {}
+
+
+def register(suite: Suite) -> Suite:
+    """Add ``suite`` to the registry (once per name)."""
+    SUITES[suite.name] = suite
+    return suite
+
+
+def suite_of(r: Record) -> Suite | None:
+    """The suite that owns ``r``: a suite that is no fallback first, in the registry's order."""
+    ranked = sorted(SUITES.values(), key=lambda s: s.fallback)
+    return next((s for s in ranked if s.owns(r)), None)

@@ -1,0 +1,122 @@
+"""Short tables of the device checks' result files (tools/device/check.sh).
+
+    python3 tools/device/summarize.py gpubuild RESULTS.jsonl
+    python3 tools/device/summarize.py verify DIR
+    python3 tools/device/summarize.py queries SCALE.jsonl
+    python3 tools/device/summarize.py compare DIR
+    python3 tools/device/summarize.py json FILE.json
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+GB = 1e9
+
+
+def _lines(path: str) -> list[dict[str, Any]]:
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _gpubuild_build(r: dict[str, Any]) -> None:
+    print(f"build {r['n']:,} keywords ({r['xp']}, ids={r['ids']}): {r['build_s']:.2f} s "
+          f"(generate {r['generate_s']:.1f} s, warm-up {r['warmup_s']:.1f} s); {r['num_unique']:,} unique, "
+          f"{r['num_nodes']:,} nodes")
+    print("  stages: " + ", ".join(f"{s} {t:.2f}" for s, t in r["stages"]))
+    pool = r["gpu_pool_total_bytes_at_stage"]
+    print("  GPU pool GB at stage start: " + ", ".join(f"{s} {b / GB:.1f}" for s, b in pool))
+    print(f"  host: input {r['input_bytes'] / GB:.2f} GB, RSS before build {r['rss_before_build'] / GB:.2f} GB, "
+          f"peak during build {r['peak_rss_during_build'] / GB:.2f} GB (reset {r['peak_reset']}), "
+          f"above input {r['build_peak_above_input'] / GB:.2f} GB, index arrays {r['index_array_bytes'] / GB:.2f} GB")
+    f = 800e6 / r["n"]
+    host = r["rss_before_build"] + (f - 1) * r["input_bytes"] + f * r["build_peak_above_input"]
+    if r.get("pool_peaks"):
+        print("  (stage peaks run: its seconds include the re-allocations)")
+    print(f"  x{f:g} to 800M: build ~{r['build_s'] * f:.0f} s, host peak ~{host / GB:.0f} GB, GPU pool "
+          f"~{f * max(b for _, b in r['gpu_pool_total_bytes_at_stage']) / GB:.0f} GB")
+
+
+def gpubuild(path: str) -> None:
+    """The GPU builder's measurements (tools/probes/gpubuild_bench.py's JSON lines)."""
+    for r in _lines(path):
+        if r["what"] == "transfer":
+            print("transfer GB/s: " + ", ".join(f"{k} {v}" for k, v in r.items() if "gbps" in k or "equal" in k))
+        elif r["what"] == "build":
+            _gpubuild_build(r)
+        elif r["what"] == "compare":
+            print(f"compare CPU == GPU at {r['n']:,}: equal={r['equal']} " + "; ".join(
+                f"{k}: cpu {m['cpu_s']} s, gpu {m['gpu_s']} s, diff {m['different_arrays'] + m['different_meta']}"
+                for k, m in r["modes"].items()))
+
+
+def verify(folder: str) -> None:
+    """The verified loads (benchmarks/load_speed.py's JSON files in ``folder``)."""
+    print(f"{'run':<14} {'file':<12} {'cores':>5} {'s':>6} {'GB/s':>6} {'CPU s':>6} | split")
+    for path in [os.path.join(folder, "load.json")] + sorted(glob.glob(os.path.join(folder, "sweep_*.json"))):
+        if not os.path.exists(path):
+            continue
+        name = "default" if path.endswith("load.json") else os.path.basename(path)[6:-5]
+        with open(path) as f:
+            results = json.load(f)["results"]
+        for r in results:
+            split = " ".join(f"{k.split(' (')[0].replace(' ', '_')}={x:.3f}" for k, x in r["split"].items()
+                             if x >= 0.005)
+            print(f"{name:<14} {os.path.basename(r['path']):<12} {r['workers']:>5} {r['seconds']:>6.3f} "
+                  f"{r['gb_per_s']:>6.3f} {r['cpu_seconds']:>6.2f} | {split}")
+
+
+def queries(path: str) -> None:
+    """The query stage's split (the scale pipeline's records)."""
+    for r in _lines(path):
+        split = r["metrics"].get("split")
+        if split:
+            print(f"queries {r['metrics']['seconds']:.2f} s: " + ", ".join(f"{k} {v:.2f}" for k, v in split.items()))
+
+
+def _compare_row(tree: str, n: int, r: dict[str, Any]) -> str:
+    m, c = r.get("metrics", {}), r.get("config", {})
+    dev = m.get("device_mean_ms")
+    parts = "/".join(f"{m[k]:.3f}" for k in ("host_prep_ms", "host_enqueue_ms", "host_wait_ms", "host_post_ms")
+                     if k in m)
+    return (f"{tree:5} {n:>5} {c.get('beam_width')!s:>5} {r.get('status', '?'):9} "
+            f"{m.get('mean_ms', float('nan')):8.3f} {m.get('p99_ms', float('nan')):8.3f} "
+            f"{dev if dev is None else round(dev, 3)!s:>9} {parts:>24}")
+
+
+def compare(folder: str) -> None:
+    """Both trees' GPU latencies (bench_base.jsonl, bench_new.jsonl in ``folder``), round by round."""
+    print(f"{'tree':5} {'round':>5} {'beam':>5} {'status':9} {'mean ms':>8} {'p99 ms':>8} {'device ms':>9} "
+          f"{'prep/enq/wait/post ms':>24}")
+    for tree in ("base", "new"):
+        path = os.path.join(folder, f"bench_{tree}.jsonl")
+        if not os.path.exists(path):
+            continue
+        seen: dict[Any, int] = {}
+        for r in _lines(path):
+            if r.get("backend") != "gpu" or r.get("kind") not in (None, "search", "beam", "latency"):
+                continue
+            key = r.get("config", {}).get("beam_width")
+            seen[key] = seen.get(key, 0) + 1
+            print(_compare_row(tree, seen[key], r))
+
+
+def flat(path: str) -> None:
+    """A flat JSON object as a two-column table."""
+    with open(path) as f:
+        for k, v in json.load(f).items():
+            print(f"| {k} | {v} |")
+
+
+COMMANDS: dict[str, Callable[[str], None]] = {"gpubuild": gpubuild, "verify": verify, "queries": queries,
+                                               "compare": compare, "json": flat}
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[1] not in COMMANDS:
+        sys.exit(__doc__)
+    COMMANDS[sys.argv[1]](sys.argv[2])
