@@ -98,7 +98,7 @@ def fitting_chunk(ks: KeywordSet, num_steps: int, top: int, free: int) -> int:
 
 def pass_cupy() -> ModuleType:
     """cupy for the GPU pass, or a `DeviceError` that names ``device`` and the way out."""
-    from flashtrie.gpu_impl.build_gpu import cupy_module
+    from flashtrie.arrays import cupy_module
 
     try:
         return cupy_module()

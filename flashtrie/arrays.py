@@ -15,10 +15,11 @@ def cupy_module() -> ModuleType:
     try:
         import cupy
     except ImportError as e:
-        raise DeviceError(f"the GPU passes need cupy ({e}); install it with pip install 'flashtrie[gpu-build]' "
-                          "(cupy-cuda13x), or run them on the CPU") from None
+        raise DeviceError(f"the GPU builder and passes need cupy ({e}); install it with pip install "
+                          "'flashtrie[gpu-build]' (cupy-cuda13x), or build on the CPU with "
+                          "NarrowLoudsIndex.build") from None
     try:
         cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # cupy's CUDARuntimeError: no driver or no device
-        raise DeviceError(f"no usable CUDA device for the GPU passes: {e}") from None
+        raise DeviceError(f"no usable CUDA device for the GPU builder and passes: {e}") from None
     return cupy

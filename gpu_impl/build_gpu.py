@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.arrays import cupy_module
 from flashtrie.cpus import usable_cpus
-from flashtrie.errors import DeviceError
 from flashtrie.index.build_assemble import Assembled, BuiltArrays, assemble, finish
 from flashtrie.index.build_sort import sorted_unique
 from flashtrie.index.build_trie import level_order, preorder
@@ -35,19 +35,6 @@ __all__ = ["build_arrays_gpu", "build_index", "cupy_module"]
 
 Progress = Callable[[str], None]
 
-
-def cupy_module() -> ModuleType:
-    """cupy, with a clear error where it (or a GPU) is missing."""
-    try:
-        import cupy
-    except ImportError as e:
-        raise DeviceError(f"the GPU builder needs cupy ({e}); install it with pip install 'flashtrie[gpu-build]' "
-                          "(cupy-cuda13x), or build on the CPU with NarrowLoudsIndex.build") from None
-    try:
-        cupy.cuda.runtime.getDeviceCount()
-    except Exception as e:  # cupy's CUDARuntimeError: no driver or no device
-        raise DeviceError(f"the GPU builder found no usable CUDA device: {e}") from None
-    return cupy
 
 
 def _device_arrays(xp: ModuleType, ks: KeywordSet, ids: str, want_order: bool, say: Progress,

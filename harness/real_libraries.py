@@ -192,9 +192,11 @@ def _eos_vocab(lib: RealLibrary) -> tuple[int, int]:
 def stepwise_records(ctx: RunContext, lib: RealLibrary, index: Any, workload: dict[str, Any], backend: str,
                      repeats: int) -> list[Record]:
     """The 2 x 70 step: numpy `TrieStepper.advance_mask` (host wall time per call) or, for ``gpu``, the
-    GPU stepper's timings of `flashtrie.harness.stepwise_bench.gpu_step_metrics`; rows at the root, and
+    GPU stepper's timings of `flashtrie.harness.stepwise.measure.gpu_step_metrics`; rows at the root, and
     rows inside seeded identifiers whose next token is the identifier's."""
-    from .stepwise_bench import _stats, gpu_step_metrics, sample_rows
+    from .stepwise.cases import sample_rows
+    from .stepwise.measure import gpu_step_metrics
+    from .timing import sample_stats
 
     b, k = STEP_SHAPE
     eos, vocab = _eos_vocab(lib)
@@ -222,7 +224,7 @@ def stepwise_records(ctx: RunContext, lib: RealLibrary, index: Any, workload: di
                     t0 = time.perf_counter()
                     cpu.advance_mask(states, nxt, vocab, eos, out=buf)
                     host.append((time.perf_counter() - t0) * 1e6)
-                m = {"host_fused_us": _stats(host), "repeats": repeats}
+                m = {"host_fused_us": sample_stats(host), "repeats": repeats}
             out.append(ctx.record(kind="latency", backend=f"{backend}-stepwise", sweep="real-stepwise",
                                   workload=workload, config=cfg, metrics=m))
         except Exception as e:  # noqa: BLE001 - one failed case is recorded, the run goes on

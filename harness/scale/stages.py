@@ -162,7 +162,7 @@ def choose_builder(wanted: str) -> tuple[str, str | None]:
     if wanted != "auto":
         return wanted, None
     try:
-        from flashtrie.gpu_impl.build_gpu import cupy_module
+        from flashtrie.arrays import cupy_module
 
         cupy_module()
         return "gpu", None
