@@ -36,7 +36,7 @@ CHECKS=(
   "verify|verified loads at 100M, both id orders, CPU and GPU passes, other piece sizes [VERIFY_N=100M]"
   "numpylazy|the lazy numpy reference at 100M: set-up, memory, GPU == numpy [NUMPYLAZY_N=100M NUMPYLAZY_EAGER_BELOW=0]"
   "queries|the query generator's library pass on CPU and GPU, facts equal bit for bit [Q_N=100M Q_THREADS=1,4,16]"
-  "compare|this tree against another (BASE: a copy of it): both trees' beam latency (gpu, numpy; parity checked) in alternating rounds on the same inputs [BASE N=10M BEAMS=100,1000 ROUNDS=2]"
+  "compare|this tree against another (BASE: a copy of it): both trees' beam latency (gpu, numpy; parity checked) and fused 2x70 step, in alternating rounds on the same inputs [BASE N=10M BEAMS=100,1000 ROUNDS=2 STEP_CASE=fixed:20M:32768]"
 )
 
 FAILED=0
@@ -319,6 +319,13 @@ check_compare() {
       --repeats 20 --max-seconds 20 -o "$D/bench_$v.jsonl" --quiet >> "$D/bench.log" 2>&1 || rc=1
   done; done
   rm -rf "$w"
+  local mod  # the fused 2 x 70 step, rows at the root and inside keywords (the older tree's bench module name)
+  for round in $(seq 1 "${ROUNDS:-2}"); do for v in base new; do
+    mod=flashtrie.harness.stepwise; [ $v = base ] && [ ! -d "$base/harness/stepwise" ] && mod=flashtrie.harness.stepwise_bench
+    FLASHTRIE_COMMIT="$v-round$round" timeout "${STEP_TIMEOUT:-150}" tree $v python3 -m $mod \
+      --out "$D/step_$v.jsonl" --cases "${STEP_CASE:-fixed:20M:32768}" --shapes 2x70 --states root,mid \
+      --repeats 30 --max-seconds 120 >> "$D/step.log" 2>&1 || rc=1
+  done; done
   python3 "$HERE/tools/device/summarize.py" compare "$D" | tee "$D/table.txt"
   summary compare $rc "table in $D/table.txt"
 }

@@ -90,7 +90,8 @@ def _compare_row(tree: str, n: int, r: dict[str, Any]) -> str:
 
 
 def compare(folder: str) -> None:
-    """Both trees' GPU latencies (bench_base.jsonl, bench_new.jsonl in ``folder``), round by round."""
+    """Both trees' GPU latencies (bench_base.jsonl, bench_new.jsonl in ``folder``) and fused steps
+    (step_base.jsonl, step_new.jsonl), round by round."""
     print(f"{'tree':5} {'round':>5} {'beam':>5} {'status':9} {'mean ms':>8} {'p99 ms':>8} {'device ms':>9} "
           f"{'prep/enq/wait/post ms':>24}")
     for tree in ("base", "new"):
@@ -104,6 +105,24 @@ def compare(folder: str) -> None:
             key = r.get("config", {}).get("beam_width")
             seen[key] = seen.get(key, 0) + 1
             print(_compare_row(tree, seen[key], r))
+    print(f"{'tree':5} {'round':>5} {'step rows':>14} {'device us fused':>16} {'10 per graph':>13} {'host us p50':>12}")
+    for tree in ("base", "new"):
+        path = os.path.join(folder, f"step_{tree}.jsonl")
+        for r in _lines(path) if os.path.exists(path) else []:
+            m, c = r.get("metrics", {}), r.get("config", {})
+            if r.get("status") != "ok" or "graph_fused_us" not in m:
+                continue
+            inner = next((v for k, v in m.items() if k.startswith("graph") and k.endswith("_fused_us")
+                          and k != "graph_fused_us"), float("nan"))
+            host = m.get("host_fused_us", {})
+            commit = str((r.get("env", {}).get("git") or {}).get("commit", ""))
+            print(f"{tree:5} {commit[-6:]:>5} {c.get('states', ''):>14} {_num(m['graph_fused_us']):>16.2f} "
+                  f"{_num(inner):>13.2f} {_num(host, 'p50'):>12.1f}")
+
+
+def _num(v: Any, stat: str = "mean") -> float:
+    """A metric as a number: itself, or one statistic of a distribution."""
+    return float(v.get(stat, float("nan"))) if isinstance(v, dict) else float(v)
 
 
 def flat(path: str) -> None:
