@@ -21,8 +21,9 @@ def lint(session: nox.Session) -> None:
     session.install("ruff>=0.5", "import-linter>=2.1")
     session.run("ruff", "check", ".")
     root = Path(__file__).resolve().parent
+    shutil.rmtree(root / "build", ignore_errors=True)  # setuptools' scratch folder: stale files would be installed
     session.install("--no-deps", "--force-reinstall", os.fspath(root))  # a copy in the session's venv, not editable
-    shutil.rmtree(root / "build", ignore_errors=True)  # setuptools' scratch folder in the checkout
+    shutil.rmtree(root / "build", ignore_errors=True)
     session.chdir(session.create_tmp())
     session.run("lint-imports", os.fspath(root / "pyproject.toml"))
 
