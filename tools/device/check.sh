@@ -47,9 +47,13 @@ summary() {  # summary NAME RC TEXT: the check's one line
   local state=ok; [[ $rc == 0 ]] || { state="FAILED rc=$rc"; FAILED=1; }
   say "[$name] $state ($((SECONDS - T_CHECK)) s) $*"
 }
-step() {  # step NAME TIMEOUT CMD...: CMD's output to $D/NAME.log; its status
+step() {  # step NAME TIMEOUT CMD...: CMD (a program or a function of this script) with its output to $D/NAME.log
   local name=$1 limit=$2; shift 2
-  timeout "$limit" "$@" > "$D/$name.log" 2>&1
+  if declare -F "$1" > /dev/null; then  # timeout runs programs: a function runs in a bash that has it
+    timeout "$limit" bash -c "$(declare -f "$1"); \"\$@\"" _ "$@" > "$D/$name.log" 2>&1
+  else
+    timeout "$limit" "$@" > "$D/$name.log" 2>&1
+  fi
 }
 last_line() { tail -1 "$1" 2>/dev/null | cut -c1-160; }
 worst() { local r=0 x; for x in "$@"; do [[ $x == 0 ]] || r=$x; done; echo "$r"; }
