@@ -27,8 +27,8 @@
 #    $OUT into $OUT/scale.tgz and (BUNDLE_ONLY=1, default) leaves only it, scale.jsonl and scale.log in $OUT.
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 330)
 # before that, so N keeps its time (800M: ~200 s measured, 145 s of it prepare). Each step also has a limit
-# (BUDGET_<STEP>, seconds); a step past its limit is recorded as timed out and its process ends (status 124); the shell's `timeout` is the backstop and
-# `fail` records what it stopped. A killed command still leaves every record written so far.
+# (BUDGET_<STEP>, seconds); a step past its limit is recorded as timed out and its process ends (status 124);
+# the shell's `timeout` is the backstop and `fail` records what it stopped. A killed command still leaves every record written so far.
 # Render elsewhere: python -m flashtrie.harness.scale render $OUT/scale.jsonl --out reports/h200-800m
 set -uo pipefail
 T0=$(date +%s)
