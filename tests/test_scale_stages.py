@@ -152,7 +152,7 @@ def test_budget_watchdog_records_the_open_stage(tmp_path) -> None:
         with rec.span("build"):
             assert fired.wait(10)
     (r, done) = read_records(out)
-    assert (r.status, codes) == ("error", [124]) and r.message == "timed out: ran past its budget (build), 1 s"
+    assert (r.status, codes) == ("error", [124]) and r.message == "timed out: ran past its limit (build), 1 s"
     assert done.status == "ok"  # (a real exit would have ended the process here)
     with pytest.raises(OutOfTime):
         with Recorder(out, 1000, ["x"], deadline=time.time() + 0.5).budget("gen"):
