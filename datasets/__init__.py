@@ -9,7 +9,7 @@
 * `keyword_stats`: structure statistics of a library (fan-out, prefixes per depth, duplicates).
 
 Generator versions (the ``generator`` field of the stored parameters): version 2 is the default of both
-generators since the scale work (issue 13): the same models and laws as version 1, other numbers for a
+generators: the same models and laws as version 1, other numbers for a
 given seed.  Keywords: fixed chunks with streams of their own, on threads (the output does not depend on
 the thread count).  Queries: per-query work proportional to K, not to the library (see
 `datasets._queries_v2`).  Version 1 stays available (``generator="flashtrie.datasets.keywords/1"`` /

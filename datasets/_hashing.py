@@ -99,3 +99,20 @@ def canonical_ids(full: np.ndarray) -> np.ndarray:
     canon = np.empty(full.size, dtype=np.int64)
     canon[order] = first[np.cumsum(run_start) - 1]
     return canon
+
+
+def fingerprint(full_hashes: np.ndarray) -> str:
+    """A 64-bit hex fingerprint of a keyword list from its keywords' full hashes (order counts)."""
+    n = full_hashes.size
+    step = max(1 << 20, -(-n // (4 * usable_cpus())))
+
+    def part(s: int) -> int:  # xor is associative: ranges on threads give the same value
+        full = np.arange(s, min(s + step, n), dtype=np.uint64)
+        full *= np.uint64(0x9E3779B97F4A7C15)
+        full ^= full_hashes[s : s + step]
+        return int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
+
+    acc = 0
+    for x in in_parallel([lambda s=s: part(s) for s in range(0, n, step)], usable_cpus()):
+        acc ^= x
+    return f"{acc ^ n:016x}"

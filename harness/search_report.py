@@ -183,7 +183,7 @@ def _arg(cmd: Sequence[str], flag: str) -> str | None:
 def _input_commands(records: list[Record]) -> list[str]:
     """Commands that make the input files the records name again, from the generator parameters stored
     with them (libraries and workloads whose parameters the command line cannot express get a comment)."""
-    from flashtrie.datasets import KeywordParams
+    from flashtrie.datasets import KeywordParams, QueryParams
     from flashtrie.datasets.queries import PRESETS
 
     out: list[str] = []
@@ -208,7 +208,8 @@ def _input_commands(records: list[Record]) -> list[str]:
         preset = w.get("preset")
         if src and queries and str(w.get("generator", "")).startswith("flashtrie.datasets.queries") \
                 and preset in PRESETS:
-            plain = all(w.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in PRESETS[preset].items())
+            plain = w.get("generator") == QueryParams(num_queries=0).generator and all(
+                w.get(k) == (list(v) if isinstance(v, tuple) else v) for k, v in PRESETS[preset].items())
             line = (shlex.join(["flashtrie", "gen-queries", src, "-n", str(w.get("num_queries")), "-K",
                                 str(w.get("proposals_per_step")), "-T", str(w.get("num_steps")), "--preset", preset,
                                 "--seed", str(w.get("seed")), "-o", queries])

@@ -152,7 +152,7 @@ class TimingPlan:
 def _check_budget(call_s: float, calls: int, plan: TimingPlan) -> None:
     if plan.budget_s is not None and call_s * calls > plan.budget_s:
         raise OverBudget(f"one call took {call_s:.3g} s, so one pass over {calls} calls would take about "
-                         f"{call_s * calls:.3g} s, over the {plan.budget_s:g} s budget (raise --max-seconds to "
+                         f"{call_s * calls:.3g} s, over the {plan.budget_s:g} s that --max-seconds allows (raise it to "
                          "time it)")
 
 

@@ -64,7 +64,7 @@ def _render(tmp_path, recs: list[Record], *extra: str) -> str:
 
 def test_every_section_and_its_numbers(tmp_path) -> None:
     text = _render(tmp_path, _synthetic(), "--commit", "a11aecc")
-    for head in ("## Provenance", "## Environment", "## Bars", "## Latency vs library size",
+    for head in ("## Provenance", "## Environment", "## Targets", "## Latency vs library size",
                  "## Search at 800M keywords: p50 / p99", "## Upload (GpuSearcher): host-to-device bandwidth",
                  "## Index size vs marisa-trie", "## Stages at 800M keywords (800,000,000)",
                  "## Stages at 10M keywords", "## Search latency at 1M keywords"):
@@ -108,14 +108,14 @@ def test_verdicts_from_the_numbers(tmp_path) -> None:
 
 def test_bars_missed_skipped_and_unmeasured() -> None:
     recs = [_stage("generate keywords", M, 130.0), _stage("build", M, 61.0, rss=10e9),
-            _stage("generate 16 queries", M, 0.0, status="error", message="timed out: ran past its budget"),
+            _stage("generate 16 queries", M, 0.0, status="error", message="timed out: ran past its limit"),
             _stage("upload (GpuSearcher)", M, 0.0, status="skipped", message="no GPU (none visible)"),
             _latency(M, 1000, 1.5)]
     rows = scale_report.bar_rows(recs)
     assert [row[2] for row in rows] == ["missed", "not measured", "not measured", "not measured", "missed",
                                         "missed", "missed"]
     assert rows[3][3] == "skipped: no GPU (none visible)"
-    assert rows[4][1] == "error: timed out: ran past its budget"
+    assert rows[4][1] == "error: timed out: ran past its limit"
     assert scale_report.bar_rows([])[0][1:3] == ["not measured in this run", "not measured"]
     skipped = [_latency(M, 1000, 0.0, status="skipped")]
     assert scale_report.bar_rows(skipped)[6][1:4] == ["not measured in this run", "not measured", "skipped: no GPU"]

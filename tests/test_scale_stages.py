@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 from flashtrie.datasets import load_keywords, load_workload
 from flashtrie.harness.records import read_records
+from flashtrie.harness.scale import serve as scale_serve
 from flashtrie.harness.scale import stages as scale_stages
 from flashtrie.harness.scale.recorder import OutOfTime, Recorder
 
 from flashtrie import NarrowLoudsIndex
 
 FAST = ["--repeats", "1", "--max-seconds", "0.05", "--warmup", "1", "--stats-queries", "1"]
-NO_GPU = scale_stages.gpu_missing()
+NO_GPU = scale_serve.gpu_missing()
 
 
 def _stages(out: str) -> list[str]:
@@ -151,7 +152,7 @@ def test_budget_watchdog_records_the_open_stage(tmp_path) -> None:
         with rec.span("build"):
             assert fired.wait(10)
     (r, done) = read_records(out)
-    assert (r.status, codes) == ("error", [124]) and r.message == "timed out: ran past its budget (build), 1 s"
+    assert (r.status, codes) == ("error", [124]) and r.message == "timed out: ran past its limit (build), 1 s"
     assert done.status == "ok"  # (a real exit would have ended the process here)
     with pytest.raises(OutOfTime):
         with Recorder(out, 1000, ["x"], deadline=time.time() + 0.5).budget("gen"):
@@ -235,7 +236,7 @@ def test_same_as_numpy_times_each_side_and_names_the_difference(tmp_path) -> Non
     wl = SimpleNamespace(proposals=Proposals(tok, np.full(tok.shape, -0.5, dtype=np.float32)))
     ref = NumpySearcher(idx, decode="lazy")
     seconds: dict[str, float] = {}
-    assert scale_stages.same_as_numpy(NumpySearcher(idx), ref, wl, 2, (1, 3), seconds) == []
+    assert scale_serve.same_as_numpy(NumpySearcher(idx), ref, wl, 2, (1, 3), seconds) == []
     assert set(seconds) == {"backend", "numpy"} and all(v >= 0 for v in seconds.values())
 
     class Off:  # a searcher one result short at every beam
@@ -244,5 +245,5 @@ def test_same_as_numpy_times_each_side_and_names_the_difference(tmp_path) -> Non
             r.keyword_ids[0, 0] = -1
             return r
 
-    bad = scale_stages.same_as_numpy(Off(), NumpySearcher(idx), wl, 2, (1, 3))
+    bad = scale_serve.same_as_numpy(Off(), NumpySearcher(idx), wl, 2, (1, 3))
     assert len(bad) == 2 and bad[0].startswith("beam 1: ") and bad[1].startswith("beam 3: ")

@@ -162,7 +162,7 @@ class Recorder:
             raise OutOfTime(f"{key}: no time left before the run's deadline")
         timer = None
         if limit != float("inf"):
-            why = "the run's deadline" if limit < self.budgets.get(key, float("inf")) else f"its budget ({key})"
+            why = "the run's deadline" if limit < self.budgets.get(key, float("inf")) else f"its limit ({key})"
             timer = threading.Timer(limit, self._expired, (key, limit, why))
             timer.daemon = True
             timer.start()

@@ -2,7 +2,7 @@
 
     flashtrie report RECORDS... -o reports/h200-800m   (or: python -m flashtrie.harness.scale render ...)
 
-Sections: provenance (records, runs, dates, commit, commands), environment, the bars (each with the
+Sections: provenance (records, runs, dates, commit, commands), environment, the targets (each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the
 latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
 upload's host-to-device bandwidth, GPU == numpy per size (the numpy reference's decode mode and set-up), our
@@ -75,7 +75,7 @@ def map_bytes(r: Record) -> int:
 
 @dataclass(frozen=True)
 class Bar:
-    """One of the bars: ``measure`` gives (value or None, what was measured, a note)."""
+    """One of the targets: ``measure`` gives (value or None, what was measured, a note)."""
 
     name: str
     limit: float
@@ -201,7 +201,7 @@ def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str |
     lines += table(["", "value"], rows)
     shells = list(dict.fromkeys(str(r.env["scale_command"]) for r in records if r.env.get("scale_command")))
     if shells:
-        lines += ["", "The device command (`tools/device/scale.sh`, as it recorded itself):", "", "```", *shells, "```"]
+        lines += ["", "The pipeline's command, as it recorded itself:", "", "```", *shells, "```"]
     cmds = list(dict.fromkeys(command_text(r.command) for r in records if r.command))
     lines += ["", "Commands, as the records hold them (in order):", "", "```"] + cmds + ["```", ""]
     return lines
@@ -435,8 +435,8 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
 
 
 def _bars(records: Sequence[Record]) -> list[str]:
-    lines = ["## Bars", ""]
-    lines += table(["bar", "measured", "verdict", "note"], bar_rows(records))
+    lines = ["## Targets", ""]
+    lines += table(["target", "measured", "verdict", "note"], bar_rows(records))
     return lines + [""]
 
 
@@ -480,5 +480,5 @@ METRICS = {
     "p99_ms": Metric("search latency per call, 99th percentile", "ms"),
 }
 
-SUITE = register(Suite(name="scale", title="Paper scale on one GPU: stages, search and bars", owns=_owns,
+SUITE = register(Suite(name="scale", title="Paper scale on one GPU: stages, search and targets", owns=_owns,
                        sections=sections, figures=figures, metrics=METRICS))

@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> list[Record]:
     shapes = [parse_shape(s) for s in args.shapes.split(",")]
     for case in args.cases.split(","):
         if time.perf_counter() - t_start > args.max_seconds:
-            emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"time budget spent before {case}",
+            emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"stopped by --max-seconds before {case}",
                         "stepwise", {"case": case}))
             continue
         _run_case(args, case, shapes, t_start, emit)
@@ -141,7 +141,7 @@ def _run_case(args: argparse.Namespace, case: str, shapes: list[tuple[int, int]]
     vocab = v + 1
     for b, k in shapes:
         if time.perf_counter() - t_start > args.max_seconds:  # a long case stops between its shapes
-            emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"time budget spent before {case} "
+            emit(Record("latency", f"{args.backend}-stepwise", "skipped", f"stopped by --max-seconds before {case} "
                         f"{b}x{k}", "stepwise", wl, {"batch": b, "beams": k, "rows": b * k}))
             continue
         if b * k * vocab * 5 > args.max_logits_gb * 2**30:

@@ -247,7 +247,7 @@ loadq() {  # loadq N WORKERS QUERIES(0|1): library and both id orders' index in 
   local n=$1 w=/tmp/loadq gpu="" ids rc=0
   mkdir -p "$w"
   step gen 60 python3 -m flashtrie.harness.scale gen --n "$n" --dir "$w" --out "$D/scale.jsonl" || rc=1
-  python3 -c "from flashtrie.gpu_impl.build_gpu import cupy_module; cupy_module()" 2>/dev/null && gpu="--gpu"
+  python3 -c "from flashtrie.arrays import cupy_module; cupy_module()" 2>/dev/null && gpu="--gpu"
   for ids in index input; do
     step "build_$ids" 60 flashtrie build $gpu --ids $ids "$w/kw.npz" -o "$w/$ids.ftrie" || rc=1
   done

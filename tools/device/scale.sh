@@ -1,5 +1,5 @@
 #!/bin/bash
-# On the GPU machine, from the repository root: the paper-scale pipeline in ONE command of <= 10 minutes.
+# On the GPU machine, from the repository root: the paper-scale pipeline in one command (TOTAL seconds).
 #   FLASHTRIE_COMMIT=<commit> bash tools/device/scale.sh                    (800M, curve 1M 10M 100M first)
 #   bash tools/device/check.sh scale-quick      (a quick check: 1M then 30M in < 120 s)
 # FLASHTRIE_COMMIT must be given when this runs on a copied tree: git would otherwise name the commit of whatever
@@ -26,9 +26,9 @@
 # 3. prints the stage table and renders $OUT/report/report.md from the records (harness/scale/report.py); then bundles
 #    $OUT into $OUT/scale.tgz and (BUNDLE_ONLY=1, default) leaves only it, scale.jsonl and scale.log in $OUT.
 # Time: TOTAL (default 570 s) bounds the whole command; the curve sizes must end RESERVE seconds (default 330)
-# before that, so N keeps its time (800M: ~200 s measured, 145 s of it prepare). Each step also has a budget (BUDGET_<STEP>, seconds); a step past its
-# limit is recorded as timed out and its process ends (status 124); the shell's `timeout` is the backstop and
-# `fail` records what it stopped. A killed command still leaves every record written so far.
+# before that, so N keeps its time (800M: ~200 s measured, 145 s of it prepare). Each step also has a limit
+# (BUDGET_<STEP>, seconds); a step past its limit is recorded as timed out and its process ends (status 124);
+# the shell's `timeout` is the backstop and `fail` records what it stopped. A killed command still leaves every record written so far.
 # Render elsewhere: python -m flashtrie.harness.scale render $OUT/scale.jsonl --out reports/h200-800m
 set -uo pipefail
 T0=$(date +%s)

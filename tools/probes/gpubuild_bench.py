@@ -56,7 +56,7 @@ def peak() -> int:
 
 
 def _cupy() -> Any:
-    from flashtrie.gpu_impl.build_gpu import cupy_module
+    from flashtrie.arrays import cupy_module
 
     return cupy_module()
 

@@ -33,7 +33,7 @@ def _timed(log: dict[str, Any], name: str, fn: Any) -> Any:
 
 def inputs(n: int, log: dict[str, Any]) -> tuple[Any, Any]:
     from flashtrie.datasets import generate_keywords, generate_queries
-    from flashtrie.harness.scale.stages import build_with, choose_builder
+    from flashtrie.harness.scale.prepare import build_with, choose_builder
 
     ks = _timed(log, "generate keywords", lambda: generate_keywords(n, seed=0))
     builder, why = choose_builder("auto")

@@ -8,8 +8,9 @@ Device µs from CUDA-graph replays (as the stepwise bench, harness/timing.py), r
   every logit (16-byte stores, the rows' own alignment); a dependent chain of 1, 3 and 6 global loads at random
   addresses of the index's size by one thread per block before those stores;
 * the stepper's kernels: fused (advance + mask), mask alone, advance alone, and each kernel variant named by
-  ``--variants`` (step.cu compiled with other macros: NAME=MACRO=VALUE,...).
-Prints one table; ``--out`` gets probe.json.
+  ``--variants`` (the stepper built with other options or step.cu's macros: NAME=KEY=VALUE+KEY=VALUE,...).
+The default stepper's results are compared with numpy's, each variant's with the default's.  Prints one
+table; ``--out`` gets probe.json.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -42,7 +44,7 @@ __device__ __forceinline__ void neg_span(float* rowp, u64 ca, u64 cb) {
 }
 
 // -inf over the block's part of its row (rows [0, extra) in parts + 1 equal parts, the others in `parts`: the
-// stepper's grid, kernels/step.cu mask_row), after `depth` dependent loads by thread 0 (0: none)
+// stepper's grid, kernels/step_mask.cuh mask_row), after `depth` dependent loads by thread 0 (0: none)
 extern "C" __global__ void probe_store(float* out, u64 row_stride, u64 V, u32 parts, u32 extra,
                                        const u32* table, u64 table_mask, u32 depth, u32* sink) {
     __shared__ u32 s;
@@ -70,7 +72,7 @@ extern "C" __global__ void probe_store_flat(float* out, u64 total) {
 
 
 def _graph_us(f: Any, inner: int = 1) -> float:
-    """The benchmark's device µs per call (harness/timing.py graph_us): 200 replays, median of 3."""
+    """Device µs per call as the stepwise bench measures them (`harness.timing.graph_us`)."""
     from flashtrie.harness.timing import GRAPH_REPLAYS, graph_us
 
     return graph_us(f, GRAPH_REPLAYS, inner)
@@ -103,9 +105,10 @@ def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray
 
 
 def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
-    """The default stepper and one per variant NAME=MACRO=VALUE[+MACRO=VALUE] (same device index); the
-    lowercase keys child_table, root_table and blocks_per_row are the stepper's options of those names, and source=FILE
-    compiles kernels/FILE in place of step.cu (an earlier step.cu with the same kernel parameters, for an A/B)."""
+    """The default stepper and one per variant NAME=KEY=VALUE[+KEY=VALUE] (same device index): FT_STEP_CHUNK is
+    the stepper's chunk; child_table, root_table and blocks_per_row its options of those names; source=FILE
+    compiles kernels/FILE in place of step.cu (another step.cu with the same kernel parameters, for an A/B); any
+    other key is one of step.cu's tuning macros (`GpuTrieStepper(defines=...)`)."""
     import flashtrie.gpu_impl.stepwise as sw
 
     base = sw.GpuTrieStepper(index)
@@ -129,146 +132,121 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
     return out
 
 
-def _recorder(calls: list[Any]) -> Any:
-    """A stand-in for cuda.core's launch that keeps its arguments."""
-    return lambda *a: calls.append(a)
+def _stream(handle: int) -> Any:
+    """A cuda.core stream for a raw handle (0 and 2: the legacy and per-thread default streams)."""
+    import cuda.core as cc
+
+    if handle == 0:
+        return cc.LEGACY_DEFAULT_STREAM
+    if handle == 2:
+        return cc.PER_THREAD_DEFAULT_STREAM
+    return cc.Stream.from_handle(handle)
 
 
-#: step.cu's TRACE(k) marks: at a node of <= SCAN_MAX children (mask_restore) 5 is "labels read, copies
-#: issued" and 6 "copies landed, barrier"; inside an edge (the sparse path) 5 and 6 are at the span's start
-TRACE_MARKS = ["entry", "advance (t0)", "decode new (t0)", "barrier", "pos", "bitmap 1 / labels", "bits 1 / copies",
-               "stores 1", "", "end"]
-
-
-def _trace(index: Any, gpu: Any, dev: dict[str, Any], V: int, eos: int, logits: Any, launch: Any) -> dict[str, Any]:
-    """Phase times of the fused kernel per block (step.cu compiled with FT_STEP_TRACE): the args of the
-    default stepper's own launch, plus a trace buffer; the last of 300 back-to-back launches is read."""
-    import torch
-    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
-
-    tracer = GpuTrieStepper(index, searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr),
-                            defines={"FT_STEP_TRACE": "1"})
-    out: dict[str, Any] = {}
-    for n, (d, tok) in dev.items():
-        calls: list[Any] = []
-        real = gpu._launch_fn
-        gpu._launch_fn = _recorder(calls)
-        try:
-            gpu.advance_mask(d, tok, V, eos, out=logits)
-        finally:
-            gpu._launch_fn = real
-        s, cfg, _, *args = calls[-1]
-        blocks = int(cfg.grid[0]) if isinstance(cfg.grid, tuple) else int(cfg.grid)
-        buf = torch.zeros(blocks * 16, dtype=torch.int64, device="cuda")
-        kern = tracer._k["advance_mask"]
-        for _ in range(300):
-            launch(s, cfg, kern, *args, np.uint64(buf.data_ptr()))
-        torch.cuda.synchronize()
-        tr = buf.view(blocks, 16).cpu().numpy().astype(np.int64)
-        cyc = tr[:, :10]
-        phases = {}
-        prev = 0
-        for k in range(1, 10):
-            if not TRACE_MARKS[k]:
-                continue
-            ok = (cyc[:, k] > 0) & (cyc[:, prev] > 0)
-            dd = (cyc[ok, k] - cyc[ok, prev]) / 1.98e3  # µs at the H200's 1.98 GHz
-            phases[f"{TRACE_MARKS[prev] or 'entry'} -> {TRACE_MARKS[k]}"] = (
-                [round(float(np.median(dd)), 3), round(float(np.percentile(dd, 90)), 3)] if ok.any() else None)
-            prev = k
-        seen = (tr[:, 15] > 0) & (tr[:, 14] > 0)
-        med = np.median(tr[seen, 15]) if seen.any() else 0
-        seen &= np.abs(tr[:, 15] - med) < 1e9  # of the last launch (a stray slot read 57 years off in run 10)
-        g_in, g_out = tr[seen, 15], tr[seen, 14]
-        phases["blocks traced"] = int(seen.sum())
-        phases["block entry spread (globaltimer, us)"] = round(float(g_in.max() - g_in.min()) / 1e3, 3)
-        phases["first entry -> last exit (us)"] = round(float(g_out.max() - g_in.min()) / 1e3, 3)
-        phases["block in kernel, median (us)"] = round(float(np.median(g_out - g_in)) / 1e3, 3)
-        phases["entry -> end, median / p90 (us, clock)"] = [round(float(np.median(cyc[:, 9] - cyc[:, 0])) / 1.98e3, 3),
-                                                           round(float(np.percentile(cyc[:, 9] - cyc[:, 0], 90))
-                                                                 / 1.98e3, 3)]
-        out[n] = phases
-    return out
-
-
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", default="fixed:20M:32768")
     ap.add_argument("--shape", default="2x70")
     ap.add_argument("--index", default="", help="an index file to load (or to save the built index to)")
-    ap.add_argument("--variants", default="", help="NAME=MACRO=VALUE[+MACRO=VALUE],... step.cu compiled again "
-                    "(FT_STEP_CHUNK=N: the stepper's chunk)")
+    ap.add_argument("--variants", default="", help="NAME=KEY=VALUE[+KEY=VALUE],...: steppers with other options "
+                    "or step.cu macros (FT_STEP_CHUNK=N: the stepper's chunk; see _steppers)")
     ap.add_argument("--ncu", action="store_true", help="only a few eager fused launches (for ncu)")
     ap.add_argument("--out", default="")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def _setup(args: argparse.Namespace) -> SimpleNamespace:
+    """The index, the rows at the root and inside keywords (host and device), the steppers and the logits."""
     import torch
-    from cuda.core import LaunchConfig, ObjectCode, Program, ProgramOptions, launch
-    from flashtrie.gpu_impl.stepwise import _stream
 
     from flashtrie.stepwise import StepStates, TrieStepper
 
     keywords, index = _index(args)
     b, k = (int(x) for x in args.shape.lower().split("x"))
-    rows, V, eos = b * k, int(args.case.split(":")[2]) + 1, int(args.case.split(":")[2])
+    vocab_last = int(args.case.split(":")[2])
+    rows, V, eos = b * k, vocab_last + 1, vocab_last
     cpu = TrieStepper(index)
     sets = _rows(keywords, cpu, rows)
     steppers = _steppers(index, [v for v in args.variants.split(",") if v])
-    gpu = steppers["default"]
-    logits = torch.randn(rows, V, device="cuda")
     dev = {n: (StepStates(torch.as_tensor(s.node, device="cuda"), torch.as_tensor(s.off, device="cuda")),
                torch.as_tensor(t, device="cuda")) for n, (s, t) in sets.items()}
-    if args.ncu:
-        for _ in range(2):
-            for n in ("root", "mid"):
-                d, tok = dev[n]
-                for g in steppers.values():
-                    g.advance_mask(d, tok, V, eos, out=logits)
-        torch.cuda.synchronize()
-        return 0
+    return SimpleNamespace(index=index, rows=rows, V=V, eos=eos, cpu=cpu, sets=sets, steppers=steppers,
+                           gpu=steppers["default"], dev=dev, logits=torch.randn(rows, V, device="cuda"))
 
-    res: dict[str, Any] = {"case": args.case, "shape": args.shape, "rows": rows, "vocab": V,
-                           "gpu": torch.cuda.get_device_name(), "blocks_per_row": None}
-    _, blocks, margs = gpu._mask_args(rows, V, eos, logits, True)
-    parts, extra = int(margs[1]), int(margs[2])
-    res["blocks_per_row"], res["blocks"] = [parts, extra], blocks
-    # floors
-    opts = ProgramOptions(std="c++17", arch=gpu.arch)
+
+def _ncu(c: SimpleNamespace) -> None:
+    """Two eager fused launches of every stepper on each row set (for ncu's --launch-count)."""
+    import torch
+
+    for _ in range(2):
+        for n in ("root", "mid"):
+            d, tok = c.dev[n]
+            for g in c.steppers.values():
+                g.advance_mask(d, tok, c.V, c.eos, out=c.logits)
+    torch.cuda.synchronize()
+
+
+def _grid(c: SimpleNamespace) -> tuple[int, int, int]:
+    """(blocks, parts, extra) of the default stepper's fused launch (`step_launch.mask_grid`)."""
+    from flashtrie.gpu_impl.step_launch import mask_grid
+
+    g = c.gpu
+    parts, extra = mask_grid(c.rows, c.V, True, g.chunk, g.blocks_per_row, g._target_blocks)
+    return c.rows * parts + extra, parts, extra
+
+
+def _floors(c: SimpleNamespace, blocks: int, parts: int,
+            extra: int) -> tuple[dict[str, float], Callable[[], Any]]:
+    """Device µs of the floors on the fused step's grid (an empty kernel, -inf stores, dependent load chains),
+    and the empty kernel's launch (timed again at the end)."""
+    import torch
+    from cuda.core import LaunchConfig, ObjectCode, Program, ProgramOptions, launch
+
+    opts = ProgramOptions(std="c++17", arch=c.gpu.arch)
     obj = ObjectCode.from_cubin(bytes(Program(FLOOR_SRC, "c++", opts).compile("cubin").code))
-    k_empty, k_store = obj.get_kernel("probe_empty"), obj.get_kernel("probe_store")
+    k_empty, k_store, k_flat = (obj.get_kernel(f"probe_{n}") for n in ("empty", "store", "store_flat"))
     table_n = 1 << 27  # 512 MiB of u32: the index's size class, random addresses miss the L2
     table = torch.randint(0, 2**31 - 1, (table_n,), dtype=torch.int32, device="cuda")
     sink = torch.zeros(1, dtype=torch.int32, device="cuda")
     cfg = LaunchConfig(grid=blocks, block=256)
+    logits, rows, V = c.logits, c.rows, c.V
 
     def stream() -> Any:
-        return _stream(int(torch.cuda.current_stream().cuda_stream))
+        return _stream(c.gpu.xp.stream())
 
-    def store(depth: int, out: Any = logits, parts: int = parts, extra: int = extra) -> Any:
-        c = LaunchConfig(grid=rows * parts + extra, block=256)
-        return lambda: launch(stream(), c, k_store, np.uint64(out.data_ptr() if out is not None else 0),
+    def store(depth: int, out: Any = logits, parts: int = parts, extra: int = extra) -> Callable[[], Any]:
+        sc = LaunchConfig(grid=rows * parts + extra, block=256)
+        return lambda: launch(stream(), sc, k_store, np.uint64(out.data_ptr() if out is not None else 0),
                               np.uint64(V), np.uint64(V), np.uint32(parts), np.uint32(extra),
                               np.uint64(table.data_ptr()), np.uint64(table_n - 1), np.uint32(depth),
                               np.uint64(sink.data_ptr()))
 
-    t: dict[str, float] = {}
-    t["empty"] = _graph_us(lambda: launch(stream(), cfg, k_empty))
-    t["empty x10"] = _graph_us(lambda: launch(stream(), cfg, k_empty), inner=10)
+    def empty() -> Any:
+        return launch(stream(), cfg, k_empty)
+
+    t: dict[str, float] = {"empty": _graph_us(empty), "empty x10": _graph_us(empty, inner=10)}
     for depth in (0, 1, 3, 6):
         t[f"chain {depth}, no stores"] = _graph_us(store(depth, None)) if depth else t["empty"]
         t[f"chain {depth} + stores"] = _graph_us(store(depth))
     t["stores x10"] = _graph_us(store(0), inner=10)
-    # the same bytes with other spans: 3 parts a row (run 13's grid), equal parts of the whole tensor
+    # the same bytes with other spans: 3 parts a row, equal parts of the whole tensor
     t["stores x10, 3 parts a row"] = _graph_us(store(0, parts=3, extra=0), inner=10)
-    k_flat = obj.get_kernel("probe_store_flat")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for nb in (blocks, 3 * sms, 4 * sms):
         fcfg = LaunchConfig(grid=nb, block=256)
         t[f"stores x10, {nb} equal parts of the tensor"] = _graph_us(
             lambda fcfg=fcfg: launch(stream(), fcfg, k_flat, np.uint64(logits.data_ptr()), np.uint64(rows * V)),
             inner=10)
-    for n, (d, tok) in dev.items():
-        for name, g in steppers.items():
+    return t, empty
+
+
+def _kernels(c: SimpleNamespace, t: dict[str, float], res: dict[str, Any]) -> None:
+    """Device µs of the steppers' kernels into ``t``; GPU == numpy and every variant == the default into ``res``."""
+    import torch
+
+    gpu, V, eos, logits = c.gpu, c.V, c.eos, c.logits
+    for n, (d, tok) in c.dev.items():
+        for name, g in c.steppers.items():
             def fused(g: Any = g, d: Any = d, tok: Any = tok) -> Any:
                 return g.advance_mask(d, tok, V, eos, out=logits)
 
@@ -276,37 +254,46 @@ def main(argv: list[str] | None = None) -> int:
             t[f"{n}: fused x10 [{name}]"] = _graph_us(fused, inner=10)
         t[f"{n}: mask"] = _graph_us(lambda d=d: gpu.mask(d, V, eos, out=logits))
         t[f"{n}: advance"] = _graph_us(lambda d=d, tok=tok: gpu.advance(d, tok, eos))
-        # the same results as numpy's, and from every variant
-        base = torch.randn(rows, V, device="cuda")
+        base = torch.randn(c.rows, V, device="cuda")
         ref = gpu.advance_mask(d, tok, V, eos, out=base.clone())
-        host_states, host_tok = sets[n]
-        want_states = cpu.advance(host_states, host_tok, eos)
-        want = cpu.mask(want_states, V, eos, out=base.cpu().numpy().copy())
+        host_states, host_tok = c.sets[n]
+        want_states = c.cpu.advance(host_states, host_tok, eos)
+        want = c.cpu.mask(want_states, V, eos, out=base.cpu().numpy().copy())
         res[f"{n}: GPU == numpy"] = bool(
             np.array_equal(ref[0].node.cpu().numpy(), want_states.node)
             and np.array_equal(ref[0].off.cpu().numpy(), want_states.off)
             and np.array_equal(ref[1].cpu().numpy().view(np.uint32), want.view(np.uint32)))
-        for name, g in steppers.items():
+        for name, g in c.steppers.items():
             got = g.advance_mask(d, tok, V, eos, out=base.clone())
             res[f"{n}: same [{name}]"] = bool(
                 torch.equal(got[0].node, ref[0].node) and torch.equal(got[0].off, ref[0].off)
                 and torch.equal(got[1].view(torch.int32), ref[1].view(torch.int32)))
-    t["empty (again)"] = _graph_us(lambda: launch(stream(), cfg, k_empty))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
+    import torch
+
+    c = _setup(args)
+    if args.ncu:
+        _ncu(c)
+        return 0
+    blocks, parts, extra = _grid(c)
+    res: dict[str, Any] = {"case": args.case, "shape": args.shape, "rows": c.rows, "vocab": c.V,
+                           "gpu": torch.cuda.get_device_name(), "blocks_per_row": [parts, extra], "blocks": blocks}
+    t, empty = _floors(c, blocks, parts, extra)
+    _kernels(c, t, res)
+    t["empty (again)"] = _graph_us(empty)
     res["us"] = t
-    res["trace"] = _trace(index, steppers["default"], dev, V, eos, logits, launch)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         Path(args.out, "probe.json").write_text(json.dumps(res, indent=1))
-    print(f"| {args.case} {args.shape}: {rows} rows x {V}, {blocks} blocks ({parts} per row, {parts + 1} for "
+    print(f"| {args.case} {args.shape}: {c.rows} rows x {c.V}, {blocks} blocks ({parts} per row, {parts + 1} for "
           f"{extra} rows) | device µs |")
     print("| --- | ---: |")
     for key, v in t.items():
         print(f"| {key} | {v:.2f} |")
     print({k: v for k, v in res.items() if "same" in k or "numpy" in k})
-    for n, ph in res["trace"].items():
-        print(f"trace {n} (median, p90 µs):")
-        for key, v in ph.items():
-            print(f"  {key}: {v}")
     return 0
 
 
