@@ -20,6 +20,7 @@ from .backends import ORDER
 from .env import summary_line
 from .plots import FIGURES, plot_all
 from .records import Record, read_records
+from .runs import speedup_text
 from .select import bytes_per_unique_keyword, groups_of, latest, workload_group
 
 __all__ = ["build_report", "render_markdown", "command_text"]
@@ -108,7 +109,7 @@ def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> 
         third = r.config.get("beam_width") if by_batch else r.config.get("batch_size")
         rows.append([*([r.run_id] if lead else []), x_of(r), r.config.get("K"), third, r.backend, m.get("mean_ms"),
                      m.get("median_ms"), m.get("p99_ms"), ci, m.get("device_mean_ms"), m.get("throughput_qps"),
-                     m.get("speedup_vs_marisa"), vf, bf, _status_cell(r)])
+                     speedup_text(m.get("speedup_vs_marisa"), "–"), vf, bf, _status_cell(r)])
     lines += _table([*lead, x_name, "K", "beam" if by_batch else "batch", "backend", "mean ms", "median ms", "p99 ms",
                      "95% CI of mean (ms)", "device ms", "q/s", "speed-up vs marisa", "valid proposals",
                      "mean beam fill", "status"], rows)
@@ -294,7 +295,7 @@ def _build_section(records: list[Record], drawn: dict[str, list[Path]], out_dir:
         run_start[r.run_id] = min(run_start.get(r.run_id, r.timestamp), r.timestamp)
     rows = [[_num_kw(r), build_sweep(r), r.run_id, r.timestamp[:10], r.backend, r.metrics.get("build_s"),
              r.metrics.get("bytes"), r.metrics.get("unique_keywords"), bytes_per_unique_keyword(r),
-             r.metrics.get("build_speedup_vs_marisa"), r.metrics.get("size_ratio_vs_marisa"),
+             speedup_text(r.metrics.get("build_speedup_vs_marisa"), "–"), r.metrics.get("size_ratio_vs_marisa"),
              r.metrics.get("size_ratio_vs_marisa_without_id_map"), _status_cell(r)]
             for r in sorted(build, key=lambda r: (_num_kw(r) or 0, run_start[r.run_id], r.run_id, r.backend))]
     lines += _table(["keywords", "sweep", "run", "date", "structure", "build s", "bytes", "unique keywords",
@@ -411,13 +412,32 @@ def render_markdown(records: list[Record], sources: Sequence[str], out_dir: Path
     return "\n".join(lines)
 
 
+#: The list of files the last report wrote into its folder (so a rewrite removes the ones it no longer writes).
+MANIFEST = ".report-files"
+
+
+def _stale_files(out: Path, written: set[str]) -> list[Path]:
+    """Files the last report of ``out`` wrote and this one does not: those its manifest lists, or (a folder
+    written before manifests) the figures of `FIGURES` beside a report.md."""
+    listed = out / MANIFEST
+    if listed.is_file():
+        names = set(listed.read_text().split("\n"))
+    elif (out / "report.md").is_file():
+        names = {f"{n}.{ext}" for n in FIGURES for ext in ("png", "svg")}
+    else:
+        return []
+    names = {n for n in names if n and n == Path(n).name and n not in (".", "..", MANIFEST)}
+    return [out / n for n in sorted(names - written) if (out / n).is_file()]
+
+
 def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
                  title: str | None = None) -> Path:
     """Read records, draw the figures and write ``out_dir/report.md``; returns its path.
 
     Everything is written to a temporary folder beside ``out_dir`` first; only when all of it is written
     are the files renamed into ``out_dir`` (report.md last; other files already there, such as the records,
-    stay), so a failure (a full disk) leaves no partial report.  A killed report leaves that temporary
+    stay, but the figures the last report wrote and this one does not are removed: `MANIFEST` lists what a
+    report wrote), so a failure (a full disk) leaves no partial report.  A killed report leaves that temporary
     folder (``.NAME.XXXXXXXX.tmp``); the next report of the same ``out_dir`` removes it once it is an hour old.
     """
     import shutil
@@ -438,12 +458,17 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
         text = render_markdown(records, [str(s) for s in sources], out, drawn,
                                title or f"flashtrie benchmark report: {out.name}")
         (tmp / "report.md").write_bytes(text.encode())
+        written = {p.name for p in tmp.iterdir()}
+        (tmp / MANIFEST).write_text("".join(f"{n}\n" for n in sorted(written)))
         if not out.exists():
             os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's 0700
             os.replace(tmp, out)
             return out / "report.md"
+        stale = _stale_files(out, written)
         for p in sorted(tmp.iterdir(), key=lambda p: p.name == "report.md"):
             os.replace(p, out / p.name)
+        for p in stale:
+            p.unlink(missing_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out / "report.md"
