@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import math
 
-from flashtrie.limits import MAX_BEAM_WIDTH
+from flashtrie.limits import MAX_BEAM_WIDTH, MAX_PROPOSALS, MAX_RESULTS, MAX_STEPS, MAX_TOKEN
 
-__all__ = ["count", "ints", "beam_width", "beam_widths"]
+__all__ = ["count", "ints", "beam_width", "beam_widths", "proposals_count", "steps_count", "results_count",
+           "vocab_count", "alpha"]
 
 
 def _parse_count(text: str) -> int | None:
@@ -66,3 +67,41 @@ def beam_widths(text: str) -> list[int]:
     if over:
         raise argparse.ArgumentTypeError(f"beam width {over[0]:,} is over the limit {MAX_BEAM_WIDTH:,}, got {text!r}")
     return vals
+
+
+def _bounded(text: str, what: str, limit: int, example: str) -> int:
+    v = _parse_count(text)
+    if v is None or v > limit:
+        raise argparse.ArgumentTypeError(f"expected {what} in [1, {limit:,}] such as {example}, got {text!r}")
+    return v
+
+
+def proposals_count(text: str) -> int:
+    """K, proposals per step, in [1, `MAX_PROPOSALS`]."""
+    return _bounded(text, "a number of proposals per step", MAX_PROPOSALS, "100 or 1k")
+
+
+def steps_count(text: str) -> int:
+    """T, decoding steps, in [1, `MAX_STEPS`]."""
+    return _bounded(text, "a number of decoding steps", MAX_STEPS, "8")
+
+
+def results_count(text: str) -> int:
+    """R, results per query, in [1, `MAX_RESULTS`]."""
+    return _bounded(text, "a number of results per query", MAX_RESULTS, "10 or 100")
+
+
+def vocab_count(text: str) -> int:
+    """A vocabulary size in [1, `MAX_TOKEN` + 1]."""
+    return _bounded(text, "a vocabulary size", MAX_TOKEN + 1, "50k or 2.2M")
+
+
+def alpha(text: str) -> float:
+    """A finite number >= 0 (a length-normalisation exponent)."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (math.isfinite(v) and v >= 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0 such as 0.6, got {text!r}")
+    return v

@@ -165,6 +165,8 @@ def speedup_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
                       lambda r: r.metrics["speedup_vs_marisa"], _batch_label)
         _axes_lines(ax, {k: v for k, v in data.items() if k.split(" ")[0] != BASELINE})
         ax.axhline(1.0, color="k", linewidth=0.8)
+        ax.annotate(f"1x = baseline ({BASELINE})", xy=(0.01, 1.0), xycoords=ax.get_yaxis_transform(), va="bottom",
+                    fontsize=8)
         ax.set_title(g, fontsize=9)
         _legend(ax, 8)
     return save_figure(fig, out_dir, "speedup_vs_beam")

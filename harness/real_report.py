@@ -13,6 +13,7 @@ from flashtrie.io_util import atomic_write
 
 from .env import summary_line
 from .records import Record, read_records
+from .runs import speedup_text
 
 __all__ = ["render_markdown", "write_report"]
 
@@ -97,7 +98,7 @@ def _latency(recs: list[Record], names: list[str]) -> list[str]:
                     row += [r.status if r else "–"] + ([] if be == "marisa" else ["–"])
                     continue
                 row += [f"{_fmt(r.metrics['mean_ms'])} ({_fmt(r.metrics['p99_ms'])})"]
-                row += [] if be == "marisa" else [r.metrics.get("speedup_vs_marisa")]
+                row += [] if be == "marisa" else [speedup_text(r.metrics.get("speedup_vs_marisa"), "–")]
             first = next(x for x in lat if int(x.config["beam_width"]) == b)
             row += [first.workload.get("shape_QTK"), first.workload_stats.get("valid_fraction")]
             rows.append(row)

@@ -17,6 +17,7 @@ from flashtrie.io_util import _umask, remove_stale_temporaries
 
 from . import search_report as _search  # noqa: F401 - registers its suite
 from .markdown import command_text, table
+from .plots import FIGURES
 from .records import Record, read_records
 from .scale import report as _scale  # noqa: F401 - registers its suite
 from .stepwise import report as _stepwise  # noqa: F401 - registers its suite
@@ -72,6 +73,24 @@ def draw(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
     return drawn
 
 
+#: The list of files the last report wrote into its folder (so a rewrite removes the ones it no longer writes).
+MANIFEST = ".report-files"
+
+
+def _stale_files(out: Path, written: set[str]) -> list[Path]:
+    """Files the last report of ``out`` wrote and this one does not: those its manifest lists, or (a folder
+    written before manifests) the search suite's figures (`plots.FIGURES`) beside a report.md."""
+    listed = out / MANIFEST
+    if listed.is_file():
+        names = set(listed.read_text().split("\n"))
+    elif (out / "report.md").is_file():
+        names = {f"{n}.{ext}" for n in FIGURES for ext in ("png", "svg")}
+    else:
+        return []
+    names = {n for n in names if n and n == Path(n).name and n not in (".", "..", MANIFEST)}
+    return [out / n for n in sorted(names - written) if (out / n).is_file()]
+
+
 def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str],
                  title: str | None = None, *, commit: str | None = None) -> Path:
     """Read records, draw the figures and write ``out_dir/report.md``; returns its path (``commit``: the commit
@@ -79,7 +98,8 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
 
     Everything is written to a temporary folder beside ``out_dir`` first; only when all of it is written
     are the files renamed into ``out_dir`` (report.md last; other files already there, such as the records,
-    stay), so a failure (a full disk) leaves no partial report.  A killed report leaves that temporary
+    stay, but the figures the last report wrote and this one does not are removed: `MANIFEST` lists what a
+    report wrote), so a failure (a full disk) leaves no partial report.  A killed report leaves that temporary
     folder (``.NAME.XXXXXXXX.tmp``); the next report of the same ``out_dir`` removes it once it is an hour old.
     """
     import shutil
@@ -97,12 +117,17 @@ def build_report(sources: Sequence[str | os.PathLike[str]], out_dir: str | os.Pa
         drawn = draw(records, tmp)
         text = render_markdown(records, [str(s) for s in sources], out, drawn, title, commit)
         (tmp / "report.md").write_bytes(text.encode())
+        written = {p.name for p in tmp.iterdir()}
+        (tmp / MANIFEST).write_text("".join(f"{n}\n" for n in sorted(written)))
         if not out.exists():
             os.chmod(tmp, 0o777 & ~_umask())  # a folder like any other, not mkdtemp's 0700
             os.replace(tmp, out)
             return out / "report.md"
+        stale = _stale_files(out, written)
         for p in sorted(tmp.iterdir(), key=lambda p: p.name == "report.md"):
             os.replace(p, out / p.name)
+        for p in stale:
+            p.unlink(missing_ok=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out / "report.md"

@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from flashtrie.errors import FlashTrieError, InputError
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult
@@ -19,26 +21,29 @@ from .records import Record
 from .timing import TimingPlan, summarize, time_searcher
 from .workloads import workload_params
 
-__all__ = ["time_per_query", "run_backends", "parity_records", "demo_rows", "text_table", "bench_table",
-           "keyword_tokens"]
+__all__ = ["time_per_query", "run_backends", "parity_records", "pass_means", "speedup_text", "demo_rows",
+           "text_table", "bench_table", "keyword_tokens"]
 
 
-def time_per_query(searcher: Any, proposals: Proposals, config: SearchConfig, desc: str | None, warmup: int = 1
-                   ) -> tuple[list[float], SearchResult]:
-    """One pass of one query per call (batch 1) through `time_searcher`: per-call ms and the stacked result."""
+def time_per_query(searcher: Any, proposals: Proposals, config: SearchConfig, desc: str | None, warmup: int = 1,
+                   passes: int = 1) -> tuple[list[float], SearchResult]:
+    """``passes`` passes of one query per call (batch 1) through `time_searcher`, after ``warmup`` untimed
+    calls: per-call ms (pass after pass) and the stacked result of the first pass."""
     batches = [proposals[i] for i in range(proposals.num_queries)]
-    t = time_searcher(searcher, batches, config, TimingPlan(warmup=min(warmup, len(batches)), repeats=1), desc=desc)
+    plan = TimingPlan(warmup=min(warmup, len(batches)), repeats=passes)
+    t = time_searcher(searcher, batches, config, plan, desc=desc)
     assert t.first_pass is not None
     return t.wall_ms, t.first_pass
 
 
 def run_backends(searchers: dict[str, Any], proposals: Proposals, config: SearchConfig, *, timed: bool,
-                 progress: bool, warn: Callable[[str], None], stage: Callable[[str], Any]
+                 progress: bool, warn: Callable[[str], None], stage: Callable[[str], Any], passes: int = 1
                  ) -> tuple[dict[str, SearchResult], dict[str, list[float]]]:
     """Search with every searcher: ({name: result}, {name: per-query ms} when ``timed``).
 
     Untimed, each backend searches the whole batch in one call (inside ``stage(what)``, a context
-    manager); timed, one query per call.  A backend that fails with anything but a `FlashTrieError` (bad
+    manager); timed, one query per call: with ``passes`` > 1, one untimed warm-up pass, then ``passes``
+    timed passes (`pass_means` splits them).  A backend that fails with anything but a `FlashTrieError` (bad
     input, raised) is reported through ``warn`` and left out of the results, for the parity check to
     report as an error.
     """
@@ -47,8 +52,9 @@ def run_backends(searchers: dict[str, Any], proposals: Proposals, config: Search
     for name, s in searchers.items():
         try:
             if timed:
-                times[name], results[name] = time_per_query(s, proposals, config,
-                                                            f"searching with {name}" if progress else None)
+                times[name], results[name] = time_per_query(
+                    s, proposals, config, f"searching with {name}" if progress else None,
+                    warmup=proposals.num_queries if passes > 1 else 1, passes=passes)
             else:
                 with stage(f"searching with {name}"):
                     results[name] = s.search(proposals, config)
@@ -83,20 +89,35 @@ def parity_records(report: Any, workload: Any, config: SearchConfig, times: dict
     return recs
 
 
-def demo_rows(report: Any, times: dict[str, list[float]], order: Sequence[str]) -> list[tuple[str, ...]]:
-    """The demo's table rows: backend, mean and p99 ms per query, speed-up over marisa, agreement."""
-    base = summarize(times["marisa"]).mean if "marisa" in times else None
-    rows = []
+def pass_means(ms: Sequence[float], per_pass: int) -> list[float]:
+    """The mean ms per call of each whole pass of ``per_pass`` calls in ``ms``."""
+    n = len(ms) // max(per_pass, 1)
+    return [float(np.mean(ms[i * per_pass:(i + 1) * per_pass])) for i in range(n)]
+
+
+def speedup_text(v: Any, missing: str = "-") -> str:
+    """A speed-up as printed everywhere: ``1.00x`` (``missing`` when there is none)."""
+    return f"{v:.2f}x" if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else missing
+
+
+def demo_rows(report: Any, times: dict[str, list[float]], order: Sequence[str], per_pass: int
+              ) -> list[tuple[str, ...]]:
+    """The demo's table rows: backend, the median over passes of the mean ms per query and its spread
+    (min-max), p99 ms over every call, the speed-up over marisa (the ratio of medians), agreement."""
+    median = {n: float(np.median(pass_means(ms, per_pass))) for n, ms in times.items()}
+    base = median.get("marisa")
+    rows: list[tuple[str, ...]] = []
     for o in sorted(report.outcomes, key=lambda o: order.index(o.name) if o.name in order else 99):
         if o.name in times:
-            st = summarize(times[o.name])
-            speed = f"{base / st.mean:.1f}x" if base and st.mean > 0 else "-"
-            mean, p99 = f"{st.mean:.3f}", f"{st.p99:.3f}"
+            means = pass_means(times[o.name], per_pass)
+            speed = speedup_text(base / median[o.name]) if base and median[o.name] > 0 else "-"
+            cells = (f"{median[o.name]:.3f}", f"{min(means):.3f}-{max(means):.3f}",
+                     f"{summarize(times[o.name]).p99:.3f}")
         else:
-            mean = p99 = speed = "-"
+            cells, speed = ("-", "-", "-"), "-"
         agree = {"ok": "reference" if o.name == report.reference else "yes", "mismatch": "NO",
                  "error": "error"}[o.status]
-        rows.append((o.name, mean, p99, speed, agree))
+        rows.append((o.name, *cells, speed, agree))
     return rows
 
 
@@ -119,21 +140,21 @@ def bench_table(records: Sequence[Record]) -> list[str]:
     for r in records:
         m, c = r.metrics, r.config
         if r.kind == "build":
-            rows.append((r.kind, r.backend, _num(c.get("num_keywords"), ","), "-", "-",
-                         _num(m.get("build_s"), ".3f") + " s", "-", _num(m.get("build_speedup_vs_marisa"), ".2f")
-                         + ("x" if m.get("build_speedup_vs_marisa") else ""), r.status))
+            rows.append((r.kind, r.backend, _num(c.get("num_keywords"), ","), "-", "-", "-",
+                         _num(m.get("build_s"), ".3f") + " s", "-", speedup_text(m.get("build_speedup_vs_marisa")),
+                         r.status))
         elif r.kind == "quality":
             pk = next((k for k in sorted(m) if k.startswith("precision@")), None)
-            rows.append((r.kind, f"{r.backend} ({c.get('mode', '')})", "-", _num(c.get("beam_width"), "d"), "-",
-                         f"{pk} {_num(m.get(pk), '.3f')}" if pk else "-", "-", "-", r.status))
+            rows.append((r.kind, f"{r.backend} ({c.get('mode', '')})", "-", _num(c.get("beam_width"), "d"),
+                         _num(c.get("K"), "d"), "-", f"{pk} {_num(m.get(pk), '.3f')}" if pk else "-", "-", "-",
+                         r.status))
         else:
-            speed = m.get("speedup_vs_marisa")
             rows.append((r.kind, r.backend, _num(r.workload.get("num_keywords"), ","),
-                         _num(c.get("beam_width"), "d"), _num(c.get("batch_size"), "d"),
+                         _num(c.get("beam_width"), "d"), _num(c.get("K"), "d"), _num(c.get("batch_size"), "d"),
                          _num(m.get("mean_ms"), ".3f") + " ms" if "mean_ms" in m else "-",
                          _num(m.get("p99_ms"), ".3f") + " ms" if "p99_ms" in m else "-",
-                         _num(speed, ".2f") + "x" if isinstance(speed, (int, float)) else "-", r.status))
-    head = ("kind", "backend", "keywords", "beam", "batch", "mean", "p99", "vs marisa", "status")
+                         speedup_text(m.get("speedup_vs_marisa")), r.status))
+    head = ("kind", "backend", "keywords", "beam", "K", "batch", "mean", "p99", "vs marisa", "status")
     return text_table(head, rows)
 
 

@@ -17,6 +17,7 @@ from .env import summary_line
 from .markdown import command_text, fmt, table
 from .plots import FIGURES, plot_all
 from .records import KINDS, Record
+from .runs import speedup_text
 from .select import bytes_per_unique_keyword, groups_of, latest, workload_group
 from .suites import Metric, Page, Suite, register
 
@@ -70,7 +71,7 @@ def _latency_section(recs: list[Record], title: str, x_name: str, x_of: Any) -> 
         third = r.config.get("beam_width") if by_batch else r.config.get("batch_size")
         rows.append([*([r.run_id] if lead else []), x_of(r), r.config.get("K"), third, r.backend, m.get("mean_ms"),
                      m.get("median_ms"), m.get("p99_ms"), ci, m.get("device_mean_ms"), m.get("throughput_qps"),
-                     m.get("speedup_vs_marisa"), vf, bf, _status_cell(r)])
+                     speedup_text(m.get("speedup_vs_marisa"), "–"), vf, bf, _status_cell(r)])
     lines += table([*lead, x_name, "K", "beam" if by_batch else "batch", "backend", "mean ms", "median ms", "p99 ms",
                      "95% CI of mean (ms)", "device ms", "q/s", "speed-up vs marisa", "valid proposals",
                      "mean beam fill", "status"], rows)
@@ -257,7 +258,7 @@ def _build_section(records: list[Record], drawn: dict[str, list[Path]], out_dir:
         run_start[r.run_id] = min(run_start.get(r.run_id, r.timestamp), r.timestamp)
     rows = [[_num_kw(r), build_sweep(r), r.run_id, r.timestamp[:10], r.backend, r.metrics.get("build_s"),
              r.metrics.get("bytes"), r.metrics.get("unique_keywords"), bytes_per_unique_keyword(r),
-             r.metrics.get("build_speedup_vs_marisa"), r.metrics.get("size_ratio_vs_marisa"),
+             speedup_text(r.metrics.get("build_speedup_vs_marisa"), "–"), r.metrics.get("size_ratio_vs_marisa"),
              r.metrics.get("size_ratio_vs_marisa_without_id_map"), _status_cell(r)]
             for r in sorted(build, key=lambda r: (_num_kw(r) or 0, run_start[r.run_id], r.run_id, r.backend))]
     lines += table(["keywords", "sweep", "run", "date", "structure", "build s", "bytes", "unique keywords",

@@ -47,7 +47,7 @@ def test_demo_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     rec = tmp_path / "demo.jsonl"
     rc = main(["demo", "--keywords", "3000", "--queries", "3", "--beam", "8", "--quiet", "--records", str(rec)])
     out = capsys.readouterr().out
-    assert "backend" in out and "mean ms/query" in out and "results agree" in out
+    assert "backend" in out and "median ms/query" in out and "min-max of 5 passes" in out and "results agree" in out
     assert "numpy" in out and "reference" in out
     assert rc == 0, out
     assert "agree exactly" in out

@@ -399,11 +399,12 @@ def test_bench_prints_what_it_measured(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["bench", "beam", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beams", "2,4",
                  "--backends", "numpy", "--repeats", "1", "--warmup", "0", "-o", str(res)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["kind", "backend", "keywords", "beam", "batch", "mean", "p99", "vs", "marisa", "status"]
+    assert out[0].split() == ["kind", "backend", "keywords", "beam", "K", "batch", "mean", "p99", "vs", "marisa",
+                              "status"]
     rows = [line.split() for line in out[2:]]
-    assert [(r[0], r[1], r[3], r[4], r[-1]) for r in rows] == [("latency", "numpy", "2", "1", "ok"),
-                                                             ("latency", "numpy", "4", "1", "ok")]
-    assert all(r[6] == "ms" for r in rows)  # the mean, in ms
+    assert [(r[0], r[1], r[3], r[4], r[5], r[-1]) for r in rows] == [("latency", "numpy", "2", "2", "1", "ok"),
+                                                                   ("latency", "numpy", "4", "4", "1", "ok")]
+    assert all(r[7] == "ms" for r in rows)  # the mean, in ms
 
 
 @pytest.mark.parametrize("with_keywords", [True, False])

@@ -179,9 +179,9 @@ def test_one_duplicate_is_singular(tmp_path: Path, capsys: pytest.CaptureFixture
 
 # ------------------------------------------------------------------ memory and arguments before any work
 def _little_memory(monkeypatch: pytest.MonkeyPatch, have: int = 200 << 20) -> None:
-    from flashtrie.cli import common
+    from flashtrie.cli import memory
 
-    monkeypatch.setattr(common, "available_memory", lambda: (have, "the address-space limit (ulimit -v)"))
+    monkeypatch.setattr(memory, "available_memory", lambda: (have, "the address-space limit (ulimit -v)"))
 
 
 @pytest.mark.parametrize("n", ["1e20", "2G"])
@@ -196,7 +196,7 @@ def test_gen_keywords_too_many_for_memory_is_refused_first(n: str, tmp_path: Pat
 
 
 def test_available_memory_reads_the_limits() -> None:
-    from flashtrie.cli.common import available_memory
+    from flashtrie.cli.memory import available_memory
 
     have, source = available_memory()
     assert have > 0 and source
@@ -223,3 +223,105 @@ def test_bench_beam_wider_than_k_warns(tmp_path: Path, capsys: pytest.CaptureFix
     from flashtrie.harness.records import read_records
 
     assert [(r.config["beam_width"], r.config["K"]) for r in read_records(res)] == [(2, 2), (16, 8)]
+
+
+@pytest.mark.parametrize(("argv", "start"), [
+    (["gen-queries", "NOFILE", "-n", "1M", "-K", "65535", "-o", "OUT.npz"], "-n / -K: 1,000,000 / 65,535 needs"),
+    (["bench", "size", "--sizes", "10,1G", "-o", "OUT.jsonl"], "--sizes: 1,000,000,000 needs"),
+    (["demo", "--keywords", "1G", "--records", "OUT.jsonl"], "--keywords: 1,000,000,000 needs"),
+    (["demo", "--keywords", "100", "--queries", "1M", "-K", "65k", "--records", "OUT.jsonl"],
+     "--queries: 1,000,000 needs"),
+    (["demo", "--keywords", "100", "--beam", "60000", "-K", "1", "--records", "OUT.jsonl"], "--beam: 60,000 needs"),
+])
+def test_a_run_too_large_for_memory_is_refused_before_any_work(argv: list[str], start: str, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    _little_memory(monkeypatch)  # 200 MB
+    out = tmp_path / ("OUT.npz" if "OUT.npz" in argv else "OUT.jsonl")
+    argv = [str(out) if a.startswith("OUT") else str(tmp_path / "missing.txt") if a == "NOFILE" else a for a in argv]
+    t0 = time.perf_counter()
+    assert main([*argv, "--backends", "numpy,marisa"] if argv[0] != "gen-queries" else argv) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"flashtrie: error: {start} about ") and "MB are available" in line, line
+    assert not out.exists() and time.perf_counter() - t0 < 5  # nothing generated, nothing recorded
+
+
+def test_bench_beam_too_wide_for_memory_is_refused_before_any_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)
+    _little_memory(monkeypatch)
+    res = tmp_path / "b.jsonl"
+    assert main(["bench", "beam", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beams", "2,60000",
+                 "--batch-size", "1k", "--backends", "numpy", "-o", str(res), "--quiet"]) == 2
+    assert "--beams: 60,000 needs about" in _error_line(capsys)
+    assert not res.exists()
+
+
+@pytest.mark.parametrize("sweep", ["build", "index"])
+def test_a_library_too_large_to_build_is_refused_before_building(sweep: str, tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    f = _files(tmp_path)
+    _little_memory(monkeypatch, 1000)  # bytes: less than any index
+    out = tmp_path / ("b.jsonl" if sweep == "build" else "new.ftrie")
+    argv = (["bench", "build", "--keywords", str(f["kw"]), "--backends", "numpy", "-o", str(out)] if sweep == "build"
+            else ["build", str(f["kw"]), "-o", str(out)])
+    assert main(argv) == 2
+    line = _error_line(capsys)
+    assert f"{f['kw']} (" in line and "keywords) needs about" in line and "the index of" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(("argv", "limit"), [
+    (["gen-queries", "KW", "-K", "70000"], "65,535"), (["gen-queries", "KW", "--steps", "256"], "255"),
+    (["demo", "-K", "1M"], "65,535"), (["demo", "--steps", "0"], "255"), (["bench", "size", "--steps", "300"], "255"),
+    (["search", "-q", "Q", "--results", "70000"], "65,535"), (["search", "-q", "Q", "-K", "65536"], "65,535"),
+    (["gen-keywords", "--vocab-size", "5G"], "4,294,967,295"),
+    (["search", "-q", "Q", "--length-norm", "nan"], ">= 0"), (["bench", "beam", "--length-norm", "-1"], ">= 0"),
+    (["search", "-q", "Q", "--token-threshold", "nan"], "-inf"),
+])
+def test_out_of_range_arguments_are_refused_while_parsing(argv: list[str], limit: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "-o", "never.npz"] if argv[0] in ("gen-queries", "gen-keywords", "bench") else argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    flag = next(a for a in argv if a.startswith("-") and a not in ("-q",))
+    assert f"argument {flag}" in err and limit in err, err
+    assert not Path("never.npz").exists()
+
+
+def test_the_memory_estimates_cover_measured_peaks() -> None:
+    """Each estimate is above what tracemalloc measures on a small run (numpy's allocations are traced)."""
+    import tracemalloc
+
+    from flashtrie.datasets import generate_keywords, generate_queries
+
+    from flashtrie.cli import memory
+
+    def peak(fn):  # type: ignore[no-untyped-def]
+        tracemalloc.start()
+        try:
+            out = fn()
+            return out, tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    n = 20_000
+    kw, used = peak(lambda: generate_keywords(n, seed=1))
+    assert used <= memory.generation_part("-n", n)[2]
+    ix, used = peak(lambda: NarrowLoudsIndex.build(kw))
+    assert used <= memory.build_part("KW", "", n)[2]
+    wl, used = peak(lambda: generate_queries(kw, 64, proposals_per_step=500, num_steps=4, seed=1, device="cpu"))
+    assert used <= memory.workload_part("-n", "", 64, 4, 500, library=n)[2]
+    from flashtrie.reference_cpu import NumpySearcher
+
+    from flashtrie import SearchConfig
+
+    s = NumpySearcher(ix)
+    batch = wl.proposals[0:4]
+    s.search(batch, SearchConfig(beam_width=400))
+    _, used = peak(lambda: s.search(batch, SearchConfig(beam_width=400)))
+    assert used <= memory.search_part("--beam", "", 400, 4)[2]

@@ -12,9 +12,9 @@ from flashtrie.io_util import check_output_file
 from .common import (
     BACKENDS_HELP,
     add_command,
+    alpha,
     beam_width,
     beam_widths,
-    check_memory,
     choose_backends,
     count,
     ints,
@@ -25,8 +25,10 @@ from .common import (
     run_context,
     say,
     seconds,
+    steps_count,
     writing_to,
 )
+from .memory import MARISA_BYTES, PROPOSAL_BYTES, build_part, check_parts, library_parts, search_part, workload_part
 
 __all__ = ["add_parsers"]
 
@@ -47,6 +49,9 @@ def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
     from flashtrie.harness.workloads import describe_keywords
 
     kw = load_keyword_file(args.keywords, args.quiet)
+    value = f"{args.keywords} ({len(kw):,} keywords)"
+    check_parts([build_part("--keywords", value, len(kw)), ("--keywords", value, len(kw) * MARISA_BYTES,
+                                                            "the marisa trie")])
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 
@@ -83,23 +88,34 @@ def _sweep_quality(args: argparse.Namespace, ctx: Any, keywords: Any, index: Any
     ctx.emit(recs)
 
 
-#: Bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies.
-PROPOSAL_BYTES = 32
-
-
 def _check_workload_fits(args: argparse.Namespace, workload: Any) -> None:
-    """Before any run or record: the largest batch fits in memory, and a beam wider than the workload's K
-    is said (it runs with every proposal, K < beam)."""
+    """Before any run or record: the widest beam and the largest batch fit in memory, and a beam wider than
+    the workload's K is said (it runs with every proposal, K < beam)."""
     q, t, k = workload.proposals.shape
+    held = ("--limit", f"{q:,} queries", workload.proposals.tokens.nbytes + workload.proposals.logprobs.nbytes,
+            "the workload")
+    if args.sweep in ("beam", "quality", "all"):
+        b = max(args.beams)
+        check_parts([held, search_part("--beams", f"{b:,}", b, args.batch_size)])
     if args.sweep in ("batch", "all"):
         bs = max(args.batch_sizes)
-        check_memory("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
-                     f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals")
+        check_parts([held, ("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
+                            f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals"),
+                     search_part("--batch-sizes", f"{bs:,}", args.beam, bs)])
     narrow = [b for b in (args.beams if args.sweep in ("beam", "quality", "all") else []) if b > k]
     if narrow and not args.quiet:
         say(f"warning: the workload has K = {k} proposals per step: beam{'s' if len(narrow) > 1 else ''} "
             f"{', '.join(map(str, narrow))} run with K = {k} < beam (the records say so in config.K); "
             f"generate the queries with -K {max(narrow)} for K = beam")
+
+
+def _check_size_fits(args: argparse.Namespace, backends: list[str]) -> None:
+    """Before any run or record: each --sizes entry's library, index, marisa trie, workload and search fit."""
+    for n in args.sizes:
+        check_parts([*library_parts("--sizes", n, backends),
+                     workload_part("--num-queries", f"{args.num_queries:,}", args.num_queries, args.steps, args.beam,
+                                   library=n),
+                     search_part("--beam", f"{args.beam:,}", args.beam, 1)])
 
 
 def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
@@ -132,6 +148,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     _check_bench_inputs(args)
     # the size sweep generates its own libraries; the others have keywords only when --keywords is given
     backends = choose_backends(args, have_keywords=bool(args.keywords) or args.sweep == "size")
+    if args.sweep == "size":
+        _check_size_fits(args, backends)
     ctx = run_context(args, args.output)
     if args.sweep == "build":
         _sweep_build(args, ctx)
@@ -206,9 +224,9 @@ def _add_bench_parser(subs: Any) -> None:
     p.add_argument("--batch-sizes", type=ints, default=[1, 2, 4, 8, 16, 32], help="batch sizes (batch)")
     p.add_argument("--sizes", type=ints, default=[10_000, 100_000, 1_000_000], help="library sizes (size)")
     p.add_argument("--ks", type=ints, default=[10, 100], help="k of Precision@k / Recall@k (quality)")
-    p.add_argument("--length-norm", type=float, default=0.0, help="length normalisation alpha")
+    p.add_argument("--length-norm", type=alpha, default=0.0, help="length normalisation alpha")
     p.add_argument("--num-queries", type=count, default=16, help="queries per generated workload (size)")
-    p.add_argument("--steps", type=count, default=None, help="decoding steps of generated workloads (size)")
+    p.add_argument("--steps", type=steps_count, default=None, help="decoding steps of generated workloads (size)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="generated workloads (size)")
     p.add_argument("--seed", type=nonneg, default=0, help="seed of generated data (size)")
     t = p.add_argument_group("timing")

@@ -14,11 +14,22 @@ from pathlib import Path
 from typing import Any
 
 from flashtrie.errors import InputError
-from flashtrie.harness.argtypes import beam_width, beam_widths, count, ints
+from flashtrie.harness.argtypes import (
+    alpha,
+    beam_width,
+    beam_widths,
+    count,
+    ints,
+    proposals_count,
+    results_count,
+    steps_count,
+    vocab_count,
+)
 from flashtrie.io_util import temp_names
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
-           "available_memory", "check_memory", "check_same_library", "nonneg", "seconds", "number", "say", "Stage",
+           "check_same_library", "nonneg", "proposals_count", "steps_count",
+           "results_count", "vocab_count", "alpha", "seconds", "number", "say", "Stage",
            "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
            "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
            "writing_to", "load_keyword_file", "KEYWORDS_HELP", "TSV_HELP"]
@@ -73,11 +84,14 @@ def seconds(text: str) -> float:
 
 
 def number(text: str) -> float:
-    """Any float, -inf included."""
+    """Any float but NaN, -inf included."""
     try:
-        return float(text)
+        v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number (or -inf), got {text!r}") from None
+        v = math.nan
+    if math.isnan(v):
+        raise argparse.ArgumentTypeError(f"expected a number (or -inf), got {text!r}")
+    return v
 
 
 # ------------------------------------------------------------------------------------------- output
@@ -86,33 +100,6 @@ def check_suffix(path: str, arg: str, suffixes: tuple[str, ...], what: str) -> N
     if not str(path).lower().endswith(suffixes):
         raise InputError(f"{arg}: {path} has no suffix that names a format for {what}; expected "
                          f"{' or '.join(suffixes)}")
-
-
-def available_memory() -> tuple[int, str]:
-    """Bytes a run may use here and what bounds it: /proc/meminfo's MemAvailable, or the address-space limit
-    (``ulimit -v``) where that is lower."""
-    import resource
-
-    have, what = 1 << 62, "no known limit"
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                have, what = int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except (OSError, ValueError, IndexError):
-        pass
-    soft = resource.getrlimit(resource.RLIMIT_AS)[0]
-    if soft != resource.RLIM_INFINITY and soft < have:
-        have, what = soft, "the address-space limit (ulimit -v)"
-    return have, what
-
-
-def check_memory(arg: str, value: object, need: int, what: str) -> None:
-    """An `InputError` naming the argument, its value and the limit when ``need`` bytes (an estimate of what
-    the run holds at once) are more than `available_memory`; called before any work or record."""
-    have, source = available_memory()
-    if need > have:
-        raise InputError(f"{arg}: {value} needs about {need / 1e9:,.1f} GB of memory for {what}; {have / 1e9:,.1f} "
-                         f"GB are available ({source}); choose a smaller {arg}")
 
 
 def plural(n: int, word: str) -> str:
@@ -179,15 +166,15 @@ def add_search_options(p: argparse.ArgumentParser, proposals: bool = True) -> No
     """--beam, --results, the thresholds, --length-norm; and (``proposals``) -K / --all-proposals."""
     g = p.add_argument_group("search configuration (see docs/semantics.md)")
     g.add_argument("--beam", "-B", type=beam_width, default=100, help="beam width B (at most 65,535)")
-    g.add_argument("--results", "-R", type=count, default=None, help="results per query R (default: B)")
+    g.add_argument("--results", "-R", type=results_count, default=None, help="results per query R (default: B)")
     g.add_argument("--token-threshold", type=number, default=-math.inf,
                    help="skip proposals whose logprob is <= this")
     g.add_argument("--score-threshold", type=number, default=-math.inf,
                    help="drop candidates whose summed score is <= this")
-    g.add_argument("--length-norm", type=float, default=0.0,
+    g.add_argument("--length-norm", type=alpha, default=0.0,
                    help="alpha of the length normalisation (6 / (5 + length)) ** alpha used to rank results")
     if proposals:
-        g.add_argument("-K", type=count, default=None, dest="K",
+        g.add_argument("-K", type=proposals_count, default=None, dest="K",
                        help="proposals per step used: the top K of each row (default: K = beam width, as in "
                             "'flashtrie bench'; --all-proposals keeps every one)")
         g.add_argument("--all-proposals", action="store_true", help="use every proposal of each row")

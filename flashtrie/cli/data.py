@@ -17,21 +17,20 @@ from .common import (
     Stage,
     add_command,
     build_index,
-    check_memory,
     check_suffix,
     count,
     load_keyword_file,
     nonneg,
     plural,
+    proposals_count,
     say,
+    steps_count,
+    vocab_count,
     writing_to,
 )
+from .memory import build_part, check_parts, generation_part, workload_part
 
 __all__ = ["add_parsers"]
-
-
-#: Peak bytes per generated keyword (about 95 measured at 200k-800k keywords, with room for the write).
-KEYWORD_BYTES = 160
 
 
 def cmd_gen_keywords(args: argparse.Namespace) -> int:
@@ -40,7 +39,7 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "--output")
     check_suffix(args.output, "--output", (".npz", ".txt"), "a keyword library")
-    check_memory("-n", f"{args.n:,}", args.n * KEYWORD_BYTES, "the generated keywords")
+    check_parts([generation_part("-n", args.n)])
     params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
                                                          {"vocab_size": args.vocab_size}))
     with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
@@ -57,7 +56,10 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "--output", (args.keywords,))
     check_suffix(args.output, "--output", (".npz", ".tsv"), "a query workload")
+    shape = ("-n / -K", f"{args.n:,} / {args.K:,}", args.n, args.steps, args.K)
+    check_parts([workload_part(*shape)])
     kw = load_keyword_file(args.keywords, args.quiet)
+    check_parts([workload_part(*shape, library=len(kw))])
     with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
         timings: dict[str, float] = {}
         wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed, device=args.device,
@@ -77,6 +79,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.duplicates != "error" and args.tokenizer is None:
         raise InputError("--duplicates: applies to names tokenized with --tokenizer SPEC")
     kw = load_keyword_file(args.keywords, args.quiet, args.tokenizer, args.duplicates)
+    check_parts([build_part("KEYWORDS", f"{args.keywords} ({len(kw):,} keywords)", len(kw))])
     t0 = time.perf_counter()
     idx = build_index(kw, args.quiet, ids=args.ids, gpu=args.gpu)
     dt = time.perf_counter() - t0
@@ -139,7 +142,8 @@ def add_parsers(subs: Any) -> None:
         """, cmd_gen_keywords)
     p.add_argument("-n", type=count, default=200_000, help="number of keywords (200000, 200k, 2M ...)")
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
-    p.add_argument("--vocab-size", type=count, default=None, help="vocabulary size (default: the generator's, 2.2M)")
+    p.add_argument("--vocab-size", type=vocab_count, default=None,
+                   help="vocabulary size (default: the generator's, 2.2M)")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="output file (.npz or .txt)")
 
     p = add_command(subs, "gen-queries", "generate a query workload (proposals + ground truth) for a library", """
@@ -152,9 +156,10 @@ def add_parsers(subs: Any) -> None:
         """, cmd_gen_queries)
     p.add_argument("keywords", metavar="KEYWORDS", help="keyword library the queries are drawn from")
     p.add_argument("-n", type=count, default=16, help="number of queries")
-    p.add_argument("-K", type=count, default=1000,
+    p.add_argument("-K", type=proposals_count, default=1000,
                    help="proposals per step (search and bench use the top K = beam width of them)")
-    p.add_argument("--steps", "-T", type=count, default=None, help="decoding steps T (default: the generator's, 8)")
+    p.add_argument("--steps", "-T", type=steps_count, default=None,
+                   help="decoding steps T (default: the generator's, 8)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
     p.add_argument("--device", choices=("auto", "cpu", "gpu"), default="auto",

@@ -133,8 +133,9 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def parity_run(args: argparse.Namespace, keywords: Any, index: Any, workload: Any, backends: list[str],
-               timed: bool) -> tuple[Any, dict[str, list[float]]]:
-    """Every backend on the workload, then the parity check: (report, per-query ms when ``timed``)."""
+               timed: bool, passes: int = 1) -> tuple[Any, dict[str, list[float]]]:
+    """Every backend on the workload, then the parity check: (report, per-query ms when ``timed``, ``passes``
+    timed passes after a warm-up pass when more than one)."""
     from flashtrie.harness.backends import close_searchers, reference_first
     from flashtrie.harness.parity import check_parity
     from flashtrie.harness.runs import run_backends
@@ -145,7 +146,7 @@ def parity_run(args: argparse.Namespace, keywords: Any, index: Any, workload: An
         say(f"warning: backend {name} could not be constructed: {err}")
     try:
         results, times = run_backends(searchers, workload.proposals, config, timed=timed, progress=not args.quiet,
-                                      warn=say, stage=lambda what: Stage(what, args.quiet))
+                                      warn=say, stage=lambda what: Stage(what, args.quiet), passes=passes)
         ordered = {n: searchers[n] for n in reference_first(searchers)}
         report = check_parity(ordered, workload.proposals, config, results=results)
     finally:
@@ -181,6 +182,7 @@ def cmd_parity(args: argparse.Namespace) -> int:
                                             need_keywords=any(needs_keywords(b) for b in backends))
     workload = prepare_workload(args, workload)
     report, _ = parity_run(args, keywords, index, workload, backends, timed=False)
+    print(f"K = {workload.proposals.shape[2]} proposals per step, beam {args.beam}")
     print(report.summary())
     write_parity_records(args, report, workload, {})
     return 0 if report.ok else 1

@@ -76,7 +76,7 @@ def table(records: list[Record]) -> str:
         for r in hf:
             m = r.metrics
             lines.append(f"| {r.workload['case']} | {r.config['batch']}x{r.config['beams']} | {m['depth']} | "
-                         f"{m['hf_ms']:.2f} | {m['ours_ms']:.3f} | {m['speedup']:.0f}x | {m['same_scores']} |")
+                         f"{m['hf_ms']:.2f} | {m['ours_ms']:.3f} | {m['speedup']:.2f}x | {m['same_scores']} |")
     gen = [r for r in records if r.sweep == "stepwise-generate" and r.status == "ok"]
     if gen:
         lines += ["", "| commit | library | batch x beams | unconstrained ms | ours ms (x) | ours / unconstrained per "
@@ -112,7 +112,7 @@ def brief(records: list[Record]) -> str:
                        f"{_f(m, 'host_launch_us', 'p50')}")
         elif r.sweep == "stepwise-hf":
             out.append(f"{head} hf depth {m['depth']}: {m['hf_ms']:.2f} ms vs {m['ours_ms'] * 1e3:.0f} us = "
-                       f"{m['speedup']:.0f}x same={m['same_scores']}")
+                       f"{m['speedup']:.2f}x same={m['same_scores']}")
         elif r.sweep == "stepwise-generate":
             rr = m.get("ours_over_unconstrained_rounds")
             out.append(f"{head} generate: ours {m['ours_over_unconstrained']:.2f}x"
