@@ -24,11 +24,15 @@ every ``generate()`` and warns once when ``max_length`` leaves no room for the l
 sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0 stays
 -0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
 ``logits_processor=`` the result is the same whenever none of the six settings that follow the hook is active
-(pass ``num_beams``); with them, the processor cannot see what they overrode, so it keeps the trie instead:
-a forced BOS or EOS that is not allowed is replaced by the forced allowed tokens, ``remove_invalid_values``
-leaves -inf (not the float's lowest value) at disallowed tokens, and suppressed allowed tokens are forced
-back.  In both positions a row never gets an entry off the trie from this processor, and the processor
-never leaves a row of all -inf that the hook would not.
+and ``num_beams`` is given.  With them, the processor cannot see what they overrode, so it keeps the trie: a
+forced BOS or EOS that is not allowed gives way to the allowed tokens (forced), ``remove_invalid_values``
+leaves -inf at disallowed tokens where the hook leaves the float's lowest value (and allowed entries at that
+lowest value count as masked), and suppressed allowed tokens are forced back.  There, with ``num_beams=1``
+(the default: rows are forced one by one), no row is all -inf, no sampling step fails, and greedy and
+sampled rows (beam search: hypotheses of a finite score) spell the trie; with ``num_beams`` > 1 a beam whose allowed tokens were all masked stays -inf while
+another beam of its batch item lives, as with the hook.  In the hook slot the processor does what the hook
+does, a row left all -inf by a later setting included (``suppress_tokens`` of the only allowed token: the hook
+fails sampling there too).
 
 **How each row's state is found.**  Beam search reorders rows between steps, so a row's state is derived
 from its generated suffix (``input_ids[r, prompt_length:]``), of which it is a function: exact for greedy,
@@ -232,9 +236,12 @@ class TrieLogitsProcessor(LogitsProcessor):
         return buf
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return self._process(input_ids, scores, self.num_beams)
+        return self._process(input_ids, scores, self.num_beams, lowest=True)
 
-    def _process(self, input_ids: torch.Tensor, scores: torch.Tensor, group: int) -> torch.Tensor:
+    def _process(self, input_ids: torch.Tensor, scores: torch.Tensor, group: int, lowest: bool = False
+                 ) -> torch.Tensor:
+        """``lowest``: a row whose allowed entries are at most the float's lowest value counts as masked too
+        (``remove_invalid_values`` before the processor turns -inf into it)."""
         if input_ids.ndim != 2 or scores.ndim != 2 or scores.shape[0] != input_ids.shape[0]:
             raise InputError(f"input_ids {list(input_ids.shape)} and scores {list(scores.shape)}: expected "
                              "[rows, length] and [rows, vocab]")
@@ -248,12 +255,13 @@ class TrieLogitsProcessor(LogitsProcessor):
         out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
         gpu = self._stepper(scores.device)
         if gpu is not None:
-            self._gpu_mask(gpu, input_ids, begin, out, group)
+            self._gpu_mask(gpu, input_ids, begin, out, group, lowest)
         else:
-            self._cpu_mask(input_ids, begin, out, group)
+            self._cpu_mask(input_ids, begin, out, group, lowest)
         return out
 
-    def _gpu_mask(self, gpu: Any, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int) -> None:
+    def _gpu_mask(self, gpu: Any, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int,
+                  lowest: bool) -> None:
         vocab = int(out.shape[1])
         b = self._device_begin(begin, out.device)
         ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
@@ -265,7 +273,7 @@ class TrieLogitsProcessor(LogitsProcessor):
             allow = gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False,
                                   out=self._bool_buffer(out.shape, out.device))
             _store_neg_inf(out, allow.logical_not_())
-        force = _unsatisfiable(out, group)
+        force = _unsatisfiable(out, group, lowest)
         if bool(force.any()):
             rows = force.nonzero().flatten()
             st = gpu.walk(ids[rows], begin=b if isinstance(b, int) else b[rows], eos_token_id=self.eos)
@@ -273,7 +281,7 @@ class TrieLogitsProcessor(LogitsProcessor):
             self._dead_again += int((st.node == DEAD).sum())
             out[rows] = _forced(allow, out.dtype)
 
-    def _cpu_mask(self, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int) -> None:
+    def _cpu_mask(self, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int, lowest: bool) -> None:
         vocab = int(out.shape[1])
         ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)  # one dtype: the carried states' keys
         states = self._cpu_states(ids, begin)
@@ -282,7 +290,7 @@ class TrieLogitsProcessor(LogitsProcessor):
         else:
             allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(out.device)
             _store_neg_inf(out, allow.logical_not_())
-        force = _unsatisfiable(out, group)
+        force = _unsatisfiable(out, group, lowest)
         if bool(force.any()):
             rows = np.flatnonzero(force.cpu().numpy())
             dead = self._cpu.dead_count
@@ -401,10 +409,12 @@ def _store_neg_inf(out: torch.Tensor, where: torch.Tensor) -> None:
     out.view(bits).masked_fill_(where, neg_inf)
 
 
-def _unsatisfiable(out: torch.Tensor, group: int) -> torch.Tensor:
-    """Per row: every entry of every row of its batch item (``group`` rows) is -inf (a NaN is not)."""
+def _unsatisfiable(out: torch.Tensor, group: int, lowest: bool) -> torch.Tensor:
+    """Per row: every entry of every row of its batch item (``group`` rows) is -inf (``lowest``: or at most
+    the float's lowest value; a NaN is neither)."""
     top = out.amax(dim=1) if out.shape[1] else out.new_full((out.shape[0],), -float("inf"))
-    return torch.isneginf(top).view(-1, group).all(dim=1).repeat_interleave(group)
+    dead = top <= torch.finfo(out.dtype).min if lowest else torch.isneginf(top)
+    return dead.view(-1, group).all(dim=1).repeat_interleave(group)
 
 
 def _forced(allow: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
