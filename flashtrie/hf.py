@@ -24,15 +24,15 @@ every ``generate()`` and warns once when ``max_length`` leaves no room for the l
 sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0 stays
 -0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
 ``logits_processor=`` the result is the same whenever none of the six settings that follow the hook is active
-and ``num_beams`` is given.  With them, the processor cannot see what they overrode, so it keeps the trie: a
+and ``num_beams`` is given. With them, the processor cannot see what they overrode, so it keeps the trie: a
 forced BOS or EOS that is not allowed gives way to the allowed tokens (forced), ``remove_invalid_values``
 leaves -inf at disallowed tokens where the hook leaves the float's lowest value (and allowed entries at that
-lowest value count as masked), and suppressed allowed tokens are forced back.  There, with ``num_beams=1``
-(the default: rows are forced one by one), no row is all -inf, no sampling step fails, and greedy and
-sampled rows (beam search: hypotheses of a finite score) spell the trie; with ``num_beams`` > 1 a beam whose allowed tokens were all masked stays -inf while
-another beam of its batch item lives, as with the hook.  In the hook slot the processor does what the hook
-does, a row left all -inf by a later setting included (``suppress_tokens`` of the only allowed token: the hook
-fails sampling there too).
+lowest value count as masked), and suppressed allowed tokens are forced back. There, with ``num_beams=1`` (the
+default: rows are forced one by one), no row is all -inf, no sampling step fails, and greedy and sampled rows
+(beam search: hypotheses of a finite score) spell the trie; with ``num_beams`` > 1 a beam whose allowed tokens
+were all masked stays -inf while another beam of its batch item lives, as with the hook. In the hook slot the
+processor does what the hook does, a row left all -inf by a later setting included (``suppress_tokens`` of the
+only allowed token: the hook fails sampling there too).
 
 **How each row's state is found.**  Beam search reorders rows between steps, so a row's state is derived
 from its generated suffix (``input_ids[r, prompt_length:]``), of which it is a function: exact for greedy,
