@@ -1,9 +1,40 @@
 """Hugging Face `generate()` integration: every generated token spells a keyword of the index, then EOS.
 
 * `TrieLogitsProcessor(index, eos_token_id, prompt_length=None, backend="auto")`: a
-  ``transformers.LogitsProcessor`` for ``model.generate(..., logits_processor=LogitsProcessorList([...]))``.
+  ``transformers.LogitsProcessor``.  Use it inside ``with in_hook_position(model, processor):`` around
+  ``model.generate(...)`` (exactly transformers' ``prefix_allowed_tokens_fn`` hook, under every setting), or
+  in ``generate(logits_processor=LogitsProcessorList([...]))`` (see **Where it runs**).
 * `prefix_allowed_tokens_fn(index, eos_token_id, prompt_length)`: the same constraint as a callback for
   ``generate(prefix_allowed_tokens_fn=...)`` (one Python call per row per step: slow, for existing code).
+* `generated_keywords(index, sequences, eos_token_id, prompt_length)`: the keyword id each row of
+  ``generate()``'s output spells (-1 where it spells none: cut by ``max_new_tokens``, say).
+
+**The hook's rules.**  Like transformers' `PrefixConstrainedLogitsProcessor`, the processor sets every
+disallowed entry to -inf, and where every allowed entry of every row of a batch item (``num_beams`` rows;
+``max(num_beams, num_return_sequences)`` as transformers counts them) is already -inf, because a processor
+before it masked them (``no_repeat_ngram_size``, ``bad_words_ids``, ``min_new_tokens``, ...), it forces the
+allowed tokens: those rows become 0 at the allowed tokens and -inf elsewhere.
+
+**Where it runs.**  transformers runs its hook after ``sequence_bias``, the repetition penalties,
+``no_repeat_ngram_size``, ``bad_words_ids``, ``min_length`` and ``min_new_tokens``, and before
+``forced_bos_token_id``, ``forced_eos_token_id``, ``remove_invalid_values``,
+``exponential_decay_length_penalty``, ``suppress_tokens`` and ``begin_suppress_tokens``; a
+``logits_processor=`` entry runs after all of these (and before the sampling warpers, as the hook).
+`in_hook_position` puts the processor in the hook's own slot (it has transformers build the hook from a
+placeholder and swaps the processor in), takes ``num_beams`` from the generation config, starts a new prompt at
+every ``generate()`` and warns once when ``max_length`` leaves no room for the longest keyword and EOS: the
+sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0 stays
+-0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
+``logits_processor=`` the result is the same whenever none of the six settings that follow the hook is active
+and ``num_beams`` is given. With them, the processor cannot see what they overrode, so it keeps the trie: a
+forced BOS or EOS that is not allowed gives way to the allowed tokens (forced), ``remove_invalid_values``
+leaves -inf at disallowed tokens where the hook leaves the float's lowest value (and allowed entries at that
+lowest value count as masked), and suppressed allowed tokens are forced back. There, with ``num_beams=1`` (the
+default: rows are forced one by one), no row is all -inf, no sampling step fails, and greedy and sampled rows
+(beam search: hypotheses of a finite score) spell the trie; with ``num_beams`` > 1 a beam whose allowed tokens
+were all masked stays -inf while another beam of its batch item lives, as with the hook. In the hook slot the
+processor does what the hook does, a row left all -inf by a later setting included (``suppress_tokens`` of the
+only allowed token: the hook fails sampling there too).
 
 **How each row's state is found.**  Beam search reorders rows between steps, so a row's state is derived
 from its generated suffix (``input_ids[r, prompt_length:]``), of which it is a function: exact for greedy,
@@ -17,30 +48,32 @@ keyword ends and is the only token after EOS or after a token that left the trie
 ``dead_count`` of the processor counts such rows).
 
 **The mask is written into ``scores`` in place** (``inplace=True``, the default; `LogitsProcessor` allows
-it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits (on
-the GPU, at a node of at most 1,024 children, they are read and stored back), so a float32 CUDA call is one
-kernel launch with no copy, no allocation and no synchronisation.  transformers'
-`PrefixConstrainedLogitsProcessor` adds 0 / -inf to a copy: the same values (a -0.0 it turns into +0.0,
-which compares equal) for finite logits, so generated sequences and scores agree; a +inf or NaN logit at a
-disallowed token becomes -inf here where transformers gives NaN.  One visible difference: greedy search and
-sampling hand the processors the very tensor they keep as ``output_logits``; with ``output_logits=True``
-those then show the masked values.  Pass ``inplace=False`` to mask a copy instead (one clone per call).
+it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits
+(the stores are integer stores of -inf's bit pattern, so no conversion touches a NaN's payload; on the GPU, at
+a node of at most 1,024 children, they are read and stored back).  A call then reads the masked scores once
+for the row maxima and synchronises once to learn whether a row must be forced.  One visible difference from
+the hook: greedy search and sampling hand the processors the very tensor they keep as ``output_logits``;
+with ``output_logits=True`` those then show the masked values.  Pass ``inplace=False`` to mask a copy
+instead (one clone per call).
 
 **Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
-prompt for decoder-only models, the decoder start token for encoder-decoder models) and keeps it while the
-calls continue that prompt: a call one token longer than the one before, or (assisted and prompt-lookup
-decoding, which go back to a shorter length after checking their candidates) a call with as many rows, at
-least as long as the prompt and holding the same prompt tokens (compared on the device: one synchronisation,
-only at such calls).  Any other call starts a new prompt.  A second ``generate()`` whose prompt is one token
-longer than the first output, or begins with the first prompt, would be taken for a continuation: pass
-``prompt_length`` or call `reset()` between calls.  ``prompt_length`` may also be a
-sequence, one per row of ``input_ids`` (or one per batch item, repeated over its beams).
+prompt for decoder-only models, the decoder start token for encoder-decoder models) and keeps it while a
+call has as many rows as that first call and either is exactly one token longer than the call before it, or
+(assisted and prompt-lookup decoding, which go back to a shorter length after checking their candidates) is
+at least as long as the prompt and holds the same prompt tokens (compared on the device: one synchronisation,
+only at such calls).  Any other call starts a new prompt.  So a second ``generate()`` through the same
+processor in ``logits_processor=`` is taken for a continuation when its first call is one token longer than
+the last call of the first (a prompt as long as a greedy output of the first), or when its prompt begins with
+the first prompt: pass ``prompt_length``, call `reset()` between calls, or use `in_hook_position` (which
+resets at every ``generate()``).  ``prompt_length`` may also be a sequence, one per row of ``input_ids`` (or
+one per batch item, repeated over its beams).
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -53,9 +86,9 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 
 from .errors import InputError
 from .index import NarrowLoudsIndex
-from .stepwise import StepStates, TrieStepper, eos_ids
+from .stepwise import DEAD, StepStates, TrieStepper, eos_ids
 
-__all__ = ["TrieLogitsProcessor", "prefix_allowed_tokens_fn"]
+__all__ = ["TrieLogitsProcessor", "in_hook_position", "prefix_allowed_tokens_fn", "generated_keywords"]
 
 _BACKENDS = ("auto", "numpy", "gpu")
 
@@ -64,8 +97,10 @@ class TrieLogitsProcessor(LogitsProcessor):
     """Constrain every token generated after the prompt to spell a keyword of ``index``, then EOS."""
 
     def __init__(self, index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], *,
-                 prompt_length: int | Sequence[int] | None = None, backend: str = "auto", inplace: bool = True
-                 ) -> None:
+                 prompt_length: int | Sequence[int] | None = None, backend: str = "auto", inplace: bool = True,
+                 num_beams: int = 1, max_new_tokens: int | None = None) -> None:
+        """``num_beams``: rows per batch item for the hook's forcing rule (`in_hook_position` sets it);
+        ``max_new_tokens``: where given, a warning now if it cannot fit the longest keyword and EOS."""
         if not isinstance(index, NarrowLoudsIndex):
             raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
         if backend not in _BACKENDS:
@@ -77,6 +112,10 @@ class TrieLogitsProcessor(LogitsProcessor):
         if not isinstance(inplace, bool):
             raise InputError(f"inplace: expected a bool, got {inplace!r}")
         self.backend, self.inplace = backend, inplace
+        self.num_beams = _count(num_beams, "num_beams", 1)
+        self._warned = False
+        if max_new_tokens is not None:
+            self._check_room(_count(max_new_tokens, "max_new_tokens", 0), f"max_new_tokens={max_new_tokens}")
         self._fixed = _prompt_lengths(prompt_length)
         self._cpu = TrieStepper(index)
         self._cpu._eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
@@ -88,11 +127,22 @@ class TrieLogitsProcessor(LogitsProcessor):
         self._bool: torch.Tensor | None = None  # the bool mask buffer of scores that are not float32
         self._last_states: dict[bytes, tuple[int, int]] = {}  # numpy: the last call's suffixes and their states
         self._carried = 0  # numpy: rows that took a carried state, over all calls
+        self._dead_again = 0  # dead rows counted twice (a forced row's mask is made again)
 
     @property
     def dead_count(self) -> int:
         """Rows seen dead (a token left the trie) by every call so far, on every backend (syncs the GPU)."""
-        return self._cpu.dead_count + sum(int(g.dead_count) for g in self._gpu.values() if g is not None)
+        gpu = sum(int(g.dead_count) for g in self._gpu.values() if g is not None)
+        return self._cpu.dead_count + gpu - self._dead_again
+
+    def _check_room(self, room: int, what: str) -> None:
+        """Warn once when ``room`` generated tokens cannot hold the longest keyword and its EOS."""
+        need = int(self.index.max_keyword_length) + 1
+        if room < need and not self._warned:
+            self._warned = True
+            warnings.warn(f"flashtrie.hf: {what} leaves room for {room} generated tokens, but the longest keyword "
+                          f"has {need - 1} tokens ({need} with EOS): rows on a longer keyword end cut, without EOS",
+                          UserWarning, stacklevel=3)
 
     def reset(self) -> None:
         """Forget the inferred prompt length (before reusing the processor for another `generate()`)."""
@@ -188,6 +238,12 @@ class TrieLogitsProcessor(LogitsProcessor):
         return buf
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return self._process(input_ids, scores, self.num_beams, lowest=True)
+
+    def _process(self, input_ids: torch.Tensor, scores: torch.Tensor, group: int, lowest: bool = False
+                 ) -> torch.Tensor:
+        """``lowest``: a row whose allowed entries are at most the float's lowest value counts as masked too
+        (``remove_invalid_values`` before the processor turns -inf into it)."""
         if input_ids.ndim != 2 or scores.ndim != 2 or scores.shape[0] != input_ids.shape[0]:
             raise InputError(f"input_ids {list(input_ids.shape)} and scores {list(scores.shape)}: expected "
                              "[rows, length] and [rows, vocab]")
@@ -195,26 +251,106 @@ class TrieLogitsProcessor(LogitsProcessor):
             raise InputError(f"input_ids: expected integer token ids, got {input_ids.dtype}")
         if not scores.dtype.is_floating_point:
             raise InputError(f"scores: expected floating-point logits, got {scores.dtype}")
+        if scores.shape[0] % group:
+            raise InputError(f"num_beams: {group} does not divide the {scores.shape[0]} rows of scores")
         begin = self._begin(input_ids)
-        vocab = int(scores.shape[1])
         out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
         gpu = self._stepper(scores.device)
         if gpu is not None:
-            b = self._device_begin(begin, scores.device)
-            ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
-            if out.dtype == torch.float32 and (out.shape[1] < 2 or out.stride(1) == 1):
-                gpu.walk_mask(ids, vocab, self.eos, begin=b, out=out)
-                return out
+            self._gpu_mask(gpu, input_ids, begin, out, group, lowest)
+        else:
+            self._cpu_mask(input_ids, begin, out, group, lowest)
+        return out
+
+    def _gpu_mask(self, gpu: Any, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int,
+                  lowest: bool) -> None:
+        vocab = int(out.shape[1])
+        b = self._device_begin(begin, out.device)
+        ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
+        if ids.shape[1] > 1 and ids.stride(1) != 1:
+            ids = ids.contiguous()  # the kernel reads rows of stride 1
+        if out.dtype == torch.float32 and (out.shape[1] < 2 or out.stride(1) == 1):
+            gpu.walk_mask(ids, vocab, self.eos, begin=b, out=out)
+        else:
             allow = gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False,
                                   out=self._bool_buffer(out.shape, out.device))
-            return out.masked_fill_(allow.logical_not_(), -float("inf"))
+            _store_neg_inf(out, allow.logical_not_())
+        force = _unsatisfiable(out, group, lowest)
+        if bool(force.any()):
+            rows = force.nonzero().flatten()
+            st = gpu.walk(ids[rows], begin=b if isinstance(b, int) else b[rows], eos_token_id=self.eos)
+            allow = gpu.mask(st, vocab, self.eos, additive=False)
+            self._dead_again += int((st.node == DEAD).sum())
+            out[rows] = _forced(allow, out.dtype)
+
+    def _cpu_mask(self, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int, lowest: bool) -> None:
+        vocab = int(out.shape[1])
         ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)  # one dtype: the carried states' keys
         states = self._cpu_states(ids, begin)
         if out.dtype == torch.float32 and out.device.type == "cpu":
             self._cpu.mask(states, vocab, self.eos, out=out.numpy())
-            return out
-        allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(out.device)
-        return out.masked_fill_(allow.logical_not_(), -float("inf"))
+        else:
+            allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(out.device)
+            _store_neg_inf(out, allow.logical_not_())
+        force = _unsatisfiable(out, group, lowest)
+        if bool(force.any()):
+            rows = np.flatnonzero(force.cpu().numpy())
+            dead = self._cpu.dead_count
+            allow = torch.from_numpy(self._cpu.mask(states.take(rows), vocab, self.eos, additive=False))
+            self._cpu.dead_count = dead
+            out[torch.as_tensor(rows, device=out.device)] = _forced(allow.to(out.device), out.dtype)
+
+
+class _AtHook(LogitsProcessor):
+    """A `TrieLogitsProcessor` in the slot of transformers' hook, with the hook's batch item size."""
+
+    def __init__(self, processor: TrieLogitsProcessor, group: int) -> None:
+        self.processor, self.group = processor, group
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        return self.processor._process(input_ids, scores, self.group)
+
+
+def _placeholder(batch_id: int, sent: torch.Tensor) -> list[int]:  # pragma: no cover - swapped out, never called
+    raise AssertionError("flashtrie.hf: the hook's placeholder was called")
+
+
+@contextmanager
+def in_hook_position(model: Any, processor: TrieLogitsProcessor) -> Iterator[TrieLogitsProcessor]:
+    """Within the block, ``model.generate(...)`` runs ``processor`` where transformers runs its
+    ``prefix_allowed_tokens_fn`` hook (see the module docstring): the hook's sequences and scores under every
+    setting.  Each ``generate()`` starts a new prompt and sets the processor's batch item size."""
+    if not isinstance(processor, TrieLogitsProcessor):
+        raise InputError(f"processor: expected a TrieLogitsProcessor, got {type(processor).__name__}")
+    build = getattr(model, "_get_logits_processor", None)
+    if build is None or not callable(getattr(model, "generate", None)):
+        raise InputError(f"model: expected a transformers model with generate(), got {type(model).__name__}")
+    if "_get_logits_processor" in vars(model):
+        raise InputError("model: already inside in_hook_position")
+
+    def placed(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("prefix_allowed_tokens_fn") is not None:
+            raise InputError("prefix_allowed_tokens_fn: not with in_hook_position (the processor takes its slot)")
+        kwargs["prefix_allowed_tokens_fn"] = _placeholder
+        procs = build(*args, **kwargs)
+        slots = [i for i, p in enumerate(procs) if getattr(p, "_prefix_allowed_tokens_fn", None) is _placeholder]
+        if len(slots) != 1:
+            raise InputError("in_hook_position: transformers did not build its prefix_allowed_tokens_fn hook where "
+                             "expected (a custom PrefixConstrainedLogitsProcessor in logits_processor replaces it)")
+        cfg = kwargs["generation_config"] if "generation_config" in kwargs else args[0]
+        group = max(int(cfg.num_beams or 1), int(cfg.num_return_sequences or 1))
+        processor.reset()
+        if cfg.max_length is not None:
+            seq = int(kwargs.get("input_ids_seq_length") or 0)
+            processor._check_room(int(cfg.max_length) - seq, f"max_length={cfg.max_length} after {seq} input tokens")
+        procs[slots[0]] = _AtHook(processor, group)
+        return procs
+
+    model._get_logits_processor = placed
+    try:
+        yield processor
+    finally:
+        del model._get_logits_processor
 
 
 def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequence[int], prompt_length: int
@@ -253,6 +389,39 @@ def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
     if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
         raise InputError(f"prompt_length: expected an int or a non-empty sequence of non-negative ints, got {p!r}")
     return [int(v) for v in vals]
+
+
+def _count(v: Any, name: str, low: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+        raise InputError(f"{name}: expected an integer of at least {low}, got {v!r}")
+    return int(v)
+
+
+_BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+         torch.float64: torch.int64}
+
+
+def _store_neg_inf(out: torch.Tensor, where: torch.Tensor) -> None:
+    """-inf into ``out`` where ``where``, as integer stores of its bit pattern: no other entry is converted."""
+    bits = _BITS.get(out.dtype)
+    if bits is None:
+        out.masked_fill_(where, -float("inf"))
+        return
+    neg_inf = int(torch.tensor(-float("inf"), dtype=out.dtype).view(bits).item())
+    out.view(bits).masked_fill_(where, neg_inf)
+
+
+def _unsatisfiable(out: torch.Tensor, group: int, lowest: bool) -> torch.Tensor:
+    """Per row: every entry of every row of its batch item (``group`` rows) is -inf (``lowest``: or at most
+    the float's lowest value; a NaN is neither)."""
+    top = out.amax(dim=1) if out.shape[1] else out.new_full((out.shape[0],), -float("inf"))
+    dead = top <= torch.finfo(out.dtype).min if lowest else torch.isneginf(top)
+    return dead.view(-1, group).all(dim=1).repeat_interleave(group)
+
+
+def _forced(allow: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """The hook's forced rows: 0 at the allowed tokens, -inf elsewhere."""
+    return torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(~allow, -float("inf"))
 
 
 def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: int | Sequence[int],

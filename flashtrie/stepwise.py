@@ -24,7 +24,7 @@ not below ``vocab_size`` (a keyword with it could never be generated).
 
 Built on the index's vectorised decoders (``child_range``, ``labels``, ``edge_lengths``, ``edge_tokens``,
 ``is_terminal``) and on `flashtrie.search_core` (``check_index``; forced prefixes through
-``normalize_prefixes`` and ``start_states``, as every search backend starts).
+``normalize_prefixes``, as every search backend checks them).
 """
 
 from __future__ import annotations
@@ -38,13 +38,14 @@ import numpy as np
 from .errors import InputError
 from .index import NarrowLoudsIndex
 from .limits import MAX_TOKEN
-from .search_core import check_index, normalize_prefixes, start_states
+from .search_core import check_index, normalize_prefixes
 
 __all__ = ["DEAD", "FINISHED", "StepStates", "TrieStepper", "eos_ids", "check_vocab", "check_eos"]
 
 DEAD = -1
 FINISHED = -2
 _MAX_EOS = 8
+_MASK_CHUNK = 1 << 18  # entries of the logits `mask` handles at a time
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,12 @@ class TrieStepper:
         tokens are checked as every search checks them (`flashtrie.search_core.normalize_prefixes`)."""
         n = len(prefixes) if isinstance(prefixes, (Sequence, np.ndarray)) else -1
         pre = normalize_prefixes(prefixes, max(n, 0))
-        ss = start_states(self.index, pre, n)
-        node = np.full(n, DEAD, dtype=np.int64)
-        off = np.zeros(n, dtype=np.int64)
-        node[ss.q] = ss.node
-        off[ss.q] = ss.off
-        return StepStates(node, off)
+        assert pre is not None
+        lens = np.fromiter((p.size for p in pre), dtype=np.int64, count=n)
+        ids = np.zeros((n, int(lens.max()) if n else 0), dtype=np.int64)
+        if n and ids.shape[1]:
+            ids[np.arange(ids.shape[1]) < lens[:, None]] = np.concatenate(pre)
+        return self.walk(ids, end=lens)  # one vectorised advance per column, as every row
 
     def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates:
         """States after feeding ``ids[r, begin[r]:end[r]]`` from the root, for each row of ``ids[n, L]``
@@ -234,16 +235,22 @@ class TrieStepper:
 
     def allowed_padded(self, states: StepStates, max_per_state: int) -> tuple[np.ndarray, np.ndarray]:
         """Fixed-capacity form: ``counts`` int64[n] (all allowed tokens, possibly > max_per_state) and
-        ``tokens`` int64[n, max_per_state]: the first ``min(count, max_per_state)``, ascending, then -1."""
+        ``tokens`` int64[n, max_per_state]: the first ``min(count, max_per_state)``, ascending, then -1.
+        Only those tokens are decoded: memory in proportion to the output, whatever the fan-out."""
         if isinstance(max_per_state, bool) or not isinstance(max_per_state, (int, np.integer)) or max_per_state < 0:
             raise InputError(f"max_per_state: expected a non-negative integer, got {max_per_state!r}")
-        offsets, tokens = self.allowed(states)
-        counts = np.diff(offsets)
+        node, off, at = self._decode(states)
+        first, counts = self._counts(node, off, at)
         out = np.full((counts.size, int(max_per_state)), -1, dtype=np.int64)
         k = np.minimum(counts, max_per_state)
         rows = np.repeat(np.arange(counts.size), k)
         cols = np.arange(rows.size) - np.repeat(np.cumsum(k) - k, k)
-        out[rows, cols] = tokens[np.repeat(offsets[:-1], k) + cols]
+        kids = at[rows]
+        if kids.any():
+            out[rows[kids], cols[kids]] = self.index.labels(first[rows[kids]] + cols[kids])
+        mid = np.flatnonzero((node >= 0) & ~at & (k > 0))
+        if mid.size:
+            out[mid, 0] = self.index.edge_tokens(node[mid], off[mid])
         return counts, out
 
     # ------------------------------------------------------------------ advance
@@ -330,23 +337,26 @@ class TrieStepper:
         n, v = node.size, int(vocab_size)
         if out is not None:
             out = _check_out(out, (n, v), additive)
-        offsets, tokens = self._allowed(node, off, at)
-        allow = np.zeros((n, v), dtype=bool)
-        allow[np.repeat(np.arange(n), np.diff(offsets)), tokens] = True
+        elif not additive:
+            out = np.empty((n, v), dtype=bool)
+        else:
+            out = np.zeros((n, v), dtype=np.float32)
         ends = np.zeros(n, dtype=bool)
         if at.any():
             ends[at] = self.index.is_terminal(node[at])
-        eos_rows = np.flatnonzero(ends | (node < 0))
-        allow[np.ix_(eos_rows, np.asarray(eos, dtype=np.int64))] = True
+        eos_col = np.asarray(eos, dtype=np.int64)
+        step = max(1, _MASK_CHUNK // max(v, 1))  # rows a chunk: its temporaries stay below _MASK_CHUNK entries
+        for lo in range(0, n, step):
+            hi = min(n, lo + step)
+            offsets, tokens = self._allowed(node[lo:hi], off[lo:hi], at[lo:hi])
+            allow = np.zeros((hi - lo, v), dtype=bool)
+            allow[np.repeat(np.arange(hi - lo), np.diff(offsets)), tokens] = True
+            allow[np.ix_(np.flatnonzero(ends[lo:hi] | (node[lo:hi] < 0)), eos_col)] = True
+            if additive:  # -inf stored only where disallowed: allowed entries are never read or converted
+                np.copyto(out[lo:hi], out.dtype.type(-np.inf), where=~allow)
+            else:
+                out[lo:hi] = allow
         self.dead_count += int(np.count_nonzero(node == DEAD))
-        if not additive:
-            if out is None:
-                return allow
-            out[...] = allow
-            return out
-        if out is None:
-            out = np.zeros((n, v), dtype=np.float32)
-        np.copyto(out, out.dtype.type(-np.inf), where=~allow)
         return out
 
     def advance_mask(self, states: StepStates, tokens: np.ndarray, vocab_size: int, eos_token_id: Any,
