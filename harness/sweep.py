@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -125,9 +126,11 @@ class BeamStats:
     @classmethod
     def from_search(cls, stats: SearchStats, result: SearchResult) -> BeamStats:
         """Summarise the `SearchStats` of one search and its result."""
+        fill = stats.beam_fill
+        assert fill is not None, "the search did not count its frontier"
         return cls(queries=stats.queries, steps=stats.steps, beam_width=stats.beam_width,
                    considered=int(stats.column("considered").sum()), valid=int(stats.column("valid").sum()),
-                   beam_fill=[float(v) for v in stats.beam_fill],
+                   beam_fill=[float(v) for v in fill],
                    mean_results=float(result.num_results.mean()) if result.shape[0] else 0.0)
 
     @property
@@ -225,7 +228,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
             status[name] = ("error", f"{type(e).__name__}: {e}")
     ref = next((n for n in reference_first(searchers) if n in results), None)
     for name in results:
-        if name == ref:
+        if name == ref or ref is None:
             continue
         d = result_difference(results[ref], results[name])
         if d is not None:
@@ -421,13 +424,15 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
         recs = []
         for name, build, save in cases:
             try:
-                times, obj, extra = [], None, {}
+                times: list[float] = []
+                extra: dict[str, Any] = {}
+                obj = None
                 for _ in range(max(repeats, 1)):
                     bar.set_postfix_str(f"{name}, {n:,} keywords")
                     obj, s, extra = build()
                     times.append(s)
                     bar.update()
-                size = _file_bytes(lambda p, o=obj, sv=save: sv(o, p))
+                size = _file_bytes(partial(save, obj))
                 st = summarize(np.asarray(times) * 1000.0)
                 metrics = {"build_s": min(times), "build_mean_s": st.mean / 1000.0, "builds": len(times),
                            "bytes": size, "bytes_per_keyword": size / max(int(extra["unique_keywords"]), 1),

@@ -89,8 +89,8 @@ def describe_keywords(path: str | os.PathLike[str], keywords: KeywordSet) -> dic
     .npz from ``flashtrie gen-keywords``, the generator parameters (so the library can be made again)."""
     import zlib
 
-    crc = zlib.crc32(memoryview(keywords.tokens).cast("B"))
-    crc = zlib.crc32(memoryview(keywords.offsets).cast("B"), crc) & 0xFFFF_FFFF
+    crc = zlib.crc32(keywords.tokens.data.cast("B"))
+    crc = zlib.crc32(keywords.offsets.data.cast("B"), crc) & 0xFFFF_FFFF
     out: dict[str, Any] = {"source": str(path), "num_keywords": len(keywords), "num_tokens": int(keywords.tokens.size),
                            "crc32": f"{crc:08x}"}
     if sniff_kind(path) == "npz":
@@ -157,7 +157,7 @@ def generate_workload(keywords: KeywordSet, n: int, k: int, steps: int | None, p
     """``flashtrie.datasets.generate_queries`` with the command line's arguments (``steps`` None: its default)."""
     from flashtrie.datasets import generate_queries
 
-    extra = {} if steps is None else {"num_steps": steps}
+    extra: dict[str, Any] = {} if steps is None else {"num_steps": steps}
     return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, device=device,
                             timings=timings, **extra)
 
