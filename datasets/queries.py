@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -175,7 +176,7 @@ def _fingerprint(full_hashes: np.ndarray) -> str:
         return int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
 
     acc = 0
-    for x in in_parallel([lambda s=s: part(s) for s in range(0, n, step)], usable_cpus()):
+    for x in in_parallel([partial(part, s) for s in range(0, n, step)], usable_cpus()):
         acc ^= x
     return f"{acc ^ n:016x}"
 
@@ -442,7 +443,7 @@ def _first_unique(x: np.ndarray) -> np.ndarray:
 
 
 def _build_row(rng: np.random.Generator, rel_col: np.ndarray, sample_col: np.ndarray, bg_col: np.ndarray,
-               lib: _Library, t: int, vocab: int, k_n: int,
+               lib: _Library | ScaledLibrary, t: int, vocab: int, k_n: int,
                p: QueryParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Tokens of one row (distinct, at most K), with their class (0..3) and rank within the class."""
     parts: list[np.ndarray] = []

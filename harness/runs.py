@@ -86,7 +86,7 @@ def parity_records(report: Any, workload: Any, config: SearchConfig, times: dict
 def demo_rows(report: Any, times: dict[str, list[float]], order: Sequence[str]) -> list[tuple[str, ...]]:
     """The demo's table rows: backend, mean and p99 ms per query, speed-up over marisa, agreement."""
     base = summarize(times["marisa"]).mean if "marisa" in times else None
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for o in sorted(report.outcomes, key=lambda o: order.index(o.name) if o.name in order else 99):
         if o.name in times:
             st = summarize(times[o.name])

@@ -201,6 +201,7 @@ def step_build(rec: Recorder, st: State, args: argparse.Namespace) -> None:
         step_warmup(rec, st, args)
     why = st.no_gpu_builder
     marks: list[tuple[str, float]] = []
+    assert st.builder is not None  # (chosen by step_warmup)
     with rec.span("build", backend=st.builder) as m:
         t0 = time.perf_counter()
         idx = build_with(st.builder, ks, lambda stage: marks.append((stage, time.perf_counter())))
