@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from flashtrie.errors import DeviceError, InputError
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import length_norm_table, threshold32
@@ -82,7 +83,7 @@ class GpuSearcher:
 
     name = "gpu"
 
-    def __init__(self, index: Any, device: int = 0, *, blocks_per_sm: int | None = None,
+    def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, blocks_per_sm: int | None = None,
                  stage_inputs: bool = True) -> None:
         """Compile (or load from the cache) the kernel for ``device`` and upload ``index`` once.
 

@@ -32,6 +32,7 @@ import numpy as np
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from tqdm.auto import tqdm
 
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats, result_difference
@@ -148,7 +149,7 @@ class BeamStats:
                 "source": "numpy reference search (early_stop=False)"}
 
 
-def stats_searcher(index: Any) -> NumpySearcher | None:
+def stats_searcher(index: NarrowLoudsIndex | None) -> NumpySearcher | None:
     """A `NumpySearcher` of its own over ``index`` with ``early_stop=False, collect_stats=True`` (None without
     an index): the workload statistics come from the contract's full frontiers, and the timed searchers stay
     as they were configured."""
@@ -328,8 +329,6 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
                        make_workload: Callable[[KeywordSet, int], Any], beam_width: int = 100,
                        with_build: bool = True, length_norm: float = 0.0) -> list[Record]:
     """Latency vs library size: per size, generate keywords and a workload, build, time every backend."""
-    from flashtrie.index import NarrowLoudsIndex
-
     out: list[Record] = []
     for n in tqdm(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
         keywords, kw_params = make_keywords(int(n))
@@ -359,10 +358,8 @@ def _construction_errors(ctx: RunContext, failed: dict[str, str], sweep: str, wl
 
 
 # ---------------------------------------------------------------------------------------------- build
-def build_index_timed(keywords: KeywordSet, progress: bool = False) -> tuple[Any, float]:
+def build_index_timed(keywords: KeywordSet, progress: bool = False) -> tuple[NarrowLoudsIndex, float]:
     """Build a `NarrowLoudsIndex`; returns it and the wall seconds."""
-    from flashtrie.index import NarrowLoudsIndex
-
     t0 = time.perf_counter()
     idx = NarrowLoudsIndex.build(keywords, progress=progress or None)
     return idx, time.perf_counter() - t0

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
+
+if TYPE_CHECKING:
+    from flashtrie.index import NarrowLoudsIndex
 
 __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index",
            "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals",
@@ -121,7 +124,7 @@ def load_workload(path: str | os.PathLike[str], probabilities: bool = False) -> 
     return load_npz(path)
 
 
-def load_index(path: str | os.PathLike[str], verify: bool = True) -> Any:
+def load_index(path: str | os.PathLike[str], verify: bool = True) -> NarrowLoudsIndex:
     """A `NarrowLoudsIndex` from a file written by ``flashtrie build``.
 
     A file of another known kind (a .npz, keywords, records) is refused by what it is; any other file goes
