@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from flashtrie.cpus import in_parallel, usable_cpus
@@ -85,7 +87,7 @@ def full_keyword_hashes(keywords: KeywordSet, threads: int | None = None) -> np.
         full[at] = h
         full[s:e] = child_hash(full[s:e], np.diff(offsets[s : e + 1]).astype(np.uint64) + np.uint64(1 << 40))
 
-    in_parallel([lambda s=s: one(s) for s in range(0, n, step)], usable_cpus() if threads is None else threads)
+    in_parallel([partial(one, s) for s in range(0, n, step)], usable_cpus() if threads is None else threads)
     return full
 
 

@@ -23,6 +23,7 @@ Only the end ranks need the whole library; every other stage is chunk-local.  Me
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -81,7 +82,7 @@ def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet
         s, e = plan.bounds[c]
         lengths[s:e] = np.searchsorted(cdf, plan.rng(c, 0).random(e - s), side="right") + 1
 
-    _run([lambda c=c: draw_lengths(c) for c in range(len(plan.bounds))], threads)
+    _run([partial(draw_lengths, c) for c in range(len(plan.bounds))], threads)
     src = _duplicate_sources(plan, params.duplicate_fraction, n)
     if src is not None:
         lengths = lengths[src]
@@ -111,7 +112,7 @@ def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet
             h = child_hash(h, tok)
         return np.bincount((parent[s:e] >> _BUCKET_SHIFT).astype(np.int64), minlength=_NUM_BUCKETS)
 
-    counts = np.array(_run([lambda c=c: inner_tokens(c) for c in range(len(plan.bounds))], threads),
+    counts = np.array(_run([partial(inner_tokens, c) for c in range(len(plan.bounds))], threads),
                       dtype=np.int64).reshape(len(plan.bounds), _NUM_BUCKETS)
     rank = _end_ranks(parent, counts, plan, threads)
     gap = float(params.leaf_gap)
@@ -127,8 +128,8 @@ def generate_v2(params: KeywordParams, threads: int | None = None) -> KeywordSet
         tok %= vocab
         tokens[offsets[s:e] + lens - 1] = tok.astype(np.uint32)
 
-    _run([lambda c=c: last_tokens(c) for c in range(len(plan.bounds))], threads)
-    rank = parent = None  # free them before the copies
+    _run([partial(last_tokens, c) for c in range(len(plan.bounds))], threads)
+    rank = parent = np.empty(0, dtype=np.uint64)  # free them before the copies
     if src is not None:
         copies = np.flatnonzero(src != np.arange(n))
         for d in range(w.size):
@@ -160,14 +161,14 @@ def _offsets(lengths: np.ndarray, plan: _Plan, threads: int) -> np.ndarray:
         np.cumsum(lengths[s:e], out=offsets[s + 1 : e + 1])
         return int(offsets[e]) if e > s else 0
 
-    totals = np.array(_run([lambda c=c: local(c) for c in range(len(plan.bounds))], threads), dtype=np.int64)
+    totals = np.array(_run([partial(local, c) for c in range(len(plan.bounds))], threads), dtype=np.int64)
     base = np.concatenate(([0], np.cumsum(totals)[:-1]))
 
     def shift(c: int) -> None:
         s, e = plan.bounds[c]
         offsets[s + 1 : e + 1] += base[c]
 
-    _run([lambda c=c: shift(c) for c in range(1, len(plan.bounds))], threads)
+    _run([partial(shift, c) for c in range(1, len(plan.bounds))], threads)
     return offsets
 
 
@@ -194,7 +195,7 @@ def _end_ranks(parent: np.ndarray, counts: np.ndarray, plan: _Plan, threads: int
         within = np.arange(e - s, dtype=np.int64) - np.repeat(np.cumsum(counts[c]) - counts[c], counts[c])
         keys[np.repeat(starts[c], counts[c]) + within] = key[o]
 
-    _run([lambda c=c: scatter(c) for c in range(len(plan.bounds))], threads)
+    _run([partial(scatter, c) for c in range(len(plan.bounds))], threads)
     rank = np.empty(n, dtype=np.uint32 if n < 2**32 else np.int64)
     edges = np.concatenate(([0], np.cumsum(counts.sum(axis=0))))
 
@@ -211,5 +212,5 @@ def _end_ranks(parent: np.ndarray, counts: np.ndarray, plan: _Plan, threads: int
         first = np.maximum.accumulate(np.where(new, at, 0))
         rank[(seg & low).astype(np.int64)] = at - first
 
-    _run([lambda b=b: rank_bucket(b) for b in range(_NUM_BUCKETS)], threads)
+    _run([partial(rank_bucket, b) for b in range(_NUM_BUCKETS)], threads)
     return rank

@@ -28,6 +28,7 @@ canonical ids.  ``generate_queries(..., timings=dict)`` reports the seconds of e
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -55,8 +56,10 @@ def max_token(keywords: KeywordSet, threads: int | None = None) -> int:
     tok = keywords.tokens
     threads = usable_cpus() if threads is None else max(1, int(threads))
     step = max(1 << 22, -(-tok.size // (4 * threads)))
-    return max(in_parallel([lambda s=s: int(tok[s : s + step].max()) for s in range(0, tok.size, step)], threads),
-               default=0)
+    def part(s: int) -> int:
+        return int(tok[s : s + step].max())
+
+    return max(in_parallel([partial(part, s) for s in range(0, tok.size, step)], threads), default=0)
 
 
 def pass_key(device: str) -> str:
@@ -137,7 +140,7 @@ class ScaledLibrary:
 
     # ------------------------------------------------------------------ one-off passes (threaded)
     def _map(self, fn) -> list:
-        return in_parallel([lambda s=s, e=e: fn(s, e) for s, e in self.ranges], self.threads)
+        return in_parallel([partial(fn, s, e) for s, e in self.ranges], self.threads)
 
     def _column(self, s: int, e: int, d: int) -> tuple[np.ndarray, np.ndarray]:
         """Ids in [s, e) of the keywords longer than d, and their token at depth d."""

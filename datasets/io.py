@@ -215,7 +215,7 @@ def _member(path: str | os.PathLike[str], z: Any, name: str) -> np.ndarray:
             raise ValueError(f"{name}: object arrays are not allowed")
         head = f.tell() - start
         out = np.empty(shape, dtype=dtype, order="F" if fortran else "C")
-        view = memoryview(out.reshape(-1, order="A").view(np.uint8)) if out.size else memoryview(b"")
+        view = out.reshape(-1, order="A").view(np.uint8).data if out.size else memoryview(b"")
         if head + view.nbytes != info.file_size:
             raise ValueError(f"{name}: the zip entry holds {info.file_size} bytes, its array header needs "
                              f"{head + view.nbytes}")
@@ -234,7 +234,7 @@ def _meta_array(meta: dict[str, Any]) -> np.ndarray:
 
 def _write(path: str | os.PathLike[str], compress: bool, **arrays: np.ndarray) -> None:
     save = np.savez_compressed if compress else np.savez
-    atomic_write_with(path, lambda f: save(f, **arrays))
+    atomic_write_with(path, lambda f: save(f, **arrays))  # type: ignore[arg-type]  # (stubs: allow_pickle)
 
 
 def _read(path: str | os.PathLike[str], fmt: str, names: tuple[str, ...]) -> tuple[dict[str, Any], dict]:

@@ -186,7 +186,7 @@ def gpt2_tokenizer(path: str | os.PathLike[str] | None = None) -> Any:
             return lambda texts: enc.encode_ordinary_batch(list(texts))
         except Exception:  # noqa: BLE001 - no network and no cache: try the file below
             try:
-                import whisper  # type: ignore[import-not-found]
+                import whisper
 
                 file = Path(whisper.__file__).parent / "assets" / "gpt2.tiktoken"
             except ImportError:

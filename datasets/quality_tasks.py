@@ -187,7 +187,7 @@ def save_task(task: Task, path: str | os.PathLike[str]) -> None:
         meta["splits"][key] = {"texts": s.texts, "kinds": s.kinds}
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
+    np.savez_compressed(buf, **arrays)  # type: ignore[arg-type]  # (stubs: allow_pickle)
     atomic_write(path, buf.getvalue())
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -21,7 +21,7 @@ def usable_cpus() -> int:
 T = TypeVar("T")
 
 
-def in_parallel(fns: list[Callable[[], T]], workers: int) -> list[T]:
+def in_parallel(fns: Sequence[Callable[[], T]], workers: int) -> list[T]:
     """The results of independent calls, in order, on up to ``workers`` threads (numpy releases the GIL in
     its array work); in this thread when one worker is enough."""
     workers = min(workers, len(fns))

@@ -74,7 +74,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -175,12 +175,13 @@ class TrieLogitsProcessor(LogitsProcessor):
 
     def _begin(self, input_ids: torch.Tensor) -> Any:
         rows, length = input_ids.shape
+        p: int | list[int]
         if self._fixed is not None:
             p = self._fixed
         else:
             if not self._continues(input_ids):
                 self._inferred, self._prompt = length, input_ids.detach().clone()
-            p = self._inferred
+            p = cast(int, self._inferred)  # (set here, or by the call this one continues)
         self._last_len = length
         if isinstance(p, int):
             if p > length:
@@ -383,7 +384,7 @@ def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
             raise InputError(f"prompt_length: expected a non-negative integer, got {p}")
         return int(p)
     try:
-        vals = list(p)
+        vals = list(cast(Sequence[int], p))
     except TypeError:
         raise InputError(f"prompt_length: expected an int or a sequence of ints, got {p!r}") from None
     if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
@@ -450,6 +451,7 @@ def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: in
         raise InputError("prompt_length: expected the prompt's length (an int, or one per row or batch item)")
     rows, width = seq.shape
     p = _prompt_lengths(prompt_length)
+    assert p is not None  # (prompt_length is not None)
     if isinstance(p, int):
         begin = np.full(rows, p, dtype=np.int64)
     else:

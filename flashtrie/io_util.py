@@ -90,7 +90,8 @@ def remove_stale_temporaries(target: Path, older_than: float = STALE_TEMP_SECOND
     Younger ones may belong to a save still running in another process, so they stay.
     """
     prefix, suffix = temp_names(target)
-    now, removed = time.time(), []
+    now = time.time()
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(target.parent))
     except OSError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -82,7 +83,7 @@ class KeywordSet:
         """Build from an iterable of token sequences (lists, tuples or arrays)."""
         parts: list[np.ndarray] = []
         for i, seq in enumerate(sequences):
-            arr = check_token_sequence(seq, f"keyword {i}", element=lambda j, i=i: f"keyword {i} (position {j})")
+            arr = check_token_sequence(seq, f"keyword {i}", element=partial("keyword {} (position {})".format, i))
             if arr.size == 0:
                 raise InputError(f"keyword {i}: empty keyword; every keyword needs at least one token")
             parts.append(arr)

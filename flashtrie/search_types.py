@@ -9,13 +9,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast, runtime_checkable
 
 import numpy as np
 
 from .errors import InputError
 from .limits import MAX_BEAM_WIDTH, MAX_RESULTS
 from .proposals import Proposals
+
+if TYPE_CHECKING:
+    from .index import NarrowLoudsIndex
 
 __all__ = ["SearchConfig", "SearchResult", "SearchStats", "ResultDifference", "result_difference", "Searcher"]
 
@@ -119,7 +122,7 @@ class SearchResult:
         return [(int(self.keyword_ids[q, i]), float(self.scores[q, i]), float(self.norm_scores[q, i]),
                  int(self.lengths[q, i])) for i in range(n)]
 
-    def texts(self, index: Any) -> list[list[str]]:
+    def texts(self, index: NarrowLoudsIndex) -> list[list[str]]:
         """Each query's results as strings, best first (``index.texts`` of its ``num_results`` ids; the index
         must hold strings: `KeywordSet.from_texts`)."""
         return [index.texts(self.keyword_ids[q, : int(self.num_results[q])]) for q in range(self.shape[0])]

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -81,13 +81,13 @@ def raise_for(err: int) -> None:
 def host_results(arrays: dict[str, np.ndarray]) -> SearchResult:
     """The results in the typed views ``arrays`` of the pinned result mirror (`Workspace.out_arrays`), copied
     out."""
-    return SearchResult(*(arrays[name].copy() for _, name, _ in _FIELDS), arrays["out_nres"].copy())
+    return _result([arrays[name].copy() for _, name, _ in _FIELDS] + [arrays["out_nres"].copy()])
 
 
 def device_results(buf: Any, lo: Layout, q_n: int, r: int, ctx: GpuContext) -> SearchResult:
     """The results in device buffer ``buf`` (laid out as ``lo``), as `DeviceArray`s."""
     cols = [DeviceArray(buf, lo.offsets[name], (q_n, r), np.dtype(dt), ctx) for _, name, dt in _FIELDS]
-    return SearchResult(*cols, DeviceArray(buf, lo.offsets["out_nres"], (q_n,), np.dtype(np.int32), ctx))
+    return _result([*cols, DeviceArray(buf, lo.offsets["out_nres"], (q_n,), np.dtype(np.int32), ctx)])
 
 
 def results_to_device(res: SearchResult, ctx: GpuContext) -> SearchResult:
@@ -100,7 +100,14 @@ def results_to_device(res: SearchResult, ctx: GpuContext) -> SearchResult:
     for i, a in enumerate(host):
         ctx.upload(int(buf.handle) + layout.offsets[str(i)], a)
     ctx.stream.sync()
-    return SearchResult(*(DeviceArray(buf, layout.offsets[str(i)], a.shape, a.dtype, ctx) for i, a in enumerate(host)))
+    return _result([DeviceArray(buf, layout.offsets[str(i)], a.shape, a.dtype, ctx) for i, a in enumerate(host)])
+
+
+def _result(cols: list[np.ndarray] | list[DeviceArray]) -> SearchResult:
+    """The `SearchResult` of the columns ids, scores, norm scores, lengths and counts; with ``device_out``
+    they are `DeviceArray`s (the field types name the host case)."""
+    ids, scores, norms, lengths, counts = (cast(np.ndarray, c) for c in cols)
+    return SearchResult(ids, scores, norms, lengths, counts)
 
 
 def step_stats(raw: np.ndarray, queries: int, beam_width: int) -> SearchStats:

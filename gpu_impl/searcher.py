@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from flashtrie.errors import DeviceError, InputError
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
 from flashtrie.scoring import length_norm_table, threshold32
@@ -82,7 +83,7 @@ class GpuSearcher:
 
     name = "gpu"
 
-    def __init__(self, index: Any, device: int = 0, *, blocks_per_sm: int | None = None,
+    def __init__(self, index: NarrowLoudsIndex, device: int = 0, *, blocks_per_sm: int | None = None,
                  stage_inputs: bool = True) -> None:
         """Compile (or load from the cache) the kernel for ``device`` and upload ``index`` once.
 
@@ -277,7 +278,7 @@ class GpuSearcher:
         s, ptr = ws.shape, ws.pointers()
         if intake.on_device:
             ptr["tok_in"], ptr["lp_in"] = intake.tokens_ptr, intake.logprobs_ptr
-        values = {name: ptr[name] for name, ctype in PARAMS.fields if ctype == "ptr"}
+        values: dict[str, int | float] = {name: ptr[name] for name, ctype in PARAMS.fields if ctype == "ptr"}
         values.update(cand_cap=ws.cand_cap, chunk_cap=q_n * ws.chunk_cap, Q=q_n, T=t_n, K=k_n, B=s.b, R=s.r,
                       kpad=pow2(k_n), sort_cap=ws.sort_cap, ln_len=d.ln.size, thr_tau=d.tau, thr_sigma=d.sigma,
                       ln_min=d.ln_min, ln_max=d.ln_max, signed_tokens=int(intake.signed_tokens), pad0=0)

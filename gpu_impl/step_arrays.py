@@ -125,7 +125,8 @@ class DeviceView:
 
     __slots__ = ("ptr", "shape", "strides", "dtype", "obj")
 
-    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype, obj: Any):
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype | None,
+                 obj: Any):
         self.ptr, self.shape, self.strides, self.dtype, self.obj = ptr, shape, strides, dtype, obj
 
 

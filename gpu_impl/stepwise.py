@@ -34,7 +34,7 @@ from flashtrie.stepwise import _MAX_EOS, StepStates, TrieStepper, check_vocab
 
 from .compile import compile_kernel
 from .context import GpuContext
-from .index_upload import host_index, upload_host_index
+from .index_upload import UploadStats, host_index, upload_host_index
 from .step_arrays import BOOL, F32, I64, I64_I32, DeviceView, device_view, ptr, state_views
 from .step_arrays import array_module as _array_module
 from .step_launch import MASK, ROWS, TABLES, VIEW, StepLauncher, mask_grid, sm_count
@@ -80,7 +80,7 @@ class GpuTrieStepper:
         self._searcher = searcher
         if searcher is not None:
             self._view_ptr = int(searcher._index_ptr)
-            self.upload_stats = None  # no upload of its own: the searcher's index is shared
+            self.upload_stats: UploadStats | None = None  # no upload of its own: the searcher's index is shared
         else:
             self._upload_index()
         self._init_calls()

@@ -49,7 +49,7 @@ def package_versions() -> dict[str, str | None]:
 
 def _nvrtc_version() -> str | None:
     try:
-        from cuda.bindings import nvrtc  # type: ignore[import-not-found]
+        from cuda.bindings import nvrtc
 
         err, major, minor = nvrtc.nvrtcVersion()
         return f"{major}.{minor}" if int(err) == 0 else None
@@ -60,7 +60,7 @@ def _nvrtc_version() -> str | None:
 def gpu_info() -> list[dict[str, Any]]:
     """Name, compute capability, memory and driver version of every visible GPU; [] without one."""
     try:
-        from cuda.bindings import driver  # type: ignore[import-not-found]
+        from cuda.bindings import driver
     except Exception:  # noqa: BLE001
         return []
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,10 @@ def _batch_label(r: Record) -> str:
     return r.backend if b in (None, 1) else f"{r.backend} (batch {b})"
 
 
+def _metric(name: str, r: Record) -> Any:
+    return r.metrics[name]
+
+
 def save_figure(fig: Figure, out_dir: Path, name: str, *, ticks: bool = True) -> list[Path]:
     """Write ``name``.png and .svg, each to a temporary file in ``out_dir`` renamed over the target
     (`flashtrie.io_util.atomic_write_with`), so a crash never leaves half a figure; the SVG without a date and
@@ -48,8 +53,8 @@ def save_figure(fig: Figure, out_dir: Path, name: str, *, ticks: bool = True) ->
         for ext in ("png", "svg"):
             p = out_dir / f"{name}.{ext}"
             meta = {"Date": None} if ext == "svg" else {}
-            atomic_write_with(p, lambda f, ext=ext, meta=meta: fig.savefig(
-                f, format=ext, dpi=130 if ext == "png" else None, bbox_inches="tight", metadata=meta))
+            atomic_write_with(p, partial(fig.savefig, format=ext, dpi=130 if ext == "png" else None,
+                                         bbox_inches="tight", metadata=meta))
             paths.append(p)
     return paths
 
@@ -206,7 +211,7 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
         ax.set_ylabel(f"{metric.capitalize()}@k")
         for k in ks:
             data = series(records, "quality", "beam_width", lambda r: r.config["beam_width"],
-                          lambda r, m=f"{metric}@{k}": r.metrics[m],
+                          partial(_metric, f"{metric}@{k}"),
                           lambda r: r.config.get("mode", r.backend))
             for name, pts in data.items():
                 xs, ys = zip(*pts, strict=True)

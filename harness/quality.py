@@ -15,6 +15,7 @@ keywords.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -71,8 +72,8 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
         wl = {**base_params, "K_used": props.shape[2]}
         runs: list[tuple[str, str, Callable[[], SearchResult]]] = [
             (str(getattr(searcher, "name", "constrained")), "constrained",
-             lambda p=props, c=cfg: searcher.search(p, c)),
-            ("unconstrained", "unconstrained+filter", lambda p=props, c=cfg: unconstrained_search(table, p, c)),
+             partial(searcher.search, props, cfg)),
+            ("unconstrained", "unconstrained+filter", partial(unconstrained_search, table, props, cfg)),
         ]
         for backend, mode, run in runs:
             try:

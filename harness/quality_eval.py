@@ -92,7 +92,7 @@ def ranked_lists(result: SearchResult) -> list[np.ndarray]:
     return [result.keyword_ids[q, :int(result.num_results[q])] for q in range(result.shape[0])]
 
 
-def timed(fn: Callable[[], Any], sync: bool) -> tuple[Any, float]:
+def timed(fn: Callable[..., Any], sync: bool) -> tuple[Any, float]:
     """``fn()`` and its wall seconds (CUDA synchronised before and after when ``sync``)."""
     if sync:
         torch.cuda.synchronize()

@@ -64,7 +64,7 @@ def mean_metrics(results: Sequence[Sequence[int] | np.ndarray], relevant: Sequen
     keys = [f"{m}@{k}" for k in ks for m in ("precision", "recall")] + ["exact_match"]
     out = {}
     for key in keys:
-        vals = [p[key] for p in per if p[key] is not None]
+        vals = [v for p in per if (v := p[key]) is not None]
         out[key] = float(np.mean(vals)) if vals else float("nan")
     out["mean_results"] = float(np.mean([len(_ranked(r)) for r in results])) if results else float("nan")
     return out

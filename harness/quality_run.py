@@ -145,7 +145,8 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
         except Exception as e:  # noqa: BLE001 - recorded, the CPU measurements go on
             ctx.progress(f"note: the GPU searcher is not usable: {type(e).__name__}: {e}")
     runs["unconstrained"] = lambda p, c: unconstrained_search(table, p, c)
-    records, last = [], {}
+    records: list[Record] = []
+    last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.nar_beams:
         k = min(beam, tokens.shape[2])
         props, cfg = truncated(tokens, lps, k), SearchConfig(beam_width=beam, max_results=MAX_RESULTS)
@@ -179,7 +180,8 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
     table = IdTable(ctx.task.library)
     backends = ["gpu", "numpy"] if ctx.device.startswith("cuda") else ["numpy"]
     runs: list[tuple[str, str | None]] = [(f"hf+{b}", b) for b in backends] + [("hf", None)]
-    records, last = [], {}
+    records: list[Record] = []
+    last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.ar_beams:
         got = {}
         for name, backend in runs:

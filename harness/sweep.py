@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import numpy as np
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
 from tqdm.auto import tqdm
 
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats, result_difference
@@ -125,9 +127,11 @@ class BeamStats:
     @classmethod
     def from_search(cls, stats: SearchStats, result: SearchResult) -> BeamStats:
         """Summarise the `SearchStats` of one search and its result."""
+        fill = stats.beam_fill
+        assert fill is not None, "the search did not count its frontier"
         return cls(queries=stats.queries, steps=stats.steps, beam_width=stats.beam_width,
                    considered=int(stats.column("considered").sum()), valid=int(stats.column("valid").sum()),
-                   beam_fill=[float(v) for v in stats.beam_fill],
+                   beam_fill=[float(v) for v in fill],
                    mean_results=float(result.num_results.mean()) if result.shape[0] else 0.0)
 
     @property
@@ -145,7 +149,7 @@ class BeamStats:
                 "source": "numpy reference search (early_stop=False)"}
 
 
-def stats_searcher(index: Any) -> NumpySearcher | None:
+def stats_searcher(index: NarrowLoudsIndex | None) -> NumpySearcher | None:
     """A `NumpySearcher` of its own over ``index`` with ``early_stop=False, collect_stats=True`` (None without
     an index): the workload statistics come from the contract's full frontiers, and the timed searchers stay
     as they were configured."""
@@ -225,7 +229,7 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
             status[name] = ("error", f"{type(e).__name__}: {e}")
     ref = next((n for n in reference_first(searchers) if n in results), None)
     for name in results:
-        if name == ref:
+        if name == ref or ref is None:
             continue
         d = result_difference(results[ref], results[name])
         if d is not None:
@@ -325,8 +329,6 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
                        make_workload: Callable[[KeywordSet, int], Any], beam_width: int = 100,
                        with_build: bool = True, length_norm: float = 0.0) -> list[Record]:
     """Latency vs library size: per size, generate keywords and a workload, build, time every backend."""
-    from flashtrie.index import NarrowLoudsIndex
-
     out: list[Record] = []
     for n in tqdm(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
         keywords, kw_params = make_keywords(int(n))
@@ -356,10 +358,8 @@ def _construction_errors(ctx: RunContext, failed: dict[str, str], sweep: str, wl
 
 
 # ---------------------------------------------------------------------------------------------- build
-def build_index_timed(keywords: KeywordSet, progress: bool = False) -> tuple[Any, float]:
+def build_index_timed(keywords: KeywordSet, progress: bool = False) -> tuple[NarrowLoudsIndex, float]:
     """Build a `NarrowLoudsIndex`; returns it and the wall seconds."""
-    from flashtrie.index import NarrowLoudsIndex
-
     t0 = time.perf_counter()
     idx = NarrowLoudsIndex.build(keywords, progress=progress or None)
     return idx, time.perf_counter() - t0
@@ -421,13 +421,15 @@ def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str,
         recs = []
         for name, build, save in cases:
             try:
-                times, obj, extra = [], None, {}
+                times: list[float] = []
+                extra: dict[str, Any] = {}
+                obj = None
                 for _ in range(max(repeats, 1)):
                     bar.set_postfix_str(f"{name}, {n:,} keywords")
                     obj, s, extra = build()
                     times.append(s)
                     bar.update()
-                size = _file_bytes(lambda p, o=obj, sv=save: sv(o, p))
+                size = _file_bytes(partial(save, obj))
                 st = summarize(np.asarray(times) * 1000.0)
                 metrics = {"build_s": min(times), "build_mean_s": st.mean / 1000.0, "builds": len(times),
                            "bytes": size, "bytes_per_keyword": size / max(int(extra["unique_keywords"]), 1),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -17,6 +17,9 @@ from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
+
+if TYPE_CHECKING:
+    from flashtrie.index import NarrowLoudsIndex
 
 __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index",
            "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals",
@@ -89,8 +92,8 @@ def describe_keywords(path: str | os.PathLike[str], keywords: KeywordSet) -> dic
     .npz from ``flashtrie gen-keywords``, the generator parameters (so the library can be made again)."""
     import zlib
 
-    crc = zlib.crc32(memoryview(keywords.tokens).cast("B"))
-    crc = zlib.crc32(memoryview(keywords.offsets).cast("B"), crc) & 0xFFFF_FFFF
+    crc = zlib.crc32(keywords.tokens.data.cast("B"))
+    crc = zlib.crc32(keywords.offsets.data.cast("B"), crc) & 0xFFFF_FFFF
     out: dict[str, Any] = {"source": str(path), "num_keywords": len(keywords), "num_tokens": int(keywords.tokens.size),
                            "crc32": f"{crc:08x}"}
     if sniff_kind(path) == "npz":
@@ -121,7 +124,7 @@ def load_workload(path: str | os.PathLike[str], probabilities: bool = False) -> 
     return load_npz(path)
 
 
-def load_index(path: str | os.PathLike[str], verify: bool = True) -> Any:
+def load_index(path: str | os.PathLike[str], verify: bool = True) -> NarrowLoudsIndex:
     """A `NarrowLoudsIndex` from a file written by ``flashtrie build``.
 
     A file of another known kind (a .npz, keywords, records) is refused by what it is; any other file goes
@@ -157,7 +160,7 @@ def generate_workload(keywords: KeywordSet, n: int, k: int, steps: int | None, p
     """``flashtrie.datasets.generate_queries`` with the command line's arguments (``steps`` None: its default)."""
     from flashtrie.datasets import generate_queries
 
-    extra = {} if steps is None else {"num_steps": steps}
+    extra: dict[str, Any] = {} if steps is None else {"num_steps": steps}
     return generate_queries(keywords, n, proposals_per_step=k, preset=preset, seed=seed, device=device,
                             timings=timings, **extra)
 

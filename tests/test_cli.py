@@ -327,3 +327,15 @@ def test_bench_records_library_and_timing(tmp_path: Path) -> None:
     assert made[:3] == [f"flashtrie gen-keywords -n 3000 --seed 5 -o {kw}",
                         f"flashtrie gen-queries {kw} -n 2 -K 8 -T 8 --preset dense --seed 3 -o {q}",
                         f"flashtrie build {kw} -o {idx}"], made
+
+
+def test_marisa_search_with_an_index_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """marisa needs no index: one given beside the keywords is not loaded, and the search runs."""
+    pytest.importorskip("marisa_trie")
+    kw, q = _files(tmp_path)
+    idx = tmp_path / "kw.ftrie"
+    assert main(["build", str(kw), "-o", str(idx), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "--backend", "marisa", "--keywords", str(kw), "--index", str(idx), "--queries", str(q),
+                 "--quiet"]) == 0
+    assert "marisa: 3 queries" in capsys.readouterr().out

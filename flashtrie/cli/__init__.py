@@ -93,7 +93,7 @@ def _warnings_as_lines() -> Iterator[None]:
         print(f"{PROG}: warning: {message}", file=sys.stderr)
 
     with warnings.catch_warnings():
-        warnings.showwarning = show  # type: ignore[assignment]
+        warnings.showwarning = show
         yield
 
 
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.argv = [PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
-        with _warnings_as_lines(), contextlib.redirect_stdout(_Stdout(sys.stdout)):  # type: ignore[arg-type]
+        with _warnings_as_lines(), contextlib.redirect_stdout(_Stdout(sys.stdout)):  # type: ignore[type-var]
             rc = int(args.func(args) or 0)
             sys.stdout.flush()  # here, so a full stdout is reported like any other failed write
         return rc

@@ -11,7 +11,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from flashtrie.errors import InputError
 from flashtrie.harness.argtypes import (
@@ -26,6 +26,10 @@ from flashtrie.harness.argtypes import (
     vocab_count,
 )
 from flashtrie.io_util import temp_names
+
+if TYPE_CHECKING:
+    from flashtrie.index import NarrowLoudsIndex
+    from flashtrie.keywords import KeywordSet
 
 __all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
            "check_same_library", "nonneg", "proposals_count", "steps_count",
@@ -291,7 +295,7 @@ def load_inputs(args: argparse.Namespace, need_index: bool, need_keywords: bool)
             index = build_index(keywords, args.quiet)
         else:
             raise InputError("--index: expected an index file (or --keywords FILE to build one)")
-    if keywords is not None and args.index:
+    if keywords is not None and index is not None and args.index:  # (a marisa-only run loads no index)
         check_same_library(keywords, index, args.keywords, args.index)
     with Stage(f"loading queries {args.queries}", args.quiet):
         workload = load_workload(args.queries, probabilities=getattr(args, "probabilities", False))
@@ -314,7 +318,7 @@ def load_index_arg(path: str) -> Any:
         raise
 
 
-def check_same_library(keywords: Any, index: Any, keywords_path: str, index_path: str) -> None:
+def check_same_library(keywords: KeywordSet, index: NarrowLoudsIndex, keywords_path: str, index_path: str) -> None:
     """An `InputError` unless the keyword file is the library the index was built from: the fingerprint in
     the index metadata where it has one, else the counts a file written before it can be compared on."""
     from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
@@ -334,7 +338,8 @@ def check_same_library(keywords: Any, index: Any, keywords_path: str, index_path
                      "pass the file the index was built from, or leave --keywords out")
 
 
-def build_index(keywords: Any, quiet: bool, ids: str = "input", gpu: bool = False) -> Any:
+def build_index(keywords: KeywordSet, quiet: bool, ids: Literal["input", "index"] = "input", gpu: bool = False
+                ) -> NarrowLoudsIndex:
     """`NarrowLoudsIndex.build` (or, with ``gpu``, `flashtrie.gpu_impl.build_index`: the same arrays) with a
     stage line (a progress line per stage for large libraries)."""
     from flashtrie.index import NarrowLoudsIndex
@@ -385,7 +390,8 @@ def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> lis
     return ok
 
 
-def make_searchers(names: list[str], keywords: Any, index: Any, quiet: bool) -> tuple[dict[str, Any], dict[str, str]]:
+def make_searchers(names: list[str], keywords: KeywordSet | None, index: NarrowLoudsIndex | None, quiet: bool
+                   ) -> tuple[dict[str, Any], dict[str, str]]:
     """`flashtrie.harness.backends.make_searchers` with a stage line per backend (marisa builds its trie
     here: seconds for a million keywords)."""
     from flashtrie.harness.backends import make_searchers as make

@@ -124,7 +124,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from flashtrie.io_util import atomic_write_with
 
         with writing_to(args.output):
-            extra = {} if names is None else {"query_names": np.array(names, dtype=str)}
+            extra: dict[str, Any] = {} if names is None else {"query_names": np.array(names, dtype=str)}
             atomic_write_with(args.output, lambda f: np.savez(f, keyword_ids=res.keyword_ids, scores=res.scores,
                                                               norm_scores=res.norm_scores, lengths=res.lengths,
                                                               num_results=res.num_results, **extra))

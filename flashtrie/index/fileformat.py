@@ -16,6 +16,7 @@ import stat
 import struct
 import zlib
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,14 @@ def _chunks(buf: memoryview, chunk: int) -> list[memoryview]:
 
 def _crc32s(parts: list[memoryview], workers: int) -> list[int]:
     """CRC-32 of each buffer, on up to ``workers`` threads (zlib releases the GIL on large buffers)."""
-    return in_parallel([lambda p=p: zlib.crc32(p) & 0xFFFF_FFFF for p in parts], workers)
+    def crc(p: memoryview) -> int:
+        return zlib.crc32(p) & 0xFFFF_FFFF
+
+    return in_parallel([partial(crc, p) for p in parts], workers)
 
 
 def _bytes_of(a: np.ndarray) -> memoryview:
-    return memoryview(np.ascontiguousarray(a)).cast("B")
+    return np.ascontiguousarray(a).data.cast("B")
 
 
 def write_index_file(path: str | os.PathLike[str], arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -102,7 +106,7 @@ class IndexFile:
         """Check every array's CRC-32s (on threads) and that the alignment padding is zero."""
         jobs: list[tuple[str, int, memoryview, int]] = []
         for e in self.table:
-            raw = memoryview(self.data[e["offset"] : e["offset"] + e["nbytes"]])
+            raw = self.data[e["offset"] : e["offset"] + e["nbytes"]].data
             for k, part in enumerate(_chunks(raw, self.chunk_bytes)):
                 jobs.append((e["name"], k, part, e["crc32s"][k]))
         got = _crc32s([j[2] for j in jobs], workers or usable_cpus())
@@ -298,7 +302,7 @@ def read_index_file(path: str | os.PathLike[str], expected: dict[str, str], *, c
 def _read_all(fd: int, start: int, nbytes: int) -> np.ndarray:
     """``nbytes`` from ``start`` into one read-only array, read in 64 MiB pieces on threads."""
     buf = np.empty(nbytes, dtype=np.uint8)
-    view = memoryview(buf)
+    view = buf.data
     step = 64 << 20
 
     def piece(i: int) -> None:
@@ -307,6 +311,6 @@ def _read_all(fd: int, start: int, nbytes: int) -> np.ndarray:
         if got != len(part):
             raise IndexFormatError(f"the index file shrank while it was read ({got} of {len(part)} bytes)")
 
-    in_parallel([lambda i=i: piece(i) for i in range(0, nbytes, step)], usable_cpus())
+    in_parallel([partial(piece, i) for i in range(0, nbytes, step)], usable_cpus())
     buf.flags.writeable = False
     return buf

@@ -8,6 +8,7 @@ Equal for equal keyword sequences (ids included: the same keywords in another or
 from __future__ import annotations
 
 import hashlib
+from functools import partial
 
 import numpy as np
 
@@ -23,8 +24,10 @@ _NAME = "blake2b-128:"
 
 
 def _digests(data: memoryview) -> list[bytes]:
-    return in_parallel([lambda a=a: hashlib.blake2b(data[a : a + PIECE_BYTES], digest_size=16).digest()
-                        for a in range(0, len(data), PIECE_BYTES)], usable_cpus())
+    def digest(a: int) -> bytes:
+        return hashlib.blake2b(data[a : a + PIECE_BYTES], digest_size=16).digest()
+
+    return in_parallel([partial(digest, a) for a in range(0, len(data), PIECE_BYTES)], usable_cpus())
 
 
 def keywords_fingerprint(keywords: KeywordSet) -> str:
@@ -33,7 +36,7 @@ def keywords_fingerprint(keywords: KeywordSet) -> str:
     h.update(len(keywords).to_bytes(8, "little"))
     for a in (keywords.offsets.astype("<i8", copy=False), keywords.tokens.astype("<u4", copy=False)):
         h.update(a.size.to_bytes(8, "little"))
-        for d in _digests(memoryview(np.ascontiguousarray(a)).cast("B")):
+        for d in _digests(np.ascontiguousarray(a).data.cast("B")):
             h.update(d)
     return _NAME + h.hexdigest()
 

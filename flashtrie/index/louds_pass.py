@@ -95,7 +95,7 @@ def tail_lengths(starts: PackedInts, limit: int, workers: int) -> tuple[np.ndarr
     decoded piece by piece on threads (no int64 copy of the starts); differences outside ``[0, limit]``
     are not stored."""
     m = max(starts.size - 1, 0)
-    out = np.zeros(m, dtype=depth_dtype(limit))
+    out: np.ndarray = np.zeros(m, dtype=depth_dtype(limit))
     parts = starts._parts()
     at = np.cumsum([0] + [p.size for p in parts])
 
@@ -117,7 +117,8 @@ def _joined(found: list[tuple[int, int, int, int]], at: np.ndarray, out: np.ndar
             limit: int) -> tuple[int, int]:
     """The least and largest difference of all the pieces of `tail_lengths`, the ones across their
     boundaries included (and stored when in ``[0, limit]``)."""
-    lo = hi = None
+    lo: int | None = None
+    hi = 0  # (set wherever lo is)
     for k, (plo, phi, _, last) in enumerate(found):
         if at[k + 1] - at[k] > 1:
             lo, hi = (plo, phi) if lo is None else (min(lo, plo), max(hi, phi))
@@ -236,7 +237,8 @@ def louds_facts(louds: BitVector, linked: BitVector, terminal: BitVector, tails:
     widths = np.diff(np.array(levels, dtype=np.int64))
     # two buffers of the widest level, in turn the parents' depths and the children's (each page is touched
     # once, not once per level)
-    buffers = [np.zeros(int(widths.max()), dtype=dt), np.empty(int(widths[1:].max(initial=1)), dtype=dt)]
+    buffers: list[np.ndarray] = [np.zeros(int(widths.max()), dtype=dt),
+                                 np.empty(int(widths[1:].max(initial=1)), dtype=dt)]
     pd = buffers[0][:1]
     md = mdn = longest = 0
     bad = -1

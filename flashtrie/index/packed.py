@@ -119,9 +119,10 @@ class PackedInts:
         """Every value (int64), decoded one class of `_classes` at a time (strided, no gathers), in pieces
         on up to ``workers`` threads."""
         out = np.zeros(self.size, dtype=np.int64)
-        parts, start = [], 0
+        parts: list[Callable[[], None]] = []
+        start = 0
         for part in self._parts():
-            parts.append(lambda part=part, start=start: part._decode_into(out[start : start + part.size]))
+            parts.append(partial(part._decode_into, out[start : start + part.size]))
             start += part.size
         in_parallel(parts, workers)
         return out
@@ -154,7 +155,8 @@ class PackedInts:
                     where.append(np.flatnonzero(vals == m) * 8 + (start + c))
             return best, np.concatenate(where)
 
-        tasks, start = [], 0
+        tasks: list[Callable[[], tuple[int, np.ndarray]]] = []
+        start = 0
         for part in self._parts():
             tasks.append(partial(one, part, start))
             start += part.size

@@ -92,9 +92,9 @@ def curve_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
         ax.xaxis.set_major_locator(FixedLocator([float(n) for n in sizes]))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ys = [v for pts in series.values() for _, v in pts if v > 0]
-        if ys:
-            ax.yaxis.set_major_locator(FixedLocator(ticks_125(min(ys), max(ys))))
+        shown = [v for pts in series.values() for _, v in pts if v > 0]
+        if shown:
+            ax.yaxis.set_major_locator(FixedLocator(ticks_125(min(shown), max(shown))))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
         ax.yaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("library size (keywords)")

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from flashtrie.harness.markdown import command_text, fmt, table
 from flashtrie.harness.records import Record
@@ -195,7 +196,7 @@ def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str |
     given = (f"`{commit}` (given by hand on the command line: `--commit {commit}`); the records' `env.git` says "
              f"{said}" if commit else f"{said} (from the records' `env.git`)")
     lines = ["## Provenance", ""]
-    rows = [["records", ", ".join(f"`{s}`" for s in sources)], ["records read", len(records)],
+    rows: list[list[Any]] = [["records", ", ".join(f"`{s}`" for s in sources)], ["records read", len(records)],
             ["runs (run ids)", ", ".join(runs)],
             ["recorded", f"{stamps[0]} – {stamps[-1]}" if stamps else None], ["commit", given]]
     lines += table(["", "value"], rows)
@@ -218,10 +219,11 @@ def _environment(records: Sequence[Record]) -> list[str]:
         drivers = "; ".join(f"{g.get('driver_release')} (CUDA driver API {g.get('driver')})"
                             for g in env.get("gpus") or []) or "–"
         ram = env.get("ram_bytes")
-        rows = [["GPU", gpus], ["driver", drivers], ["CPU", f"{env.get('cpu')}, {env.get('cpu_cores')} cores"],
-                ["RAM", f"{ram / 2**30:.1f} GiB" if isinstance(ram, (int, float)) else None],
-                ["OS", env.get("os")], ["Python", env.get("python")],
-                ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)]]
+        rows: list[list[Any]] = [
+            ["GPU", gpus], ["driver", drivers], ["CPU", f"{env.get('cpu')}, {env.get('cpu_cores')} cores"],
+            ["RAM", f"{ram / 2**30:.1f} GiB" if isinstance(ram, (int, float)) else None],
+            ["OS", env.get("os")], ["Python", env.get("python")],
+            ["packages", ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)]]
         lines += table(["", "value"], rows) + [""]
     return lines
 
@@ -229,7 +231,7 @@ def _environment(records: Sequence[Record]) -> list[str]:
 def _stage_tables(records: Sequence[Record]) -> list[str]:
     recs = stage_records(records)
     lines: list[str] = []
-    for n in sorted({size_of(r) for r in recs if size_of(r) is not None}):
+    for n in sorted({s for s in map(size_of, recs) if s is not None}):
         lines += [f"## Stages at {_n_text(n)} keywords ({n:,})", ""]
         rows = []
         for r in (r for r in recs if size_of(r) == n):
@@ -299,7 +301,7 @@ def _array_bytes(recs: Sequence[Record], n: int) -> list[str]:
 def _latency_tables(records: Sequence[Record]) -> list[str]:
     recs = latency_records(records)
     lines: list[str] = []
-    for n in sorted({size_of(r) for r in recs if size_of(r) is not None}):
+    for n in sorted({s for s in map(size_of, recs) if s is not None}):
         lines += [f"## Search latency at {_n_text(n)} keywords (K = beam; host arrays in and out)", ""]
         rows = []
         for r in sorted((r for r in recs if size_of(r) == n),

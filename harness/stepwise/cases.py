@@ -87,9 +87,10 @@ def dict_prefix_fn(root: dict, prompt_length: int, eos: int) -> Callable[[int, A
     def fn(batch_id: int, sent: Any) -> list[int]:
         d = root
         for x in sent.tolist()[prompt_length:]:
-            d = d.get(x)
-            if d is None:
+            child = d.get(x)
+            if child is None:
                 return [eos]
+            d = child
         return list(d) or [eos]
 
     return fn

@@ -209,7 +209,7 @@ def _compare_hf(args: argparse.Namespace, index: NarrowLoudsIndex, keywords: Key
             for depth in [int(x) for x in args.hf_depths.split(",")]:
                 rng = np.random.default_rng(depth)
                 prefixes = [keywords[int(i)][:depth].tolist() for i in rng.integers(0, len(keywords), b * k)]
-                cfg = {"batch": b, "beams": k, "rows": b * k, "depth": depth}
+                cfg: dict[str, Any] = {"batch": b, "beams": k, "rows": b * k, "depth": depth}
                 try:
                     emit(Record("latency", "hf-processor", sweep="stepwise-hf", workload=wl, config=cfg,
                                 metrics=hf_metrics(index, root, prefixes, k, wl["vocab_size"], eos)))
