@@ -115,6 +115,6 @@ def fingerprint(full_hashes: np.ndarray) -> str:
         return int(np.bitwise_xor.reduce(mix64(full))) if full.size else 0
 
     acc = 0
-    for x in in_parallel([lambda s=s: part(s) for s in range(0, n, step)], usable_cpus()):
+    for x in in_parallel([partial(part, s) for s in range(0, n, step)], usable_cpus()):
         acc ^= x
     return f"{acc ^ n:016x}"

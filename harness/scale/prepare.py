@@ -85,6 +85,7 @@ def step_build(rec: Recorder, st: State, args: argparse.Namespace) -> None:
     if st.builder is None:
         step_warmup(rec, st, args)
     why = st.no_gpu_builder
+    assert st.builder is not None  # (chosen by step_warmup)
     marks: list[tuple[str, float]] = []
     with rec.span("build", backend=st.builder) as m:
         t0 = time.perf_counter()
