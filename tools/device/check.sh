@@ -19,7 +19,7 @@ CHECKS=(
   "install|the carried wheels (.whl/) to /tmp/site (once per machine), then the project (editable, no deps)"
   "compile|search.cu compiled on first use, then loaded from the kernel cache"
   "smoke|GPU == numpy on a 200k library, 8 queries, eight configurations (tools/probes/device_smoke.py)"
-  "gpu-tests|pytest -m gpu over tests/, then the CUDA cases of tests/test_hf.py [TESTS_TIMEOUT=300 PYTEST_ARGS]"
+  "gpu-tests|pytest -m gpu over tests/, then the CUDA cases of the processor tests (tests/test_hf*.py) [TESTS_TIMEOUT=300 PYTEST_ARGS]"
   "sanitizer|compute-sanitizer memcheck and racecheck on a small smoke run [SAN_TIMEOUT=150]"
   "parity|GPU == numpy == marisa on the standard workload (N keywords, 16 dense queries, K = 1000) at beams 100 and 1000 [N=200k]"
   "beam|flashtrie bench beam, batch 1 [N=1M BACKENDS=gpu,numpy BEAMS=1,10,100,1000 REPEATS=10]"
@@ -36,6 +36,8 @@ CHECKS=(
   "verify|verified loads at 100M, both id orders, CPU and GPU passes, other piece sizes [VERIFY_N=100M]"
   "numpylazy|the lazy numpy reference at 100M: set-up, memory, GPU == numpy [NUMPYLAZY_N=100M NUMPYLAZY_EAGER_BELOW=0]"
   "queries|the query generator's library pass on CPU and GPU, facts equal bit for bit [Q_N=100M Q_THREADS=1,4,16]"
+  "launch|where the host's microseconds of a fused 2x70 step go (tools/probes/launch_probe.py)"
+  "real|the real libraries (flashtrie real bench) from a carried cache, gpu, numpy and marisa [REAL_CACHE=.cache/real REAL_BACKENDS=gpu,numpy,marisa REAL_SECONDS=4]"
   "compare|this tree against another (BASE: a copy of it): both trees' beam latency (gpu, numpy; parity checked) and fused 2x70 step, in alternating rounds on the same inputs [BASE N=10M BEAMS=100,1000 ROUNDS=2 STEP_CASE=fixed:20M:32768]"
 )
 
@@ -104,7 +106,8 @@ check_gpu-tests() {
   # shellcheck disable=SC2086
   step pytest "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu $to "$HERE/tests" ${PYTEST_ARGS:-}
   rc=$?
-  step pytest_hf 120 python3 -m pytest -q -p no:cacheprovider -k cuda "$HERE/tests/test_hf.py"
+  step pytest_hf 240 python3 -m pytest -q -p no:cacheprovider -k cuda "$HERE/tests/test_hf.py" \
+    "$HERE/tests/test_hf_processors.py"
   rc_hf=$?
   grep -a -E "^(FAILED|ERROR)" "$D/pytest.log" "$D/pytest_hf.log" | head -10
   summary gpu-tests "$(worst $rc $rc_hf)" "gpu: $(last_line "$D/pytest.log"); hf cuda: $(last_line "$D/pytest_hf.log")"
@@ -305,6 +308,22 @@ check_queries() {
   local rc=$?
   sed -n '/^| step/,$p' "$D/bench.log"
   summary queries $rc "details $D/queries.json"
+}
+
+check_launch() {
+  step launch 120 python3 "$PROBES/launch_probe.py" --keywords 200000 --rows 140 --vocab 32768 --calls 3000
+  local rc=$?
+  tail -14 "$D/launch.log"
+  summary launch $rc "$(grep -m1 'whole call' "$D/launch.log")"
+}
+
+check_real() {
+  step real "${REAL_TIMEOUT:-360}" flashtrie real bench --cache "$HERE/${REAL_CACHE:-.cache/real}" --no-sizes \
+    --backends "${REAL_BACKENDS:-gpu,numpy,marisa}" --max-seconds "${REAL_SECONDS:-4}" -o "$D/real.jsonl" --quiet
+  local rc=$?
+  flashtrie real report "$D/real.jsonl" -o "$D/report.md" > /dev/null 2>&1
+  grep -E "^\| (geonames|wordnet)" "$D/report.md" | head -24
+  summary real $rc "records $D/real.jsonl"
 }
 
 check_compare() {
