@@ -102,6 +102,14 @@ def main() -> int:
                                                                      None), a.calls, sync)))
     rows.append(("memmove of the parameters", timed(lambda: ctypes.memmove(buf, params, len(params)), a.calls,
                                                     sync)))
+    from flashtrie.harness.timing import busy, host_us
+
+    fused = lambda: g.advance_mask(states, toks, v, eos, out=logits)  # noqa: E731 - as the stepwise suite times it
+    for repeats in (30, 300):  # the stepwise suite's loop: a busy warm-up, then ``repeats`` calls
+        busy(fused)
+        us = host_us(fused, repeats)
+        sync()
+        rows.append((f"suite's loop, {repeats} calls", (float(np.median(us)), float(np.percentile(us, 90)))))
     print(f"fused step at {n} rows, V = {v}, {a.keywords:,} keywords; {a.calls} calls; cuKernelGetFunction {err}")
     for name, (med, p90) in rows:
         print(f"{name:34} median {med:7.2f} us   p90 {p90:7.2f} us")
