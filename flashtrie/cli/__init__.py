@@ -39,7 +39,12 @@ whole keywords, with the same ids, order and float32 scores on every backend:
   numpy    CPU reference over the narrow-LOUDS index
   gpu      one-launch CUDA kernels (needs an NVIDIA GPU and flashtrie[gpu])
 
-Typical session:
+From a file of names (one a line) and your model's tokenizer:
+
+  flashtrie build names.txt --tokenizer tokenizer.json -o names.ftrie
+  flashtrie search --index names.ftrie --queries proposals.tsv --beam 100 --show-text
+
+On a synthetic library:
 
   flashtrie gen-keywords -n 200000 -o data/kw.npz
   flashtrie gen-queries data/kw.npz -n 16 -K 100 -o data/q.npz
