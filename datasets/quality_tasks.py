@@ -180,8 +180,8 @@ def _subset_rule(name: str) -> str:
     return "the synsets of the most polysemous lemmas, each lemma's synsets whole; queries: their lemmas"
 
 
-def build_task(name: str, texts: Sequence[str], tokens: Sequence[Sequence[int]], queries: Mapping[str, Sequence[int]],
-               tokenize: Callable[[Sequence[str]], list[list[int]]], *, seed: int,
+def build_task(name: str, texts: Sequence[str], tokens: Sequence[Sequence[int] | np.ndarray],
+               queries: Mapping[str, Sequence[int]], tokenize: Callable[[Sequence[str]], list[list[int]]], *, seed: int,
                fractions: tuple[float, float] = (0.1, 0.1), info: Mapping[str, Any] | None = None) -> Task:
     """A `Task` from identifier ``texts`` and their source ``tokens``, and ``queries`` (query text -> ids of
     its relevant identifiers; ``tokenize`` makes their source tokens).  Splits as in the module docstring."""
@@ -223,7 +223,8 @@ def _empty_set() -> KeywordSet:
     return KeywordSet(np.zeros(0, np.uint32), np.zeros(1, np.int64))
 
 
-def _compact_vocab(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, Callable[[Sequence[int]], list[int]]]:
+def _compact_vocab(seqs: Sequence[Sequence[int] | np.ndarray]
+                   ) -> tuple[np.ndarray, Callable[[Sequence[int] | np.ndarray], list[int]]]:
     """The source tokens in use, sorted, after the reserved ids; and the map of a sequence into it."""
     used = np.unique(np.fromiter((t for s in seqs for t in s), dtype=np.int64))
     vocab = np.concatenate([np.full(FIRST_TOKEN, -1, np.int64), used])

@@ -83,7 +83,7 @@ def _task_section(task: str, recs: Sequence[Record]) -> list[str]:
     lines = [f"### Task `{task}`", "", f"- source: {info.get('source', '?')}; {info.get('subset', '')}",
              f"- identifier: {info.get('identifier', '?')}", f"- relations: {info.get('relations', '?')}",
              f"- sizes: {sizes}", ""]
-    models = {}
+    models: dict[str, dict[str, Any]] = {}
     for r in recs:
         models.setdefault(r.config["model"], r.config["model_info"])
     for m, mi in sorted(models.items()):

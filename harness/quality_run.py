@@ -156,7 +156,8 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
         except Exception as e:  # noqa: BLE001 - recorded, the CPU measurements go on
             ctx.progress(f"note: the GPU searcher is not usable: {type(e).__name__}: {e}")
     runs["unconstrained"] = lambda p, c: unconstrained_search(table, p, c)
-    records, last = [], {}
+    records: list[Record] = []
+    last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.nar_beams:
         k = min(beam, tokens.shape[2])
         props, cfg = truncated(tokens, lps, k), SearchConfig(beam_width=beam, max_results=MAX_RESULTS)
@@ -189,7 +190,8 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
     index = NarrowLoudsIndex.build(ctx.task.library)
     backends = ["gpu", "numpy"] if ctx.device.startswith("cuda") else ["numpy"]
     runs: list[tuple[str, str | None]] = [(f"hf+{b}", b) for b in backends] + [("hf", None)]
-    records, last = [], {}
+    records: list[Record] = []
+    last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.ar_beams:
         got = {}
         for name, backend in runs:
@@ -215,7 +217,7 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
 def measure_task(task: Task, cfg: QualityConfig, device: str, cache: str | os.PathLike[str],
                  make: Callable[..., Record], progress: Callable[[str], None],
                  models: Sequence[str] = ("nar", "ar"), seconds: float = float("inf"),
-                 emit: Callable[[list[Record]], None] | None = None) -> list[Record]:
+                 emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
     """Train the models on ``task`` and measure them, in ``seconds`` at most (the time guards: each
     model's training stops at its share; each sweep skips what is left at its share).  ``emit`` gets each
     sweep's records as soon as it ends."""
