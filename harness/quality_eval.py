@@ -20,14 +20,16 @@ import numpy as np
 import torch
 from flashtrie.datasets.quality_tasks import EOS, PAD, SEP, Split, Task
 
+from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchResult
+from flashtrie.stepwise import TrieStepper, eos_ids
 
 from .quality_train import pad_rows
 
-__all__ = ["nar_library", "nar_proposals", "ranked_lists", "generated_ids", "ar_decode", "eval_sample",
-           "timed", "truncated", "IdTable", "MAX_RESULTS"]
+__all__ = ["nar_library", "nar_proposals", "ranked_lists", "generated_keywords", "ar_decode", "eval_sample",
+           "timed", "truncated", "MAX_RESULTS"]
 
 #: results kept per query (the metrics need the top 100)
 MAX_RESULTS = 100
@@ -103,24 +105,26 @@ def timed(fn: Callable[..., Any], sync: bool) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-class IdTable:
-    """Whole identifiers (token sequences) -> their id."""
+def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: int | Sequence[int],
+                       prompt_length: int) -> np.ndarray:
+    """The keyword id each row of ``generate()``'s output spells (its tokens after ``prompt_length`` up to
+    the first EOS), -1 where it spells none (no EOS, EOS before a keyword ends, a token off the trie).
 
-    def __init__(self, library: KeywordSet) -> None:
-        self._ids = {library[i].astype(np.int64).tobytes(): i for i in range(len(library))}
-
-    def get(self, tokens: np.ndarray) -> int:
-        return self._ids.get(np.asarray(tokens, dtype=np.int64).tobytes(), -1)
-
-
-def generated_ids(table: IdTable, sequences: np.ndarray, eos: int, prompt_length: int) -> np.ndarray:
-    """Each generated row's identifier id: its tokens after ``prompt_length`` up to the first ``eos``; -1
-    where that is not an identifier or the row never reached ``eos``."""
-    out = np.full(sequences.shape[0], -1, dtype=np.int64)
-    for r, row in enumerate(np.asarray(sequences, dtype=np.int64)[:, prompt_length:]):
-        end = np.flatnonzero(row == eos)
-        if end.size:
-            out[r] = table.get(row[:end[0]])
+    The one place this module maps ``generate()`` rows back to identifiers; the same signature as
+    ``flashtrie.hf.generated_keywords`` (here ``prompt_length`` is one int for every row)."""
+    seq = sequences.detach().cpu().numpy() if isinstance(sequences, torch.Tensor) else np.asarray(sequences)
+    seq = seq.astype(np.int64, copy=False)
+    rows, width = seq.shape
+    is_eos = np.isin(seq, np.asarray(eos_ids(eos_token_id), dtype=np.int64))
+    is_eos[:, :prompt_length] = False
+    has_eos = is_eos.any(axis=1)
+    end = np.where(has_eos, np.argmax(is_eos, axis=1), width)
+    stepper = TrieStepper(index)
+    states = stepper.walk(seq, begin=prompt_length, end=end)
+    out = np.full(rows, -1, dtype=np.int64)
+    whole = np.flatnonzero(has_eos & stepper.ends(states))
+    if whole.size:
+        out[whole] = index.keyword_ids_of(np.asarray(states.node)[whole])
     return out
 
 
@@ -131,7 +135,7 @@ def _dedupe(ids: np.ndarray) -> np.ndarray:
 
 
 @torch.no_grad()
-def ar_decode(model: Any, queries: Sequence[np.ndarray], table: IdTable, beam: int, processor: Any | None,
+def ar_decode(model: Any, queries: Sequence[np.ndarray], index: NarrowLoudsIndex, beam: int, processor: Any | None,
               device: str, rows_per_call: int, max_new_tokens: int) -> tuple[list[np.ndarray], float]:
     """Beam search per query; (ranked identifier ids per query, wall seconds).  ``processor`` is a
     ``TrieLogitsProcessor`` (reset before each call) or None (unconstrained, then filtered)."""
@@ -153,6 +157,6 @@ def ar_decode(model: Any, queries: Sequence[np.ndarray], table: IdTable, beam: i
             max_new_tokens=max_new_tokens, do_sample=False, logits_processor=procs, pad_token_id=PAD,
             eos_token_id=EOS, decoder_start_token_id=SEP, **beam_args), sync)
         total += secs
-        ids = generated_ids(table, seqs.cpu().numpy(), EOS, 1).reshape(-1, n_ret)
+        ids = generated_keywords(index, seqs, EOS, 1).reshape(-1, n_ret)
         out += [_dedupe(row) for row in ids]
     return out, total

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["hits_at_k", "query_metrics", "mean_metrics", "KS"]
+__all__ = ["hits_at_k", "query_metrics", "mean_metrics", "precision_ceiling", "KS"]
 
 #: the cut-offs the quality measurements report
 KS = (10, 100)
@@ -68,3 +68,11 @@ def mean_metrics(results: Sequence[Sequence[int] | np.ndarray], relevant: Sequen
         out[key] = float(np.mean(vals)) if vals else float("nan")
     out["mean_results"] = float(np.mean([len(_ranked(r)) for r in results])) if results else float("nan")
     return out
+
+
+def precision_ceiling(relevant: Sequence[Sequence[int] | np.ndarray], k: int) -> float:
+    """The best mean Precision@k any ranking could reach: every relevant id first, min(|relevant|, k) / k
+    per query (a query with 3 relevant ids has P@100 at most 0.03)."""
+    if not len(relevant):
+        return float("nan")
+    return float(np.mean([min(len(set(np.asarray(r, dtype=np.int64).tolist())), k) / k for r in relevant]))

@@ -3,10 +3,13 @@
 * **Autoregressive** (`make_ar_model`): a small BART encoder-decoder from a ``transformers`` config.  The
   encoder reads the query; the decoder starts from `SEP` and writes the identifier's tokens, then `EOS`.
   Decoded with ``generate()`` (beam search) and `flashtrie.hf.TrieLogitsProcessor`.
-* **Non-autoregressive** (`NarHead`): the paper's setting.  One query encoding (token embeddings, a small
-  transformer encoder, the mean over the query's tokens) gives T independent distributions over the
-  vocabulary, one per identifier position (T = the longest identifier + 1: position ``len`` holds `EOS`,
-  so where an identifier ends is scored too).  Its per-step top-K feed the cooperative search.
+* **Non-autoregressive** (`NarHead`): the paper's setting, T distributions over the vocabulary from one
+  query encoding, one per identifier position (T = the longest identifier + 1: position ``len`` holds
+  `EOS`, so where an identifier ends is scored too).  A one-pass non-autoregressive decoder: a transformer
+  encoder reads the query; T learned position queries attend to each other and cross-attend to the
+  encoder's token states (position-aware access to the query: step t can copy query token t), without a
+  causal mask and without feeding back any output token.  The output layer is tied to the input
+  embedding.  Its per-step top-K feed the cooperative search.
 
 Token ids are the task's model vocabulary (`flashtrie.datasets.quality_tasks`): 0 `PAD`, 1 `SEP`, 2 `EOS`.
 """
@@ -55,7 +58,7 @@ def make_ar_model(vocab_size: int, max_query: int, max_target: int, size: ModelS
 
 
 class NarHead(nn.Module):
-    """Query tokens -> log-probabilities ``[batch, T, vocab]`` (see the module docstring)."""
+    """Query tokens -> logits ``[batch, T, vocab]`` in one pass (see the module docstring)."""
 
     def __init__(self, vocab_size: int, max_query: int, steps: int, size: ModelSize) -> None:
         super().__init__()
@@ -63,21 +66,31 @@ class NarHead(nn.Module):
         self.steps = steps
         self.embed = nn.Embedding(vocab_size, d, padding_idx=PAD)
         self.query_pos = nn.Embedding(max_query, d)
-        layer = nn.TransformerEncoderLayer(d, size.heads, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
-        self.encoder = nn.TransformerEncoder(layer, size.layers, enable_nested_tensor=False)
-        self.step_pos = nn.Parameter(torch.randn(steps, d) * 0.02)
-        self.mlp = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 2 * d), nn.GELU(), nn.Linear(2 * d, d), nn.LayerNorm(d))
-        self.out = nn.Linear(d, vocab_size)
+        enc = nn.TransformerEncoderLayer(d, size.heads, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(enc, size.layers, enable_nested_tensor=False)
+        self.step_queries = nn.Parameter(torch.randn(steps, d) * 0.02)
+        dec = nn.TransformerDecoderLayer(d, size.heads, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
+        self.decoder = nn.TransformerDecoder(dec, size.layers)
+        self.norm = nn.LayerNorm(d)
+        for table in (self.embed, self.query_pos):  # unit-norm rows: tied logits start near 0
+            nn.init.normal_(table.weight, std=d ** -0.5)
+
+    def hidden(self, query: torch.Tensor) -> torch.Tensor:
+        """``query`` [batch, L] (right-padded with `PAD`) -> the T positions' states [batch, T, d]."""
+        pad = query == PAD
+        pos = torch.arange(query.shape[1], device=query.device)
+        memory = self.encoder(self.embed(query) + self.query_pos(pos)[None], src_key_padding_mask=pad)
+        steps = self.step_queries[None].expand(query.shape[0], -1, -1)
+        return self.norm(self.decoder(steps, memory, memory_key_padding_mask=pad))
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """States [..., d] -> logits [..., vocab]: the output is tied to the input embedding (copying a
+        query token is easy)."""
+        return hidden @ self.embed.weight.T
 
     def forward(self, query: torch.Tensor) -> torch.Tensor:
         """``query`` [batch, L] (right-padded with `PAD`) -> logits [batch, T, vocab]."""
-        pad = query == PAD
-        pos = torch.arange(query.shape[1], device=query.device)
-        x = self.encoder(self.embed(query) + self.query_pos(pos)[None], src_key_padding_mask=pad)
-        keep = (~pad).unsqueeze(-1).to(x.dtype)
-        h = (x * keep).sum(1) / keep.sum(1).clamp_min(1.0)
-        z = h[:, None, :] + self.step_pos[None]
-        return self.out(self.mlp(z))
+        return self.logits(self.hidden(query))
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -2,10 +2,14 @@
 beam width with every backend, constrained and unconstrained, and write one record per (task, model,
 backend, beam, mode).
 
-`CONFIGS` holds the sizes: ``toy`` runs in seconds on a CPU (CI), ``full`` trains both models on both
-tasks and runs every measurement in one command of a few minutes on one H200.  A measurement whose
+`CONFIGS` holds the sizes: ``toy`` runs in seconds on a CPU (CI), ``cpu`` in minutes on a CPU, ``full``
+trains both models on both tasks and runs every measurement in one command on one H200.
+
+Time guards, so that a run ends within ``deadline_s``: each task gets an equal share; within it each
+model's training stops at ``TRAIN_SHARE`` / models of the share (the steps run are recorded), and each
+model's sweep gets an equal part of what is left.  A measurement started after its sweep's time, or whose
 predicted time (the backend's previous beam scaled by B x K, or by B for ``generate``) is over
-``budget_s`` is recorded as ``skipped``: where the CPU runs out of budget and the GPU does not is part of
+``budget_s``, is recorded as ``skipped``: where the CPU runs out of budget and the GPU does not is part of
 the answer.
 """
 
@@ -14,7 +18,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +30,6 @@ from flashtrie.search_types import SearchConfig, result_difference
 
 from .quality_eval import (
     MAX_RESULTS,
-    IdTable,
     ar_decode,
     eval_sample,
     nar_library,
@@ -35,55 +38,63 @@ from .quality_eval import (
     timed,
     truncated,
 )
-from .quality_metrics import mean_metrics
+from .quality_metrics import KS, mean_metrics, precision_ceiling
 from .quality_models import ModelSize
 from .quality_train import TrainConfig, Trained, save_checkpoint, train_ar, train_nar
 from .records import Record, append_records
 from .unconstrained import KeywordTable, unconstrained_search
 
-__all__ = ["QualityConfig", "CONFIGS", "run_quality", "measure_task"]
+__all__ = ["QualityConfig", "CONFIGS", "TRAIN_SHARE", "run_quality", "measure_task"]
+
+#: the part of a task's time its models' training may take (the rest measures)
+TRAIN_SHARE = 0.6
 
 
 @dataclass(frozen=True)
 class QualityConfig:
-    """Training sizes, the evaluation sample, the beam widths and the time budget of one run."""
+    """Task size, training sizes, the evaluation sample, the beam widths and the time guards of one run."""
 
     name: str
+    identifiers: int  # per task ('flashtrie quality tasks --config NAME' builds tasks of this size)
     ar: TrainConfig
     nar: TrainConfig
     eval_queries: int
     nar_beams: tuple[int, ...]
     ar_beams: tuple[int, ...]
-    budget_s: float
+    budget_s: float  # the most one measurement (one backend, beam and mode over the sample) may take
     ar_rows: int  # beam rows per generate() call
     deadline_s: float = 1e9  # after this many seconds of the run, what is left is recorded as skipped
     seed: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "eval_queries": self.eval_queries, "nar_beams": list(self.nar_beams),
-                "ar_beams": list(self.ar_beams), "budget_s": self.budget_s, "seed": self.seed}
+        return {"name": self.name, "identifiers": self.identifiers, "eval_queries": self.eval_queries,
+                "nar_beams": list(self.nar_beams), "ar_beams": list(self.ar_beams), "budget_s": self.budget_s,
+                "deadline_s": self.deadline_s, "seed": self.seed}
 
 
-_TINY = ModelSize(d_model=32, layers=1, heads=2)
+def _train(steps: int, batch: int, lr: float, size: ModelSize) -> TrainConfig:
+    return TrainConfig(steps, batch, lr, warmup=max(1, steps // 20), size=size)
+
+
+_BEAMS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 CONFIGS = {
-    "toy": QualityConfig("toy", ar=TrainConfig(20, 16, 3e-3, warmup=5, size=_TINY),
-                         nar=TrainConfig(20, 16, 3e-3, warmup=5, size=_TINY), eval_queries=12,
+    "toy": QualityConfig("toy", 300, ar=_train(20, 16, 3e-3, ModelSize(32, 1, 2)),
+                         nar=_train(20, 16, 3e-3, ModelSize(32, 1, 2)), eval_queries=12,
                          nar_beams=(1, 4, 16, 64), ar_beams=(1, 4), budget_s=60.0, ar_rows=256),
-    "cpu": QualityConfig("cpu", ar=TrainConfig(400, 64, 2e-3, warmup=40, size=ModelSize(128, 2, 4)),
-                         nar=TrainConfig(400, 64, 2e-3, warmup=40, size=ModelSize(128, 2, 4)), eval_queries=100,
-                         nar_beams=(1, 10, 100, 300, 1000), ar_beams=(1, 10, 30), budget_s=30.0, ar_rows=512,
-                        deadline_s=300.0),
-    "full": QualityConfig("full", ar=TrainConfig(2500, 512, 1e-3, warmup=200, size=ModelSize(256, 3, 4)),
-                          nar=TrainConfig(2500, 512, 1e-3, warmup=200, size=ModelSize(256, 3, 4)),
-                          eval_queries=400, nar_beams=(1, 2, 5, 10, 20, 50, 100, 200, 500, 1000),
-                          ar_beams=(1, 2, 5, 10, 20, 50, 100, 200), budget_s=25.0, ar_rows=8192,
-                          deadline_s=480.0),
+    "cpu": QualityConfig("cpu", 3000, ar=_train(2000, 64, 2e-3, ModelSize(128, 2, 4)),
+                         nar=_train(2000, 64, 2e-3, ModelSize(128, 2, 4)), eval_queries=100,
+                         nar_beams=(1, 10, 100, 1000), ar_beams=(1, 10, 100), budget_s=60.0, ar_rows=1000,
+                         deadline_s=1080.0),
+    "full": QualityConfig("full", 20000, ar=_train(3000, 256, 2e-3, ModelSize(256, 3, 4)),
+                          nar=_train(3000, 256, 2e-3, ModelSize(256, 3, 4)), eval_queries=200,
+                          nar_beams=_BEAMS, ar_beams=_BEAMS[:-1], budget_s=10.0, ar_rows=16384,
+                          deadline_s=400.0),
 }
 
 
 def _metrics(lists: list[np.ndarray], relevant: list[np.ndarray], kinds: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = mean_metrics(lists, relevant)
+    out.update({f"precision@{k}_ceiling": precision_ceiling(relevant, k) for k in KS})
     by_kind = {}
     for k in sorted(set(kinds)):
         sel = [i for i, x in enumerate(kinds) if x == k]
@@ -119,7 +130,7 @@ class _Ctx:
 def _over(ctx: _Ctx, last: dict[str, tuple[float, float]], name: str, cost: float) -> str | None:
     """Why ``name`` at ``cost`` is skipped: its predicted seconds are over the budget, or the run's time is up."""
     if time.monotonic() > ctx.deadline:
-        return f"the run's {ctx.cfg.deadline_s:.0f} s were spent"
+        return "this phase's share of the run's time was spent"
     if name not in last:
         return None
     c0, s0 = last[name]
@@ -177,7 +188,6 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
     from flashtrie.hf import TrieLogitsProcessor
 
     index = NarrowLoudsIndex.build(ctx.task.library)
-    table = IdTable(ctx.task.library)
     backends = ["gpu", "numpy"] if ctx.device.startswith("cuda") else ["numpy"]
     runs: list[tuple[str, str | None]] = [(f"hf+{b}", b) for b in backends] + [("hf", None)]
     records: list[Record] = []
@@ -191,7 +201,7 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
                 records.append(ctx.record(model, name, mode, beam, None, None, "skipped", why))
                 continue
             proc = TrieLogitsProcessor(index, EOS, prompt_length=1, backend=backend) if backend else None
-            lists, secs = ar_decode(model.model, queries, table, beam, proc, ctx.device, ctx.cfg.ar_rows,
+            lists, secs = ar_decode(model.model, queries, index, beam, proc, ctx.device, ctx.cfg.ar_rows,
                                     ctx.task.library.max_length + 1)
             last[name] = (beam, secs)
             got[name] = lists
@@ -206,36 +216,51 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
 
 def measure_task(task: Task, cfg: QualityConfig, device: str, cache: str | os.PathLike[str],
                  make: Callable[..., Record], progress: Callable[[str], None],
-                 models: Sequence[str] = ("nar", "ar"), deadline: float = float("inf")) -> list[Record]:
-    """Train the models on ``task`` and measure them (see the module docstring)."""
+                 models: Sequence[str] = ("nar", "ar"), seconds: float = float("inf"),
+                 emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
+    """Train the models on ``task`` and measure them, in ``seconds`` at most (the time guards: each
+    model's training stops at its share; each sweep skips what is left at its share).  ``emit`` gets each
+    sweep's records as soon as it ends."""
+    end = time.monotonic() + seconds
     test = task.splits["test"]
     pick = eval_sample(test, cfg.eval_queries, cfg.seed)
     queries = [test.queries[int(i)] for i in pick]
-    ctx = _Ctx(task, cfg, device, [test.relevant[int(i)] for i in pick],
-               [test.kinds[int(i)] if test.kinds else "" for i in pick], make, progress, deadline)
-    records: list[Record] = []
+    trained: dict[str, Trained] = {}
+    share = TRAIN_SHARE * seconds / len(models)
     for kind in models:
+        train_cfg = cfg.nar if kind == "nar" else cfg.ar
         train = train_nar if kind == "nar" else train_ar
-        trained = train(task, cfg.nar if kind == "nar" else cfg.ar, cfg.seed, device, progress)
-        save_checkpoint(trained, cache, f"{task.name}-{kind}-{cfg.name}")
-        progress(f"{task.name} {kind.upper()}: {trained.parameters:,} parameters, trained in {trained.seconds:.1f} s, "
-                 f"final loss {trained.losses[-1]:.3f}, sha256 {trained.sha256[:12]}")
-        sweep = _nar_sweep if kind == "nar" else _ar_sweep
-        records += sweep(ctx, trained, queries)
+        t = train(task, replace(train_cfg, max_seconds=min(train_cfg.max_seconds, share)), cfg.seed, device, progress)
+        save_checkpoint(t, cache, f"{task.name}-{kind}-{cfg.name}")
+        progress(f"{task.name} {kind.upper()}: {t.parameters:,} parameters, {len(t.losses)} steps in "
+                 f"{t.seconds:.1f} s, final loss {t.losses[-1]:.3f}, sha256 {t.sha256[:12]}")
+        trained[kind] = t
+    records: list[Record] = []
+    for j, kind in enumerate(models):
+        deadline = time.monotonic() + (end - time.monotonic()) / (len(models) - j)
+        ctx = _Ctx(task, cfg, device, [test.relevant[int(i)] for i in pick],
+                   [test.kinds[int(i)] if test.kinds else "" for i in pick], make, progress, deadline)
+        recs = (_nar_sweep if kind == "nar" else _ar_sweep)(ctx, trained[kind], queries)
+        if emit is not None:
+            emit(recs)
+        records += recs
     return records
 
 
 def run_quality(tasks: Sequence[Task], cfg: QualityConfig, *, out: str | os.PathLike[str] | None, cache: str,
                 make: Callable[..., Record], progress: Callable[[str], None], device: str | None = None
                 ) -> list[Record]:
-    """`measure_task` for every task; records are appended to ``out`` after each task."""
+    """`measure_task` for every task, each in an equal share of ``cfg.deadline_s``; records are appended to
+    ``out`` after each sweep."""
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev.startswith("cuda"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     records: list[Record] = []
-    deadline = time.monotonic() + cfg.deadline_s
-    for task in tasks:
+    end = time.monotonic() + cfg.deadline_s
+    for j, task in enumerate(tasks):
         progress(f"task {task.name}: {task.sizes()}")
-        recs = measure_task(task, cfg, dev, cache, make, progress, deadline=deadline)
-        if out is not None:
-            append_records(out, recs)
-        records += recs
+        seconds = (end - time.monotonic()) / (len(tasks) - j)
+        records += measure_task(task, cfg, dev, cache, make, progress, seconds=seconds,
+                                emit=None if out is None else lambda recs: append_records(out, recs))
     return records

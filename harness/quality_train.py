@@ -1,7 +1,9 @@
 """Training the quality models from scratch with a fixed seed, and their checkpoints.
 
-Training examples are the train split's (query, relevant identifier) pairs: a query with several relevant
-identifiers is one example per identifier, so a model learns to spread its probability over all of them.
+Training examples (`training_examples`): every identifier's own tokens -> itself (indexing: the library is
+a closed set the model learns), and the train split's (query, relevant identifier) pairs: a query with
+several relevant identifiers is one example per identifier, so a model learns to spread its probability
+over all of them.  On CUDA the forward pass runs under bf16 autocast (weights and optimizer in float32).
 Both models train with AdamW, a linear warm-up then a linear decay, for a fixed number of steps; the example
 order comes from a numpy generator seeded with ``seed``, the weights from ``torch.manual_seed(seed)``, and
 deterministic algorithms are asked for (`seed_everything`), so a run on one machine repeats its losses.
@@ -20,11 +22,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from flashtrie.datasets.quality_tasks import EOS, PAD, SEP, Split, Task
+from flashtrie.datasets.quality_tasks import EOS, PAD, SEP, Task
 
 from .quality_models import ModelSize, NarHead, count_parameters, make_ar_model
 
-__all__ = ["TrainConfig", "Trained", "seed_everything", "train_pairs", "pad_rows", "train_ar", "train_nar",
+__all__ = ["TrainConfig", "Trained", "seed_everything", "training_examples", "pad_rows", "train_ar", "train_nar",
            "save_checkpoint"]
 
 
@@ -37,6 +39,7 @@ class TrainConfig:
     lr: float
     warmup: int = 100
     size: ModelSize = field(default_factory=ModelSize)
+    max_seconds: float = float("inf")  # the time guard: training stops after this many seconds
 
 
 @dataclass
@@ -54,7 +57,8 @@ class Trained:
 
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "parameters": self.parameters, "train_seconds": round(self.seconds, 3),
-                "steps": self.config.steps, "batch_size": self.config.batch_size, "lr": self.config.lr,
+                "steps": self.config.steps, "steps_run": len(self.losses), "batch_size": self.config.batch_size,
+                "lr": self.config.lr,
                 **self.config.size.to_dict(), "final_loss": self.losses[-1] if self.losses else None,
                 "checkpoint_sha256": self.sha256}
 
@@ -68,11 +72,15 @@ def seed_everything(seed: int) -> None:
         torch.backends.cudnn.benchmark = False
 
 
-def train_pairs(split: Split) -> tuple[np.ndarray, np.ndarray]:
-    """(query index, identifier id) for every relevant identifier of every query of ``split``."""
+def training_examples(task: Task) -> tuple[list[np.ndarray], np.ndarray]:
+    """(model inputs, identifier ids): every identifier's own tokens -> itself (indexing), then every
+    (train query, relevant identifier) pair."""
+    split = task.splits["train"]
+    lib = [task.library[i] for i in range(len(task.library))]
     q = np.repeat(np.arange(len(split), dtype=np.int64), [r.size for r in split.relevant])
     ids = np.concatenate(split.relevant) if len(split) else np.zeros(0, np.int64)
-    return q, ids
+    inputs = lib + [split.queries[int(i)] for i in q]
+    return inputs, np.concatenate([np.arange(len(lib), dtype=np.int64), ids])
 
 
 def pad_rows(rows: list[np.ndarray], width: int | None = None, fill: int = PAD) -> torch.Tensor:
@@ -82,6 +90,11 @@ def pad_rows(rows: list[np.ndarray], width: int | None = None, fill: int = PAD) 
     for i, r in enumerate(rows):
         out[i, :len(r)] = r
     return torch.from_numpy(out)
+
+
+def _trim(src: torch.Tensor) -> torch.Tensor:
+    """``src`` without the columns that are padding in every row."""
+    return src[:, :max(1, int((src != PAD).sum(1).max()))]
 
 
 def _schedule(cfg: TrainConfig) -> Callable[[int], float]:
@@ -95,33 +108,44 @@ def _schedule(cfg: TrainConfig) -> Callable[[int], float]:
 
 def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, loss_of: Callable[[np.ndarray], Any],
           progress: Callable[[str], None] | None, what: str) -> tuple[list[float], float]:
-    """The shared training loop: seeded batches of pair indices, AdamW, the schedule; (losses, seconds)."""
+    """The shared training loop: seeded batches of example indices, AdamW, the schedule, and the time guard
+    (training stops after ``cfg.max_seconds``; the losses say how many steps ran); (losses, seconds)."""
     if n_pairs == 0:
-        raise ValueError("the train split has no (query, identifier) pairs")
+        raise ValueError("the task has no training examples")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
     rng = np.random.default_rng(seed)
     order = rng.permutation(n_pairs)
-    pos, losses = 0, []
+    pos, losses, pending = 0, [], []
+    cuda = next(model.parameters()).is_cuda
     model.train()
     t0 = time.perf_counter()
-    every = max(1, cfg.steps // 10)
+    every = max(1, min(50, cfg.steps // 10))
     for step in range(cfg.steps):
         if pos + cfg.batch_size > n_pairs:
             order, pos = rng.permutation(n_pairs), 0
         batch = order[pos:pos + cfg.batch_size]
         pos += cfg.batch_size
-        loss = loss_of(batch)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+            loss = loss_of(batch)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(float(loss.detach()))
-        if progress and (step + 1) % every == 0:
-            progress(f"{what}: step {step + 1}/{cfg.steps} loss {np.mean(losses[-every:]):.3f} "
-                     f"({time.perf_counter() - t0:.0f} s)")
-    if next(model.parameters()).is_cuda:
+        pending.append(loss.detach())
+        if (step + 1) % every == 0 or step + 1 == cfg.steps:
+            losses += torch.stack(pending).float().cpu().tolist()  # one device sync per `every` steps
+            pending = []
+            secs = time.perf_counter() - t0
+            if progress and (step + 1) % (every * 10 if cfg.steps > 500 else every) == 0:
+                progress(f"{what}: step {step + 1}/{cfg.steps} loss {np.mean(losses[-every:]):.3f} ({secs:.0f} s)")
+            if secs > cfg.max_seconds:
+                if progress:
+                    progress(f"{what}: stopped at step {step + 1} of {cfg.steps}: the {cfg.max_seconds:.0f} s "
+                             "training budget is spent")
+                break
+    if cuda:
         torch.cuda.synchronize()
     model.eval()
     return losses, time.perf_counter() - t0
@@ -129,20 +153,23 @@ def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, los
 
 def train_ar(task: Task, cfg: TrainConfig, seed: int, device: str,
              progress: Callable[[str], None] | None = None) -> Trained:
-    """Train the BART model on the train split (teacher forcing; labels = identifier + `EOS`)."""
+    """Train the BART model on `training_examples` (teacher forcing; labels = identifier + `EOS`)."""
     seed_everything(seed)
-    split = task.splits["train"]
-    model = make_ar_model(task.vocab_size, split.queries.max_length, task.library.max_length + 2, cfg.size).to(device)
-    q_idx, ids = train_pairs(split)
-    queries = [split.queries[i] for i in range(len(split))]
-    targets = [np.append(task.library[i], EOS) for i in range(len(task.library))]
+    model = make_ar_model(task.vocab_size, task.max_query_length, task.library.max_length + 2, cfg.size).to(device)
+    inputs, ids = training_examples(task)
+    src_all = pad_rows(inputs).to(device)
+    lib = [task.library[i] for i in range(len(task.library))]
+    labels_all = pad_rows([np.append(t, EOS) for t in lib], fill=-100).to(device)
+    dec_all = pad_rows([np.concatenate([[SEP], t]) for t in lib]).to(device)
+    ids_t = torch.from_numpy(ids).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
-        src = pad_rows([queries[i] for i in q_idx[batch]]).to(device)
-        tgt = [targets[i] for i in ids[batch]]
-        labels = pad_rows(tgt, fill=-100).to(device)
-        dec = pad_rows([np.concatenate([[SEP], t[:-1]]) for t in tgt]).to(device)
-        return model(input_ids=src, attention_mask=src != PAD, decoder_input_ids=dec, labels=labels).loss
+        b = torch.from_numpy(batch).to(device)
+        src, tgt = _trim(src_all[b]), ids_t[b]
+        labels = labels_all[tgt]
+        width = max(1, int((labels != -100).sum(1).max()))
+        return model(input_ids=src, attention_mask=src != PAD, decoder_input_ids=dec_all[tgt, :width].contiguous(),
+                     labels=labels[:, :width].contiguous()).loss
 
     losses, secs = _loop(model, cfg, ids.size, seed, loss_of, progress, f"{task.name} AR")
     return Trained(model, "ar", secs, losses, count_parameters(model), cfg)
@@ -161,21 +188,21 @@ def nar_targets(task: Task) -> tuple[np.ndarray, int]:
 
 def train_nar(task: Task, cfg: TrainConfig, seed: int, device: str,
               progress: Callable[[str], None] | None = None) -> Trained:
-    """Train the NAR head with cross-entropy per position against each relevant identifier."""
+    """Train the NAR head with cross-entropy per position against each example's identifier."""
     seed_everything(seed)
-    split = task.splits["train"]
     targets, steps = nar_targets(task)
     model = NarHead(task.vocab_size, task.max_query_length, steps, cfg.size).to(device)
-    q_idx, ids = train_pairs(split)
-    queries = [split.queries[i] for i in range(len(split))]
-    tgt_all = torch.from_numpy(targets)
+    inputs, ids = training_examples(task)
+    src_all = pad_rows(inputs).to(device)
+    tgt_all = torch.from_numpy(targets).to(device)
+    ids_t = torch.from_numpy(ids).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
-        src = pad_rows([queries[i] for i in q_idx[batch]]).to(device)
-        logits = model(src)
-        tgt = tgt_all[ids[batch]].to(device)
-        return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt.reshape(-1),
-                                                 ignore_index=-100)
+        b = torch.from_numpy(batch).to(device)
+        tgt = tgt_all[ids_t[b]]
+        keep = tgt != -100  # the vocabulary projection only where a target is (most of the cost)
+        return torch.nn.functional.cross_entropy(model.logits(model.hidden(_trim(src_all[b]))[keep]).float(),
+                                                 tgt[keep])
 
     losses, secs = _loop(model, cfg, ids.size, seed, loss_of, progress, f"{task.name} NAR")
     return Trained(model, "nar", secs, losses, count_parameters(model), cfg)

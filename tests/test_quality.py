@@ -1,9 +1,10 @@
-"""Quality against beam width: metrics on hand-computed cases, tasks, deterministic training, and a toy run
-end to end (data -> training -> constrained decoding -> metrics -> records -> report).
+"""Quality against beam width: metrics on hand-computed cases, the tasks' rules, the models, deterministic
+training, and a toy run end to end (task -> training -> constrained decoding -> metrics -> records ->
+report), through the command line too.
 
-``tests/data/quality_fixture.json`` holds real WordNet relations (every synset of 'run', 'bank', 'break',
-'line', 'head', 'light', 'play', 'cut' and the hyponyms of 'dog', 'fruit', 'vehicle', as
-`flashtrie.datasets.quality_sources.wordnet_relations` reads them, renumbered), so CI needs no WordNet.
+``tests/data/quality_fixture.json`` holds a slice of real WordNet 3.0 (the 300 synsets of the most
+polysemous lemmas and every lemma of them, as the ``wordnet-synsets`` library holds them, renumbered;
+WordNet licence), so CI needs neither WordNet nor GPT-2's vocabulary: tokens are UTF-8 bytes.
 """
 
 from __future__ import annotations
@@ -18,11 +19,22 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from flashtrie.datasets.quality_tasks import EOS, build_task, byte_tokenizer, load_task, save_task  # noqa: E402
-from flashtrie.harness.quality_eval import IdTable, eval_sample, generated_ids, nar_library  # noqa: E402
-from flashtrie.harness.quality_metrics import hits_at_k, mean_metrics, query_metrics  # noqa: E402
+tiktoken = pytest.importorskip("tiktoken")
+
+from flashtrie.datasets import real  # noqa: E402
+from flashtrie.datasets.quality_tasks import (  # noqa: E402
+    EOS,
+    build_task,
+    city_subset,
+    load_task,
+    save_task,
+    task_from_library,
+)
+from flashtrie.harness.quality_eval import eval_sample, generated_keywords, nar_library  # noqa: E402
+from flashtrie.harness.quality_metrics import hits_at_k, mean_metrics, precision_ceiling, query_metrics  # noqa: E402
 
 from flashtrie.errors import InputError  # noqa: E402
+from flashtrie.index import NarrowLoudsIndex  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "quality_fixture.json"
 
@@ -61,11 +73,28 @@ def test_metrics_no_relevant_item_and_padding():
         hits_at_k([1], [1], 0)
 
 
+def test_precision_ceiling_is_the_best_ranking():
+    assert precision_ceiling([[1, 2, 3], [4], [4, 4]], 2) == pytest.approx((2 / 2 + 1 / 2 + 1 / 2) / 3)
+    assert precision_ceiling([list(range(150))], 100) == 1.0 and math.isnan(precision_ceiling([], 10))
+
+
 # -------------------------------------------------------------------------------------------------- tasks
-def fixture_task(seed: int = 0):
+ENC = tiktoken.Encoding("bytes", pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)},
+                        special_tokens={})
+
+
+def _bytes(texts):
+    return ENC.encode_ordinary_batch(list(texts))
+
+
+def fixture_library() -> real.RealLibrary:
     d = json.loads(FIXTURE.read_text())
-    return build_task("fixture", d["identifiers"], d["queries"], byte_tokenizer, seed=seed, strata=d["strata"],
-                      info=d["info"])
+    return real.RealLibrary("wordnet-synsets", d["texts"], real.keywords_from_texts(d["texts"], ENC),
+                            d["query_texts"], [np.asarray(r, dtype=np.int64) for r in d["relevant"]], {})
+
+
+def fixture_task(seed: int = 0, size: int = 300):
+    return task_from_library("wordnet", fixture_library(), size, ENC, seed=seed)
 
 
 def test_task_split_is_seeded_held_out_and_round_trips(tmp_path):
@@ -74,12 +103,15 @@ def test_task_split_is_seeded_held_out_and_round_trips(tmp_path):
     assert fixture_task(1).splits["test"].texts != a.splits["test"].texts
     parts = [set(a.splits[k].texts) for k in ("train", "validation", "test")]
     assert not (parts[0] & parts[2]) and not (parts[0] & parts[1]) and not (parts[1] & parts[2])
-    assert {k for s in a.splits.values() for k in s.kinds} == {"lemma", "hyponyms"}
-    assert all(set(s.kinds) == {"lemma", "hyponyms"} for s in a.splits.values())
-    # relevant ids are the fixture's relations, and identifiers keep their texts
-    d = json.loads(FIXTURE.read_text())
-    q = a.splits["test"].texts[0]
-    assert a.splits["test"].relevant[0].tolist() == sorted(d["queries"][q])
+    assert not (set(a.texts) & parts[2])  # a held-out query is never an identifier's text (indexing trains those)
+    assert all(set(s.kinds) == {"one", "several"} for s in a.splits.values())
+    # relevant ids are the library's relation, and identifiers keep their texts and tokens
+    lib = fixture_library()
+    of = dict(zip(lib.query_texts, lib.relevant, strict=True))
+    for q, r, kind in zip(a.splits["test"].texts, a.splits["test"].relevant, a.splits["test"].kinds, strict=True):
+        assert [a.texts[i] for i in r] == [lib.texts[i] for i in of[q]]
+        assert kind == ("one" if r.size == 1 else "several")
+    assert [bytes(a.vocab[a.library[i]].astype(np.uint8)).decode() for i in (0, 299)] == [a.texts[0], a.texts[299]]
     assert int(a.library.tokens.min()) >= 3 and a.vocab[:3].tolist() == [-1, -1, -1]
     save_task(a, tmp_path / "t.npz")
     c = load_task(tmp_path / "t.npz")
@@ -88,31 +120,97 @@ def test_task_split_is_seeded_held_out_and_round_trips(tmp_path):
     assert c.splits["train"].kinds == a.splits["train"].kinds and c.info == a.info
 
 
+def test_wordnet_subset_takes_the_most_polysemous_lemmas_whole():
+    task = fixture_task(size=100)
+    lib = fixture_library()
+    of = dict(zip(lib.query_texts, lib.relevant, strict=True))
+    top = max(of, key=lambda q: of[q].size)  # 'break': 75 synsets, taken whole, then what fits
+    assert set(lib.texts[i] for i in of[top]) <= set(task.texts) and len(task.library) <= 100
+    rel = dict(zip(task.splits["train"].texts + task.splits["test"].texts + task.splits["validation"].texts,
+                   task.splits["train"].relevant + task.splits["test"].relevant + task.splits["validation"].relevant,
+                   strict=True))
+    assert [task.texts[i] for i in rel[top]] == [lib.texts[i] for i in of[top]]
+
+
+def _city(gid, name, admin, alt=()):
+    return {"geonameid": gid, "name": name, "countrycode": "US", "admin1code": admin, "alternatenames": list(alt)}
+
+
+CITIES = {str(c["geonameid"]): c for c in [
+    _city(1, "Springfield", "IL", ["Springfield IL", "Спрингфилд"]), _city(2, "Springfield", "MO", ["27"]),
+    _city(3, "Paris", "TX", ["Parigi"]), _city(4, "Paris", "KY"), _city(5, "Lonely", "AK", ["Solo"]),
+]}
+
+
+def test_city_task_rules(tmp_path):
+    lib = real.load_geonames_cities(tmp_path, cities=CITIES, countries={"US": "United States"}, encoding=ENC)
+    assert city_subset(lib, 10, 0).tolist() == [0, 1, 2, 3]  # ambiguous names' cities only ('Lonely' is alone)
+    assert city_subset(lib, 3, 0).size == 2  # a name's cities come whole: one pair fits in 3
+    task = task_from_library("cities", lib, 10, ENC, seed=0, fractions=(0.0, 0.0))
+    train = dict(zip(task.splits["train"].texts, task.splits["train"].relevant, strict=True))
+    assert sorted(train) == ["Parigi", "Paris", "Springfield", "Springfield IL"]  # no Cyrillic, no bare codes
+    assert [task.texts[i] for i in train["Springfield"]] == ["Springfield, IL, United States",
+                                                             "Springfield, MO, United States"]
+    with pytest.raises(InputError, match="built from geonames-cities"):
+        task_from_library("cities", fixture_library(), 10, ENC, seed=0)
+
+
 def test_task_refuses_duplicate_identifiers_and_bad_ids():
     with pytest.raises(InputError, match="given twice"):
-        build_task("x", ["a", "a"], {"q": [0]}, byte_tokenizer, seed=0)
+        build_task("x", ["a", "a"], [[5], [5]], {"q": [0]}, _bytes, seed=0)
     with pytest.raises(InputError, match="out of range"):
-        build_task("x", ["a", "b"], {"q": [2]}, byte_tokenizer, seed=0)
+        build_task("x", ["a", "b"], [[5], [6]], {"q": [2]}, _bytes, seed=0)
     with pytest.raises(InputError, match="same tokens"):
-        build_task("x", ["a", "b"], {"q": [0]}, lambda texts: [[7] for _ in texts], seed=0)
+        build_task("x", ["a", "b"], [[7], [7]], {"q": [0]}, _bytes, seed=0)
+    with pytest.raises(InputError, match="size: expected"):
+        fixture_task(size=0)
 
 
-def test_nar_library_appends_eos_and_ids_map_back():
+def test_training_examples_index_every_identifier_then_the_train_pairs():
+    from flashtrie.harness.quality_train import training_examples
+
+    task = fixture_task()
+    inputs, ids = training_examples(task)
+    n = len(task.library)
+    assert ids[:n].tolist() == list(range(n)) and all(np.array_equal(inputs[i], task.library[i]) for i in range(n))
+    train = task.splits["train"]
+    assert ids.size == n + sum(r.size for r in train.relevant)
+    first = train.relevant[0]
+    assert ids[n:n + first.size].tolist() == first.tolist() and np.array_equal(inputs[n], train.queries[0])
+
+
+def test_nar_library_appends_eos_and_generated_keywords_map_back():
     task = fixture_task()
     lib = nar_library(task)
     assert len(lib) == len(task.library)
     for i in (0, 17, len(lib) - 1):
         assert lib[i].tolist() == task.library[i].tolist() + [EOS]
-    table = IdTable(task.library)
-    seqs = np.array([[1, *task.library[3].tolist(), EOS, 0], [1, *task.library[3].tolist(), 0, 0]])
-    assert generated_ids(table, seqs, EOS, 1).tolist() == [3, -1]  # no EOS: not an identifier
+    index = NarrowLoudsIndex.build(task.library)
+    kw = task.library[3].tolist()
+    seqs = np.array([[1, *kw, EOS, 0], [1, *kw, 0, 0], [1, *kw[:-1], EOS, 0, 0], [EOS, *kw, EOS, 0]])
+    # whole keyword + EOS; no EOS; EOS before the keyword ends; an EOS inside the prompt is not read
+    assert generated_keywords(index, seqs, EOS, 1).tolist() == [3, -1, -1, 3]
+    assert generated_keywords(index, torch.from_numpy(seqs), [EOS, 99], 1).tolist() == [3, -1, -1, 3]
     pick = eval_sample(task.splits["test"], 10, 0)
     kinds = [task.splits["test"].kinds[i] for i in pick]
-    assert len(pick) == 10 and kinds.count("lemma") == kinds.count("hyponyms") == 5
+    several = min(5, task.splits["test"].kinds.count("several"))  # the smaller kind all, up to half
+    assert len(pick) == 10 and kinds.count("several") == several and kinds.count("one") == 10 - several
 
 
-# ---------------------------------------------------------------------------------------- training, e2e
-def test_training_is_deterministic_with_the_seed():
+# ---------------------------------------------------------------------------------------- models, training
+def test_nar_head_reads_the_query_by_position():
+    from flashtrie.harness.quality_models import ModelSize, NarHead
+
+    torch.manual_seed(0)
+    head = NarHead(50, 8, 5, ModelSize(32, 1, 2)).eval()
+    q = torch.tensor([[5, 6, 7, 0], [7, 6, 5, 0]])
+    out = head(q)
+    assert out.shape == (2, 5, 50)
+    assert not torch.allclose(out[0], out[1])  # the same tokens in another order: other distributions
+    assert torch.allclose(head(q[:, :3]), out, atol=1e-5)  # padding is not read
+
+
+def test_training_is_deterministic_with_the_seed_and_learns():
     from flashtrie.harness.quality_models import ModelSize
     from flashtrie.harness.quality_train import TrainConfig, train_ar, train_nar
 
@@ -122,10 +220,16 @@ def test_training_is_deterministic_with_the_seed():
         a, b = train(task, cfg, 3, "cpu"), train(task, cfg, 3, "cpu")
         assert a.losses == b.losses
         assert train(task, cfg, 4, "cpu").losses != a.losses
+    t = train_nar(task, TrainConfig(40, 32, 3e-3, warmup=5, size=ModelSize(32, 1, 2)), 0, "cpu")
+    assert np.mean(t.losses[-5:]) < 0.7 * np.mean(t.losses[:5])
+    guarded = train_nar(task, TrainConfig(10**6, 8, 1e-3, warmup=2, size=ModelSize(32, 1, 2), max_seconds=0.5), 0,
+                        "cpu")
+    assert 0 < len(guarded.losses) < 10**6 and guarded.describe()["steps_run"] == len(guarded.losses)
 
 
+# ------------------------------------------------------------------------------------------------- e2e
 def test_toy_run_end_to_end(tmp_path):
-    from flashtrie.harness.quality_report import render_quality_report
+    from flashtrie.harness.quality_report import render_quality_report, summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
     from flashtrie.harness.records import Record, read_records
 
@@ -139,19 +243,47 @@ def test_toy_run_end_to_end(tmp_path):
     assert len(stored) == len(recs) > 0
     cfg = CONFIGS["toy"]
     keys = {(r.config["model"], r.backend, r.config["beam_width"]) for r in stored}
-    assert keys >= {("nar", b, beam) for b in ("numpy", "unconstrained") for beam in cfg.nar_beams}
-    assert keys >= {("ar", b, beam) for b in ("hf+numpy", "hf") for beam in cfg.ar_beams}
+    assert keys == ({("nar", b, beam) for b in ("numpy", "unconstrained") for beam in cfg.nar_beams}
+                    | {("ar", b, beam) for b in ("hf+numpy", "hf") for beam in cfg.ar_beams})
     for r in stored:
         assert r.kind == "quality" and r.status == "ok"
         assert 0.0 <= r.metrics["precision@100"] <= 1.0 and r.metrics["recall@100"] >= r.metrics["recall@10"]
         assert len(r.config["model_info"]["checkpoint_sha256"]) == 64
         assert r.workload["identifiers"] == len(task.library)
-    # constrained results are identifiers only: every NAR numpy result comes from the library (mean_results > 0)
-    nar = [r for r in stored if r.config["model"] == "nar" and r.backend == "numpy"]
-    assert max(r.metrics["mean_results"] for r in nar) > 0
-    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["fixture-ar-toy.pt", "fixture-nar-toy.pt"]
+    nar = {r.config["beam_width"]: r for r in stored if r.config["model"] == "nar" and r.backend == "numpy"}
+    assert nar[64].metrics["mean_results"] == 100  # 300 identifiers, beam 64 over T steps: the pool fills
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["wordnet-ar-toy.pt", "wordnet-nar-toy.pt"]
     assert any("NAR beam" in line for line in lines)
+    table = summary_table(stored, beams=cfg.nar_beams)
+    assert table[0].split()[:5] == ["task", "model", "backend", "mode", "beam"] and len(table) == 2 + len(stored)
+    assert len(summary_table(stored, beams=(1,))) == 2 + 8  # beam 1 and each curve's widest beam
     md = render_quality_report(stored, tmp_path / "report")
     assert (tmp_path / "report" / "quality_vs_beam.png").stat().st_size > 0
     assert (tmp_path / "report" / "quality_vs_latency.png").stat().st_size > 0
-    assert "fixture" in md.read_text()
+    assert "wordnet" in md.read_text()
+
+
+def test_time_guard_records_skipped(tmp_path):
+    from dataclasses import replace
+
+    from flashtrie.harness.quality_run import CONFIGS, run_quality
+    from flashtrie.harness.records import Record
+
+    cfg = replace(CONFIGS["toy"], deadline_s=0.0)
+    recs = run_quality([fixture_task()], cfg, out=None, cache=str(tmp_path), device="cpu", progress=lambda m: None,
+                       make=lambda **kw: Record(env={}, command=["t"], run_id="r", timestamp="t", **kw))
+    assert recs and all(r.status == "skipped" and "time" in r.message for r in recs)
+
+
+def test_cli_quality_run_and_report(tmp_path, capsys):
+    from flashtrie.cli import main
+
+    save_task(fixture_task(), tmp_path / "tasks" / "wordnet.npz")
+    rc = main(["quality", "run", "--tasks", str(tmp_path / "tasks"), "--config", "toy", "-o", str(tmp_path / "q.jsonl"),
+               "--checkpoints", str(tmp_path / "ckpt"), "--device", "cpu", "--report", str(tmp_path / "rep"),
+               "--quiet"])
+    assert rc == 0 and (tmp_path / "rep" / "quality.md").is_file()
+    assert "P@100" in capsys.readouterr().out
+    assert main(["quality", "run", "--tasks", str(tmp_path / "none"), "-o", str(tmp_path / "x.jsonl")]) == 2
+    with pytest.raises(SystemExit):
+        main(["quality", "tasks", "-o", str(tmp_path), "--tasks", "moons"])

