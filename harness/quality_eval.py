@@ -20,15 +20,15 @@ import numpy as np
 import torch
 from flashtrie.datasets.quality_tasks import EOS, PAD, SEP, Split, Task
 
+from flashtrie.hf import generated_keywords
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchResult
-from flashtrie.stepwise import TrieStepper, eos_ids
 
 from .quality_train import pad_rows
 
-__all__ = ["nar_library", "nar_proposals", "ranked_lists", "generated_keywords", "ar_decode", "eval_sample",
+__all__ = ["nar_library", "nar_proposals", "ranked_lists", "ar_decode", "eval_sample",
            "timed", "truncated", "MAX_RESULTS"]
 
 #: results kept per query (the metrics need the top 100)
@@ -104,28 +104,6 @@ def timed(fn: Callable[..., Any], sync: bool) -> tuple[Any, float]:
         torch.cuda.synchronize()
     return out, time.perf_counter() - t0
 
-
-def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: int | Sequence[int],
-                       prompt_length: int) -> np.ndarray:
-    """The keyword id each row of ``generate()``'s output spells (its tokens after ``prompt_length`` up to
-    the first EOS), -1 where it spells none (no EOS, EOS before a keyword ends, a token off the trie).
-
-    The one place this module maps ``generate()`` rows back to identifiers; the same signature as
-    ``flashtrie.hf.generated_keywords`` (here ``prompt_length`` is one int for every row)."""
-    seq = sequences.detach().cpu().numpy() if isinstance(sequences, torch.Tensor) else np.asarray(sequences)
-    seq = seq.astype(np.int64, copy=False)
-    rows, width = seq.shape
-    is_eos = np.isin(seq, np.asarray(eos_ids(eos_token_id), dtype=np.int64))
-    is_eos[:, :prompt_length] = False
-    has_eos = is_eos.any(axis=1)
-    end = np.where(has_eos, np.argmax(is_eos, axis=1), width)
-    stepper = TrieStepper(index)
-    states = stepper.walk(seq, begin=prompt_length, end=end)
-    out = np.full(rows, -1, dtype=np.int64)
-    whole = np.flatnonzero(has_eos & stepper.ends(states))
-    if whole.size:
-        out[whole] = index.keyword_ids_of(np.asarray(states.node)[whole])
-    return out
 
 
 def _dedupe(ids: np.ndarray) -> np.ndarray:

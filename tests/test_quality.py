@@ -30,10 +30,11 @@ from flashtrie.datasets.quality_tasks import (  # noqa: E402
     save_task,
     task_from_library,
 )
-from flashtrie.harness.quality_eval import eval_sample, generated_keywords, nar_library  # noqa: E402
+from flashtrie.harness.quality_eval import eval_sample, nar_library  # noqa: E402
 from flashtrie.harness.quality_metrics import hits_at_k, mean_metrics, precision_ceiling, query_metrics  # noqa: E402
 
 from flashtrie.errors import InputError  # noqa: E402
+from flashtrie.hf import generated_keywords  # noqa: E402
 from flashtrie.index import NarrowLoudsIndex  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "data" / "quality_fixture.json"
