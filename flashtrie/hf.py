@@ -13,7 +13,9 @@
 disallowed entry to -inf, and where every allowed entry of every row of a batch item (``num_beams`` rows;
 ``max(num_beams, num_return_sequences)`` as transformers counts them) is already -inf, because a processor
 before it masked them (``no_repeat_ngram_size``, ``bad_words_ids``, ``min_new_tokens``, ...), it forces the
-allowed tokens: those rows become 0 at the allowed tokens and -inf elsewhere.
+allowed tokens: those rows become 0 at the allowed tokens and -inf elsewhere.  transformers releases before
+this rule leave such rows -inf, dropping the constraint there; the processor keeps it, so it differs from such a
+hook exactly where that hook leaves the trie.
 
 **Where it runs.**  transformers runs its hook after ``sequence_bias``, the repetition penalties,
 ``no_repeat_ngram_size``, ``bad_words_ids``, ``min_length`` and ``min_new_tokens``, and before
