@@ -19,7 +19,7 @@ CHECKS=(
   "install|the carried wheels (.whl/) to /tmp/site (once per machine), then the project (editable, no deps)"
   "compile|search.cu compiled on first use, then loaded from the kernel cache"
   "smoke|GPU == numpy on a 200k library, 8 queries, eight configurations (tools/probes/device_smoke.py)"
-  "gpu-tests|pytest -m gpu over tests/, then the CUDA cases of the processor tests (tests/test_hf*.py) [TESTS_TIMEOUT=300 PYTEST_ARGS]"
+  "gpu-tests|pytest -m gpu over tests/, then the CUDA cases of the processor tests (tests/test_hf*.py) [TESTS_TIMEOUT=300 PYTEST_ARGS HF_ONLY]"
   "sanitizer|compute-sanitizer memcheck and racecheck on a small smoke run [SAN_TIMEOUT=150]"
   "parity|GPU == numpy == marisa on the standard workload (N keywords, 16 dense queries, K = 1000) at beams 100 and 1000 [N=200k]"
   "beam|flashtrie bench beam, batch 1 [N=1M BACKENDS=gpu,numpy BEAMS=1,10,100,1000 REPEATS=10]"
@@ -102,12 +102,14 @@ check_smoke() {
 }
 
 check_gpu-tests() {
-  local to="" rc rc_hf
+  local to="" rc=0 rc_hf
   python3 -c "import pytest_timeout" 2>/dev/null && to="--timeout 120 --timeout-method thread"
-  # shellcheck disable=SC2086
-  step pytest "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu $to "$HERE/tests" ${PYTEST_ARGS:-}
-  rc=$?
-  step pytest_hf 240 python3 -m pytest -q -p no:cacheprovider -k cuda "$HERE/tests/test_hf.py" \
+  if [ -z "${HF_ONLY:-}" ]; then  # HF_ONLY=1: the processor's CUDA cases alone
+    # shellcheck disable=SC2086
+    step pytest "${TESTS_TIMEOUT:-300}" python3 -m pytest -q -p no:cacheprovider -m gpu $to "$HERE/tests" ${PYTEST_ARGS:-}
+    rc=$?
+  fi
+  step pytest_hf "${HF_TIMEOUT:-240}" python3 -m pytest -q -ra -p no:cacheprovider -k cuda "$HERE/tests/test_hf.py" \
     "$HERE/tests/test_hf_processors.py"
   rc_hf=$?
   grep -a -E "^(FAILED|ERROR)" "$D/pytest.log" "$D/pytest_hf.log" | head -10
