@@ -329,19 +329,3 @@ def test_a_finished_row_is_walked_with_eos() -> None:
     assert fn(0, torch.tensor([3, 4])) == [5, 9]  # a row shorter than prompt_length: the root's tokens
 
 
-def test_readme_examples_run(capsys) -> None:
-    import re
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    sec = re.search(r"## Autoregressive decoding\n(.*?)\n## ", text, re.S)
-    assert sec, "README: the 'Autoregressive decoding' section is missing"
-    blocks = re.findall(r"```python\n(.*?)```", sec.group(1), re.S)
-    assert len(blocks) == 2
-    env: dict = {}
-    for code in blocks:
-        exec(compile(code, "README.md", "exec"), env)
-    lines = capsys.readouterr().out.splitlines()
-    gen = eval(lines[0])
-    assert gen[gen.index(99) - 1] in (9, 7, 40) and tuple(gen[: gen.index(99)]) in {(12, 7, 9), (12, 7), (40,)}
-    assert lines[1] == "[False  True]"

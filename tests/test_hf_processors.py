@@ -509,7 +509,7 @@ def test_the_processor_on_cuda_equals_the_processor_on_the_cpu(names, arch: str,
                                                                device: str) -> None:
     """Whatever the installed hook does: the same weights on the CPU and on the device, the processor in each
     position (greedy and beam search: no sampling RNG).  Every call of the device run, replayed on the CPU,
-    gives the same bits; the runs give the same sequences, -inf and NaN at the same entries, the other scores
+    gives the same bits; greedy runs give the same sequences, -inf and NaN at the same entries, the other scores
     equal up to the rounding of the model's arithmetic on each device; in logits_processor= (rows forced one
     by one) every row spells the trie and no score row is all -inf."""
     runs = {}
@@ -524,7 +524,10 @@ def test_the_processor_on_cuda_equals_the_processor_on_the_cpu(names, arch: str,
         assert after.device.type == "cuda"
         want = replay._process(ids.cpu(), before.cpu(), group, lowest)
         assert torch.equal(after.cpu().view(_BIT_VIEW[want.dtype]), want.view(_BIT_VIEW[want.dtype]))
-    if "watermarking_config" not in names:  # (its green lists come from the device's own RNG)
+    # End to end, greedy only: beam search ranks near-ties by the model's own float arithmetic, which differs
+    # between the devices (beam scores apart by 1e-3), and orders hypotheses of -inf score by the device's top-k
+    # ties; the processor's part of it is the bits checked above.
+    if "watermarking_config" not in names and mode == "greedy":  # (watermarking: the device's own RNG)
         assert torch.equal(dev_out.sequences.cpu(), host.sequences), (dev_out.sequences.tolist(),
                                                                        host.sequences.tolist())
         for x, y in zip(dev_out.scores, host.scores, strict=True):
