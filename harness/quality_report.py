@@ -1,29 +1,35 @@
-"""The quality section of the report, rendered from ``kind == "quality"`` records written by
-`flashtrie.harness.quality_run` (entry point: `render_quality_report`).
+"""The quality suite's report sections, rendered from the ``kind == "quality"`` records written by
+`flashtrie.harness.quality_run`; registered with the report pipeline (`harness/report.py`).
 
-It writes ``quality.md`` (tasks, data and model sizes, training time, a table per task and model, and the
-measured change of Precision@100 from beam 100 to the widest beam measured), ``quality_vs_beam.png`` and
-``quality_vs_latency.png`` (one panel per task and model; a line per backend and mode).
+Its sections: tasks, data and model sizes, training time, a table per task and model, and the measured change
+of Precision@100 from beam 100 to the widest beam measured; its figures: Precision@100 against beam width and
+against latency (one panel per task and model; a line per backend and mode).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .env import summary_line
+from .plots import new_figure, save_figure
 from .records import Record
+from .suites import Metric, Page, Suite, register
 
-__all__ = ["render_quality_report", "quality_records", "summary_table"]
+__all__ = ["SUITE", "sections", "figures", "quality_records", "summary_table"]
 
 _METRICS = ("precision@10", "recall@10", "precision@100", "recall@100", "exact_match")
 
 
+def _owns(r: Record) -> bool:
+    """A record of a quality run: kind quality with a task and a model (``flashtrie bench quality``'s have none)."""
+    return r.kind == "quality" and "model" in r.config and "task" in r.config
+
+
 def quality_records(records: Sequence[Record]) -> list[Record]:
     """The records of the quality runs (written by `flashtrie.harness.quality_run`)."""
-    return [r for r in records if r.kind == "quality" and "model" in r.config and "task" in r.config]
+    return [r for r in records if _owns(r)]
 
 
 def _curves(recs: Sequence[Record]) -> dict[tuple[str, str], dict[str, list[Record]]]:
@@ -80,8 +86,10 @@ def _task_section(task: str, recs: Sequence[Record]) -> list[str]:
                       ("identifiers", "vocab", "train_queries", "test_queries", "train_pairs", "eval_queries",
                        "test_mean_relevant", "test_max_relevant") if k in w)
     info = w.get("task_info", {})
-    lines = [f"### Task `{task}`", "", f"- source: {info.get('source', '?')}; {info.get('subset', '')}",
-             f"- identifier: {info.get('identifier', '?')}", f"- relations: {info.get('relations', '?')}",
+    lib = info.get("library_params", {})
+    lines = [f"### Task `{task}`", "",
+             f"- source: {info.get('library', '?')} ({lib.get('source', '?')}); {info.get('subset', '')}",
+             f"- identifier: {lib.get('identifier', '?')}", f"- relations: {lib.get('queries', '?')}",
              f"- sizes: {sizes}", ""]
     models: dict[str, dict[str, Any]] = {}
     for r in recs:
@@ -100,10 +108,10 @@ def _task_section(task: str, recs: Sequence[Record]) -> list[str]:
             lines.append(f"| {r.config['model']} | {r.backend} | {r.config['mode']} | {r.config['beam_width']} | "
                          + " | ".join(["-"] * len(_METRICS)) + f" | {r.status}: {r.message} | |")
             continue
-        m = r.metrics
-        same = m.get("identical_to_numpy", m.get("identical_to_gpu", ""))
+        met = r.metrics
+        same = met.get("identical_to_numpy", met.get("identical_to_gpu", ""))
         lines.append(f"| {r.config['model']} | {r.backend} | {r.config['mode']} | {r.config['beam_width']} | "
-                     + " | ".join(_fmt(m[k]) for k in _METRICS) + f" | {m['latency_ms_per_query']:.3f} | {same} |")
+                     + " | ".join(_fmt(met[k]) for k in _METRICS) + f" | {met['latency_ms_per_query']:.3f} | {same} |")
     return lines + [""]
 
 
@@ -125,41 +133,35 @@ def _reading(curves: dict[tuple[str, str], dict[str, list[Record]]]) -> list[str
     return lines + [""]
 
 
-def _figure(curves: dict[tuple[str, str], dict[str, list[Record]]], x: str, path: Path) -> None:
-    import matplotlib
+#: The figures (name -> x axis): Precision@100 against beam width, and against latency per query.
+FIGURES = {"precision_vs_beam": "beam", "precision_vs_latency": "latency"}
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
+def _figure(curves: dict[tuple[str, str], dict[str, list[Record]]], x: str, out_dir: Path, name: str
+            ) -> list[Path]:
     keys = sorted(curves)
-    fig, axes = plt.subplots(1, len(keys), figsize=(5 * len(keys), 4), squeeze=False)
-    for ax, key in zip(axes[0], keys, strict=True):
+    fig, axes = new_figure(f"Precision@100 against {'beam width' if x == 'beam' else 'latency'}",
+                           "beam width" if x == "beam" else "ms per query", "Precision@100", logy=False,
+                           ncols=len(keys))
+    for ax, key in zip(axes, keys, strict=True):
         for label, rs in sorted(curves[key].items()):
             xs = [r.config["beam_width"] if x == "beam" else r.metrics["latency_ms_per_query"] for r in rs]
             ax.plot(xs, [r.metrics["precision@100"] for r in rs], marker="o", label=label)
-        ax.set_xscale("log")
-        ax.set_xlabel("beam width" if x == "beam" else "ms per query (log)")
-        ax.set_ylabel("Precision@100")
         ax.set_title(f"{key[0]}: {key[1].upper()}")
-        ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    return save_figure(fig, out_dir, name)
 
 
-def render_quality_report(records: Sequence[Record], out_dir: str | os.PathLike[str]) -> Path:
-    """Write the quality section (markdown and two figures) into ``out_dir``; returns the markdown's path."""
+def figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
+    """Precision@100 against beam width and against latency, drawn into ``out_dir`` (where a curve is ok)."""
+    curves = _curves(quality_records(records))
+    return {name: _figure(curves, x, out_dir, name) for name, x in FIGURES.items()} if curves else {}
+
+
+def sections(records: list[Record], page: Page) -> list[str]:
+    """The quality part of a report: how it was measured, the figures, a section per task, the reading."""
     recs = quality_records(records)
-    if not recs:
-        raise ValueError("no quality records (kind 'quality' with a task and a model) to report")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     curves = _curves(recs)
-    _figure(curves, "beam", out / "quality_vs_beam.png")
-    _figure(curves, "latency", out / "quality_vs_latency.png")
     lines = ["## Does a wider beam buy quality?", "",
              "Two small models trained from scratch on real data, the generative-retrieval way: every identifier's "
              "own text -> itself (indexing) and the train queries are the training data; the measured queries are "
@@ -169,13 +171,32 @@ def render_quality_report(records: Sequence[Record], out_dir: str | os.PathLike[
              "then keeping whole identifiers.  P@k divides by k, so it is bounded by the relevant identifiers per "
              "query (the ceiling below: every relevant id ranked first); recall leaves out queries without "
              "relevant identifiers; hit@1 is exact match.  Latency: the search per query (NAR), the whole "
-             "`generate()` per query (AR).", "", f"Environment: {summary_line(recs[0].env)}", "",
-             "![quality vs beam](quality_vs_beam.png)", "", "![quality vs latency](quality_vs_latency.png)", ""]
+             "`generate()` per query (AR).", "", f"Environment: {summary_line(recs[0].env)}", ""]
+    for name in FIGURES:
+        if name in page.drawn:
+            png, svg = page.drawn[name]
+            lines += [f"![{name.replace('_', ' ')}]({png.name}) ([SVG]({svg.name}))", ""]
     for task in sorted({r.config["task"] for r in recs}):
         lines += _task_section(task, [r for r in recs if r.config["task"] == task])
-    lines += _reading(curves)
-    path = out / "quality.md"
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("\n".join(lines))
-    os.replace(tmp, path)
-    return path
+    return lines + _reading(curves)
+
+
+#: The quality suite's metrics (each record: one task, model, backend, mode and beam width).
+METRICS = {
+    "precision@10": Metric("relevant identifiers among the first 10 results, over 10; mean over the queries",
+                           "fraction"),
+    "precision@100": Metric("relevant identifiers among the first 100 results, over 100; mean over the queries",
+                            "fraction"),
+    "precision@100_ceiling": Metric("Precision@100 with every relevant identifier ranked first", "fraction"),
+    "recall@10": Metric("relevant identifiers in the first 10 results, over the relevant ones (queries with some)",
+                        "fraction"),
+    "recall@100": Metric("relevant identifiers in the first 100 results, over the relevant ones (queries with "
+                         "some)", "fraction"),
+    "exact_match": Metric("hit@1: the first result is relevant", "fraction"),
+    "latency_ms_per_query": Metric("the search per query (NAR) or the whole generate() per query (AR)", "ms"),
+    "model_ms_per_query": Metric("the NAR head's pass per query that makes the proposals (not in the latency)", "ms"),
+    "mean_results": Metric("results per query, mean", "results"),
+}
+
+SUITE = register(Suite(name="quality", title="Retrieval quality against beam width", owns=_owns,
+                       sections=sections, figures=figures, metrics=METRICS))

@@ -1,21 +1,21 @@
-"""Markdown tables of the real-library records (`flashtrie.harness.real_libraries`): the libraries,
-index size against marisa-trie, reachability, beam-search latency and the stepwise step."""
+"""The real-library suite's report sections (records of `flashtrie.harness.real_libraries`): the libraries,
+index size against marisa-trie, reachability, beam-search latency and the stepwise step; registered with the
+report pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
 
-import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from flashtrie.io_util import atomic_write
-
 from .env import summary_line
-from .records import Record, read_records
+from .markdown import table
+from .records import Record
 from .runs import speedup_text
+from .suites import Metric, Page, Suite, register
 
-__all__ = ["render_markdown", "write_report"]
+__all__ = ["SUITE", "sections"]
 
 _STRUCTURES = ("narrow-louds", "marisa-trie-tokens", "marisa-trie-strings")
 
@@ -31,9 +31,8 @@ def _fmt(v: Any) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(_fmt(c).replace("|", "\\|") for c in row) + " |" for row in rows]
-    return out + [""]
+    """A Markdown table with this suite's number format, and a blank line."""
+    return table(header, [[_fmt(c) for c in row] for row in rows]) + [""]
 
 
 def _lib(r: Record) -> str:
@@ -122,25 +121,47 @@ def _step(recs: list[Record], names: list[str]) -> list[str]:
                    "status"], rows)
 
 
-def render_markdown(records: Sequence[Record], title: str = "flashtrie on real libraries") -> str:
-    """The report text (records of several runs: the newest of each case is shown)."""
+def sections(records: list[Record], page: Page) -> list[str]:
+    """The real-library part of a report (records of several runs: the newest of each case is shown)."""
     recs = _latest(records)
     names = list(dict.fromkeys(_lib(r) for r in sorted(recs, key=lambda r: r.timestamp)))
     envs = {summary_line(r.env) for r in recs}
     cmds = list(dict.fromkeys(shlex.join(["flashtrie", *r.command[1:]]) for r in recs if r.command))
-    lines = [f"# {title}", "", "## Libraries", "", *_libraries(recs, names),
-             "## Index size and build time", "", *_sizes(recs, names),
-             "## Every identifier reachable", "", *_reach(recs, names),
-             "## Beam search latency per query (ms)", "", *_latency(recs, names),
-             "## Stepwise step (2 x 70 rows)", "", *_step(recs, names),
-             "## Environment", "", *[f"- {e}" for e in sorted(envs)], "",
-             "## Commands", "", *[f"    {c}" for c in cmds]]
-    return "\n".join(lines) + "\n"
+    cmds.append(shlex.join(["flashtrie", "report", *page.sources, "-o", str(page.out_dir)]))
+    return ["## Libraries", "", *_libraries(recs, names),
+            "## Index size and build time", "", *_sizes(recs, names),
+            "## Every identifier reachable", "", *_reach(recs, names),
+            "## Beam search latency per query (ms)", "", *_latency(recs, names),
+            "## Stepwise step (2 x 70 rows)", "", *_step(recs, names),
+            "## Environment", "", *[f"- {e}" for e in sorted(envs)], "",
+            "## Commands", "", *[f"    {c}" for c in cmds], ""]
 
 
-def write_report(sources: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str], title: str | None = None
-                 ) -> Path:
-    """Render the records of ``sources`` to ``out`` (a Markdown file), written atomically."""
-    text = render_markdown(read_records(*sources), title or "flashtrie on real libraries")
-    atomic_write(out, text.encode())
-    return Path(out)
+def _owns(r: Record) -> bool:
+    """The records of `flashtrie real bench`: sweeps ``real-*``, and its beam sweep (workload ``real:NAME``)."""
+    return (r.sweep or "").startswith("real") or str(r.workload.get("name", "")).startswith("real:")
+
+
+def _figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
+    return {}
+
+
+#: The real-library suite's metrics (size records, reachability, the beam sweep, the stepwise step).
+METRICS = {
+    "bytes": Metric("serialized bytes of the structure with its id map", "bytes"),
+    "bytes_per_keyword": Metric("serialized bytes per identifier, with the id map", "B/id"),
+    "bytes_per_keyword_without_id_map": Metric("serialized bytes per identifier, without an id map", "B/id"),
+    "size_ratio_vs_marisa_tokens": Metric("bytes over marisa-trie's on the same token sequences (both with maps)",
+                                          "x"),
+    "build_s": Metric("build time of the structure", "s"),
+    "reached": Metric("identifiers whose tokens, walked from the root, end at their own id", "identifiers"),
+    "walk_s": Metric("time to walk every identifier", "s"),
+    "mean_ms": Metric("search latency per query (batch 1), mean over the timed calls", "ms"),
+    "p99_ms": Metric("search latency per query, 99th percentile", "ms"),
+    "speedup_vs_marisa": Metric("marisa-trie's mean divided by this backend's, same case and run", "x"),
+    "host_fused_us": Metric("host wall time of one stepwise step (advance + mask), mean / p50 / p99", "µs"),
+    "graph_fused_us": Metric("device time of one fused GPU step, CUDA-graph replay", "µs"),
+}
+
+SUITE = register(Suite(name="real", title="flashtrie on real libraries", owns=_owns, sections=sections,
+                       figures=_figures, metrics=METRICS))

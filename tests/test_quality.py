@@ -230,9 +230,10 @@ def test_training_is_deterministic_with_the_seed_and_learns():
 
 # ------------------------------------------------------------------------------------------------- e2e
 def test_toy_run_end_to_end(tmp_path):
-    from flashtrie.harness.quality_report import render_quality_report, summary_table
+    from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
     from flashtrie.harness.records import Record, read_records
+    from flashtrie.harness.report import build_report
 
     task = fixture_task()
     out = tmp_path / "q.jsonl"
@@ -258,10 +259,10 @@ def test_toy_run_end_to_end(tmp_path):
     table = summary_table(stored, beams=cfg.nar_beams)
     assert table[0].split()[:5] == ["task", "model", "backend", "mode", "beam"] and len(table) == 2 + len(stored)
     assert len(summary_table(stored, beams=(1,))) == 2 + 8  # beam 1 and each curve's widest beam
-    md = render_quality_report(stored, tmp_path / "report")
-    assert (tmp_path / "report" / "quality_vs_beam.png").stat().st_size > 0
-    assert (tmp_path / "report" / "quality_vs_latency.png").stat().st_size > 0
-    assert "wordnet" in md.read_text()
+    md = build_report([out], tmp_path / "report").read_text()
+    assert (tmp_path / "report" / "precision_vs_beam.png").stat().st_size > 0
+    assert (tmp_path / "report" / "precision_vs_latency.png").stat().st_size > 0
+    assert "### Task `wordnet`" in md and "| quality | `precision@100` | fraction |" in md
 
 
 def test_time_guard_records_skipped(tmp_path):
@@ -283,7 +284,7 @@ def test_cli_quality_run_and_report(tmp_path, capsys):
     rc = main(["quality", "run", "--tasks", str(tmp_path / "tasks"), "--config", "toy", "-o", str(tmp_path / "q.jsonl"),
                "--checkpoints", str(tmp_path / "ckpt"), "--device", "cpu", "--report", str(tmp_path / "rep"),
                "--quiet"])
-    assert rc == 0 and (tmp_path / "rep" / "quality.md").is_file()
+    assert rc == 0 and "## Does a wider beam buy quality?" in (tmp_path / "rep" / "report.md").read_text()
     assert "P@100" in capsys.readouterr().out
     assert main(["quality", "run", "--tasks", str(tmp_path / "none"), "-o", str(tmp_path / "x.jsonl")]) == 2
     with pytest.raises(SystemExit):

@@ -213,10 +213,10 @@ def test_real_bench_and_report_end_to_end(tmp_path, enc, monkeypatch, capsys):
     size = next(r for r in recs if r.backend == "narrow-louds")
     assert size.metrics["bytes"] >= size.metrics["bytes_without_id_map"] > 0  # sorted texts here: ids in trie order
     assert next(r for r in recs if r.backend == "marisa-trie-tokens").metrics["id_map_bytes"] == 5  # 9 ids x 4 bits
-    md = tmp_path / "report.md"
-    assert main(["real", "report", str(out), "-o", str(md)]) == 0
-    text = md.read_text()
+    assert main(["real", "report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    text = (tmp_path / "rep" / "report.md").read_text()
     assert "| wordnet-lemmas | 9 | 9 |" in text and "## Stepwise step (2 x 70 rows)" in text
+    assert "| real | `reached` | identifiers |" in text.split("## Metrics")[1]
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ from typing import Any
 
 from flashtrie.errors import InputError
 
+from .bench import cmd_report
 from .common import Formatter, Stage, add_command, nonneg, say
 
 __all__ = ["add_parsers"]
@@ -83,15 +84,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     say(f"{len(recs)} quality records appended to {args.output}")
     print("\n".join(summary_table(recs)))
     if args.report:
-        cmd_report(argparse.Namespace(records=[args.output], output=args.report, quiet=args.quiet))
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from flashtrie.harness.quality_report import render_quality_report
-    from flashtrie.harness.records import read_records
-
-    say(f"quality report -> {render_quality_report(read_records(*args.records), args.output)}")
+        cmd_report(argparse.Namespace(results=[args.output], output=args.report, title=None))
     return 0
 
 
@@ -141,11 +134,13 @@ def add_parsers(subs: Any) -> None:
                    help="where the trained weights go (their sha256 is recorded)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--report", metavar="DIR", help="also render the report into DIR")
-    p = add_command(sub, "report", "render the quality section from quality records", """
-        Writes quality.md (tasks, sizes, models, a table per task and model, and how Precision@100 moves
-        from beam 100 to the widest beam measured), quality_vs_beam.png and quality_vs_latency.png.
+    p = add_command(sub, "report", "render the quality report from quality records", """
+        Writes OUTPUT/report.md (tasks, sizes, models, a table per task and model, how Precision@100 moves
+        from beam 100 to the widest beam measured, the metrics) and the figures of Precision@100 against
+        beam width and latency, as 'flashtrie report' does (the quality suite of the one report pipeline).
 
         example:  flashtrie quality report quality.jsonl -o reports/quality
         """, cmd_report)
-    p.add_argument("records", nargs="+", metavar="FILE", help="records files (.jsonl)")
-    p.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    p.add_argument("results", nargs="+", metavar="FILE", help="records files (.jsonl)")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="report folder (report.md goes there)")
+    p.add_argument("--title", default=None, help="report title")

@@ -8,6 +8,7 @@ from typing import Any
 
 from flashtrie.errors import InputError
 
+from .bench import cmd_report
 from .common import BACKENDS_HELP, Stage, add_command, choose_backends, count, ints, nonneg, run_context, say, seconds
 
 __all__ = ["add_parsers"]
@@ -60,13 +61,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def cmd_report(args: argparse.Namespace) -> int:
-    from flashtrie.harness.real_report import write_report
-
-    say(f"report -> {write_report(args.results, args.output, args.title)}")
-    return 0
-
-
 def add_parsers(subs: Any) -> None:
     """Declare ``real`` and its subcommands."""
     top = subs.add_parser("real", help="real libraries (GeoNames cities, WordNet) tokenized with GPT-2",
@@ -111,10 +105,11 @@ def add_parsers(subs: Any) -> None:
     t.add_argument("--stats-queries", type=nonneg, default=8, help="queries replayed for the workload statistics")
     t.add_argument("--step-repeats", type=count, default=50, help="timed stepwise steps per case")
     p = add_command(sub, "report", "write the Markdown report of real-library records", """
-        Reads records of 'flashtrie real bench' (the newest of each case) and writes one Markdown file.
+        Reads records of 'flashtrie real bench' (the newest of each case) and writes OUTPUT/report.md,
+        as 'flashtrie report' does (the real-library suite of the one report pipeline).
 
-        example:  flashtrie real report reports/real/records/*.jsonl -o reports/real/report.md
+        example:  flashtrie real report reports/real/records/*.jsonl -o reports/real
         """, cmd_report)
     p.add_argument("results", nargs="+", metavar="RESULTS", help="records files (.jsonl)")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="Markdown file to write")
+    p.add_argument("-o", "--output", required=True, metavar="DIR", help="report folder (report.md goes there)")
     p.add_argument("--title", default=None, help="report title")

@@ -324,8 +324,8 @@ check_real() {
   step real "${REAL_TIMEOUT:-360}" flashtrie real bench --cache "$HERE/${REAL_CACHE:-.cache/real}" --no-sizes \
     --backends "${REAL_BACKENDS:-gpu,numpy,marisa}" --max-seconds "${REAL_SECONDS:-4}" -o "$D/real.jsonl" --quiet
   local rc=$?
-  flashtrie real report "$D/real.jsonl" -o "$D/report.md" > /dev/null 2>&1
-  grep -E "^\| (geonames|wordnet)" "$D/report.md" | head -24
+  flashtrie real report "$D/real.jsonl" -o "$D/real-report" > /dev/null 2>&1
+  grep -E "^\| (geonames|wordnet)" "$D/real-report/report.md" | head -24
   summary real $rc "records $D/real.jsonl"
 }
 
