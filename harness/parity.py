@@ -9,7 +9,7 @@ from typing import Any
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import ResultDifference, SearchConfig, Searcher, SearchResult, result_difference
 
-__all__ = ["Mismatch", "BackendOutcome", "ParityReport", "check_parity", "compare_results"]
+__all__ = ["Mismatch", "BackendOutcome", "ParityReport", "check_parity", "compare_backends", "compare_results"]
 
 
 #: The first difference between two results (`flashtrie.search_types.ResultDifference`).
@@ -93,10 +93,45 @@ class ParityReport:
         }
 
 
+def compare_backends(results: Mapping[str, SearchResult], reference: str | None = None, *,
+                     errors: Mapping[str, str] | None = None, order: Sequence[str] | None = None,
+                     num_queries: int | None = None) -> ParityReport:
+    """Compare every backend's result with the reference's, exactly: the lab's one parity comparison.
+
+    ``results`` maps backend names to their results; ``errors`` names the backends that failed, with their
+    messages.  ``reference`` (default: the first name) is the one the others are compared with; when it has
+    no result, every other backend is an error.  ``order`` (default: results, then errors) is the order of
+    the report's outcomes, the reference first.  ``num_queries`` defaults to the reference's rows.
+    """
+    errors = dict(errors or {})
+    names = list(dict.fromkeys([*(order or ()), *results, *errors]))
+    if reference is None:
+        if not names:
+            raise ValueError("compare_backends: expected at least one backend")
+        reference = names[0]
+    names = [reference, *(n for n in names if n != reference)]
+    ref = results.get(reference)
+    if num_queries is None:
+        num_queries = int(ref.shape[0]) if ref is not None else 0
+    report = ParityReport(reference=reference, num_queries=num_queries)
+    for name in names:
+        out = BackendOutcome(name, result=results.get(name), error=errors.get(name))
+        if out.result is None and out.error is None:
+            out.error = "no result"
+        elif out.error is None and name != reference:
+            if ref is None:
+                out.error = f"reference {reference} failed; nothing to compare with"
+            else:
+                assert out.result is not None
+                out.mismatch = compare_results(ref, out.result)
+        report.outcomes.append(out)
+    return report
+
+
 def check_parity(searchers: Mapping[str, Searcher], proposals: Proposals, config: SearchConfig,
                  prefixes: Sequence[Sequence[int]] | None = None, *,
                  results: Mapping[str, SearchResult] | None = None) -> ParityReport:
-    """Run every searcher on the same input and compare each with the first, exactly.
+    """Run every searcher on the same input and compare each with the first (`compare_backends`).
 
     ``searchers`` maps names to searchers; the first is the reference.  Results already computed (e.g. by a
     timing loop) can be passed in ``results`` and are not recomputed.  A backend that raises is reported with
@@ -104,24 +139,15 @@ def check_parity(searchers: Mapping[str, Searcher], proposals: Proposals, config
     """
     if not searchers:
         raise ValueError("check_parity: expected at least one searcher")
-    report = ParityReport(reference=next(iter(searchers)), num_queries=proposals.num_queries)
+    got: dict[str, SearchResult] = {}
+    errors: dict[str, str] = {}
     for name, s in searchers.items():
-        out = BackendOutcome(name)
         if results is not None and name in results:
-            out.result = results[name]
-        else:
-            try:
-                out.result = s.search(proposals, config, prefixes)
-            except Exception as e:  # noqa: BLE001 - reported, not raised
-                out.error = f"{type(e).__name__}: {e}"
-        report.outcomes.append(out)
-    ref = report.outcomes[0]
-    for o in report.outcomes[1:]:
-        if o.error is not None:
+            got[name] = results[name]
             continue
-        if ref.result is None:
-            o.error = f"reference {ref.name} failed; nothing to compare with"
-            continue
-        assert o.result is not None
-        o.mismatch = compare_results(ref.result, o.result)
-    return report
+        try:
+            got[name] = s.search(proposals, config, prefixes)
+        except Exception as e:  # noqa: BLE001 - reported, not raised
+            errors[name] = f"{type(e).__name__}: {e}"
+    return compare_backends(got, next(iter(searchers)), errors=errors, order=list(searchers),
+                            num_queries=proposals.num_queries)

@@ -1,7 +1,7 @@
 """Measurements on real libraries (`flashtrie.datasets.real`): index size against marisa-trie, build
 time, every identifier reachable, beam-search latency on a workload made from the real queries, and the
 stepwise 2 x 70 step.  Records go through `flashtrie.harness.records` (``run_library`` emits them through a
-`RunContext`); `flashtrie.harness.real_report` renders them.
+`SweepContext`); `flashtrie.harness.real_report` renders them.
 
 Sizes (kind ``build``, sweep ``real-size``): serialized bytes of each structure on the library's
 identifiers, without and with a map from the structure's own key order to the identifier ids:
@@ -38,7 +38,7 @@ from flashtrie.proposals import Proposals
 from flashtrie.stepwise import TrieStepper
 
 from .records import Record
-from .sweep import RunContext, marisa_binary_trie, sweep_beam_width
+from .sweep import SweepContext, marisa_binary_trie, sweep_beam_width
 from .workloads import Loaded
 
 __all__ = ["real_workload", "size_records", "reachability_record", "stepwise_records", "run_library",
@@ -112,7 +112,7 @@ def _timed(f: Callable[[], Any]) -> tuple[Any, float]:
     return obj, time.perf_counter() - t0
 
 
-def size_records(ctx: RunContext, lib: RealLibrary, workload: dict[str, Any]) -> tuple[list[Record], Any]:
+def size_records(ctx: SweepContext, lib: RealLibrary, workload: dict[str, Any]) -> tuple[list[Record], Any]:
     """One ``build`` record per structure (module docstring); returns them and the index (``ids="input"``)."""
     import marisa_trie
 
@@ -148,7 +148,7 @@ def size_records(ctx: RunContext, lib: RealLibrary, workload: dict[str, Any]) ->
     return out, index
 
 
-def reachability_record(ctx: RunContext, lib: RealLibrary, index: Any, workload: dict[str, Any]) -> Record:
+def reachability_record(ctx: SweepContext, lib: RealLibrary, index: Any, workload: dict[str, Any]) -> Record:
     """Walk every identifier's tokens from the root (`TrieStepper.walk`, in chunks): each must end at a
     keyword whose id is the identifier's; plus `NarrowLoudsIndex.lookup` on 1,000 seeded identifiers."""
     ks, stepper = lib.keywords, TrieStepper(index)
@@ -189,7 +189,7 @@ def _eos_vocab(lib: RealLibrary) -> tuple[int, int]:
     return eos, eos + 1
 
 
-def stepwise_records(ctx: RunContext, lib: RealLibrary, index: Any, workload: dict[str, Any], backend: str,
+def stepwise_records(ctx: SweepContext, lib: RealLibrary, index: Any, workload: dict[str, Any], backend: str,
                      repeats: int) -> list[Record]:
     """The 2 x 70 step: numpy `TrieStepper.advance_mask` (host wall time per call) or, for ``gpu``, the
     GPU stepper's timings of `flashtrie.harness.stepwise.measure.gpu_step_metrics`; rows at the root, and
@@ -242,7 +242,7 @@ def library_params(lib: RealLibrary) -> dict[str, Any]:
             **{k: lib.params.get(k) for k in ("source", "version", "identifier", "queries", "tokenizer")}}
 
 
-def run_library(ctx: RunContext, lib: RealLibrary, backends: Sequence[str], beams: Sequence[int], num_queries: int,
+def run_library(ctx: SweepContext, lib: RealLibrary, backends: Sequence[str], beams: Sequence[int], num_queries: int,
                 seed: int, step_repeats: int, sizes: bool = True) -> list[Record]:
     """Every measurement of the module on one library; records are emitted as they are made."""
     start = len(ctx.records)

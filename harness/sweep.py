@@ -18,7 +18,6 @@ backend whose last warmup call shows that one pass would take far over the budge
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import os
 import sys
 import tempfile
@@ -35,26 +34,26 @@ from tqdm.auto import tqdm
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
-from flashtrie.search_types import SearchConfig, SearchResult, SearchStats, result_difference
+from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 from .backends import BASELINE, close_searchers, make_searchers, reference_first, setup_text
-from .records import Record, append_records, new_run_id
+from .parity import compare_backends
+from .records import Record, append_records
+from .run_context import RunContext
 from .timing import OverBudget, Timing, TimingPlan, summarize, time_searcher
 from .workloads import tile_proposals, truncate_proposals, workload_params
 
-__all__ = ["RunContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
+__all__ = ["SweepContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
            "sweep_library_size", "sweep_build", "workload_statistics", "num_keywords_of", "build_index_timed",
            "marisa_binary_trie"]
 
 
 @dataclasses.dataclass
-class RunContext:
-    """Run-wide settings and the fields every record of the run shares."""
+class SweepContext:
+    """A sweep's settings and the run its records belong to (`RunContext`: run id, command, environment)."""
 
+    run: RunContext = dataclasses.field(default_factory=RunContext)
     out: Path | None = None
-    env: dict[str, Any] = dataclasses.field(default_factory=dict)
-    command: list[str] = dataclasses.field(default_factory=list)
-    run_id: str = dataclasses.field(default_factory=new_run_id)
     warmup: int = 2
     repeats: int = 10
     max_seconds: float = 10.0
@@ -67,11 +66,10 @@ class RunContext:
     records: list[Record] = dataclasses.field(default_factory=list)
 
     def record(self, **fields: Any) -> Record:
-        """A record with this run's env, command, run id and the current time."""
-        ts = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+        """A record of the run (`RunContext.record`), its workload naming the run's library."""
         if self.library is not None and "keywords" not in fields.get("workload", {}):
             fields["workload"] = {**fields.get("workload", {}), "keywords": self.library}
-        return Record(env=self.env, command=list(self.command), run_id=self.run_id, timestamp=ts, **fields)
+        return self.run.record(**fields)
 
     def announce(self, backend: str) -> None:
         """Say on stderr that ``backend`` is being set up (marisa builds its trie: seconds per million keywords)."""
@@ -180,14 +178,14 @@ def num_keywords_of(keywords: KeywordSet | None, index: Any) -> int:
 
 
 # --------------------------------------------------------------------------------------------- timing
-def timing_plan(ctx: RunContext) -> TimingPlan:
+def timing_plan(ctx: SweepContext) -> TimingPlan:
     """The run's timing settings as a `TimingPlan`: a pass predicted over ``skip_factor`` x ``max_seconds``
     is refused."""
     return TimingPlan(warmup=ctx.warmup, repeats=max(ctx.repeats, 1), max_seconds=ctx.max_seconds,
                       budget_s=ctx.skip_factor * ctx.max_seconds)
 
 
-def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig, ctx: RunContext
+def _time_backend(searcher: Any, batches: list[Proposals], config: SearchConfig, ctx: SweepContext
                   ) -> tuple[Timing, SearchResult]:
     """Time passes over ``batches`` with `flashtrie.harness.timing.time_searcher` (raises `OverBudget`)."""
     t = time_searcher(searcher, batches, config, timing_plan(ctx))
@@ -210,7 +208,7 @@ def backend_info(searcher: Any) -> dict[str, Any]:
     return out
 
 
-def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Proposals], config: SearchConfig, *,
+def measure_case(ctx: SweepContext, searchers: dict[str, Any], batches: list[Proposals], config: SearchConfig, *,
                  sweep: str, workload: dict[str, Any], extra_config: dict[str, Any], workload_stats: dict[str, Any],
                  ) -> list[Record]:
     """Time every searcher on ``batches``, check parity, and return one record per backend."""
@@ -218,22 +216,24 @@ def measure_case(ctx: RunContext, searchers: dict[str, Any], batches: list[Propo
     cfg = {**config.to_dict(), "batch_size": batch, **extra_config}
     timings: dict[str, Timing] = {}
     results: dict[str, SearchResult] = {}
-    status: dict[str, tuple[str, str | None]] = {}
+    errors: dict[str, str] = {}
+    skipped: dict[str, str] = {}
     for name, s in searchers.items():
         try:
             timings[name], results[name] = _time_backend(s, batches, config, ctx)
-            status[name] = ("ok", None)
         except OverBudget as e:
-            status[name] = ("skipped", str(e))
+            skipped[name] = str(e)
         except Exception as e:  # noqa: BLE001 - recorded as an error
-            status[name] = ("error", f"{type(e).__name__}: {e}")
+            errors[name] = f"{type(e).__name__}: {e}"
     ref = next((n for n in reference_first(searchers) if n in results), None)
-    for name in results:
-        if name == ref or ref is None:
-            continue
-        d = result_difference(results[ref], results[name])
-        if d is not None:
-            status[name] = ("mismatch", f"differs from {ref} (left = {ref}, right = {name}): {d}")
+    parity = compare_backends(results, ref, errors=errors) if ref is not None else None
+    status: dict[str, tuple[str, str | None]] = {n: ("skipped", m) for n, m in skipped.items()}
+    status.update({n: ("error", m) for n, m in errors.items()})
+    for o in parity.outcomes if parity is not None else ():
+        if o.mismatch is not None:
+            status[o.name] = ("mismatch", f"differs from {ref} (left = {ref}, right = {o.name}): {o.mismatch}")
+        elif o.error is None:
+            status[o.name] = ("ok", None)
     base = timings.get(BASELINE)
     out = []
     for name in searchers:
@@ -278,7 +278,7 @@ def _batches(p: Proposals, batch: int, max_calls: int | None) -> list[Proposals]
 
 
 # --------------------------------------------------------------------------------------------- sweeps
-def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
+def sweep_beam_width(ctx: SweepContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
                      beams: Sequence[int] = (1, 10, 100, 500, 1000), batch_size: int = 1,
                      length_norm: float = 0.0, searchers: dict[str, Any] | None = None) -> list[Record]:
     """Latency per call vs beam width B, with K = B proposals per row (at most the workload's K)."""
@@ -303,7 +303,7 @@ def sweep_beam_width(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     return out
 
 
-def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
+def sweep_batch_size(ctx: SweepContext, keywords: KeywordSet, index: Any, workload: Any, backends: Sequence[str],
                      batch_sizes: Sequence[int] = (1, 2, 4, 8, 16, 32), beam_width: int = 100,
                      calls: int = 4, length_norm: float = 0.0) -> list[Record]:
     """Throughput (queries per second) vs batch size at one beam width (K = B); ``calls`` batches per size."""
@@ -324,7 +324,7 @@ def sweep_batch_size(ctx: RunContext, keywords: KeywordSet, index: Any, workload
     return out
 
 
-def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence[str], *,
+def sweep_library_size(ctx: SweepContext, sizes: Sequence[int], backends: Sequence[str], *,
                        make_keywords: Callable[[int], tuple[KeywordSet, dict[str, Any]]],
                        make_workload: Callable[[KeywordSet, int], Any], beam_width: int = 100,
                        with_build: bool = True, length_norm: float = 0.0) -> list[Record]:
@@ -352,7 +352,7 @@ def sweep_library_size(ctx: RunContext, sizes: Sequence[int], backends: Sequence
     return out
 
 
-def _construction_errors(ctx: RunContext, failed: dict[str, str], sweep: str, wl: dict[str, Any]) -> list[Record]:
+def _construction_errors(ctx: SweepContext, failed: dict[str, str], sweep: str, wl: dict[str, Any]) -> list[Record]:
     return [ctx.record(kind="latency", backend=n, status="error", message=f"could not construct: {msg}",
                        sweep=sweep, workload=wl) for n, msg in failed.items()]
 
@@ -389,7 +389,7 @@ def _file_bytes(save: Callable[[str], None]) -> int:
         return os.path.getsize(p)
 
 
-def sweep_build(ctx: RunContext, libraries: Sequence[tuple[KeywordSet, dict[str, Any]]], repeats: int = 1,
+def sweep_build(ctx: SweepContext, libraries: Sequence[tuple[KeywordSet, dict[str, Any]]], repeats: int = 1,
                 sweep: str = "build") -> list[Record]:
     """Build time (best of ``repeats``) and serialized size: narrow-LOUDS index vs marisa-trie BinaryTrie.
 

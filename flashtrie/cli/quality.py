@@ -62,17 +62,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from flashtrie.datasets.quality_tasks import load_task
-    from flashtrie.harness import env
     from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
-    from flashtrie.harness.sweep import RunContext
+    from flashtrie.harness.run_context import RunContext
 
     src = Path(args.tasks)
     files = sorted(src.glob("*.npz")) if src.is_dir() else [src]
     if not files:
         raise InputError(f"--tasks: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
     tasks = [load_task(f) for f in files]
-    ctx = RunContext(out=None, env=env.snapshot(), command=list(args.argv))
+    ctx = RunContext.start(args.argv)
     t0 = time.perf_counter()
 
     def progress(msg: str) -> None:

@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from flashtrie.harness.env import snapshot
-from flashtrie.harness.records import Record, append_record, new_run_id
+from flashtrie.harness.records import append_record
+from flashtrie.harness.run_context import RunContext
 
 __all__ = ["Recorder", "OutOfTime", "peak_rss", "reset_peak_rss", "current_rss", "LIBRARY"]
 
@@ -76,11 +76,10 @@ class Recorder:
                  budgets: dict[str, float] | None = None, deadline: float | None = None,
                  exit: Callable[[int], None] = os._exit) -> None:
         self.out, self.n = out, n
-        self.env = snapshot(argv)
-        if os.environ.get("SCALE_COMMAND"):  # the shell's own command line (tools/device/scale.sh sets it)
-            self.env["scale_command"] = os.environ["SCALE_COMMAND"]
-        self.command = list(self.env["command"])
-        self.run_id = os.environ.get("SCALE_RUN_ID") or new_run_id()
+        shell = os.environ.get("SCALE_COMMAND")  # the shell's own command line (tools/device/scale.sh sets it)
+        #: the run every stage's record belongs to (one run id across the pipeline's processes)
+        self.run = RunContext.start(argv, run_id=os.environ.get("SCALE_RUN_ID"),
+                                    extra_env={"scale_command": shell} if shell else None)
         self.marker, self.budgets, self.deadline = marker, dict(budgets or {}), deadline
         self._exit = exit
         self._current: tuple[str, str, float] | None = None  # (stage, backend, start) of the open span
@@ -96,10 +95,8 @@ class Recorder:
         if nbytes is not None:
             metrics["bytes"] = int(nbytes)
             metrics["gb_per_s"] = round(nbytes / seconds / 1e9, 3) if seconds > 0 else None
-        rec = Record(kind="build", backend=backend, status=status, message=message, sweep="scale",
-                     workload={"N": self.n, "name": LIBRARY}, config={"stage": stage}, metrics=metrics,
-                     env=self.env, command=self.command, run_id=self.run_id,
-                     timestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        rec = self.run.record(kind="build", backend=backend, status=status, message=message, sweep="scale",
+                              workload={"N": self.n, "name": LIBRARY}, config={"stage": stage}, metrics=metrics)
         with self._lock:
             append_record(self.out, rec)
         gb = f"  {metrics['gb_per_s']:.2f} GB/s" if metrics.get("gb_per_s") else ""

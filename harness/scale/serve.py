@@ -62,8 +62,10 @@ def step_upload(rec: Recorder, st: State, args: argparse.Namespace) -> None:
 
 def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[int, ...],
                   seconds: dict[str, float] | None = None) -> list[str]:
-    """The first difference from the numpy reference at each beam (K = beam) on the first ``queries``;
-    ``seconds`` (optional) receives the time of each side's searches ("backend", "numpy")."""
+    """The first difference from the numpy reference at each beam (K = beam) on the first ``queries``
+    (`flashtrie.harness.parity.compare_backends`); ``seconds`` (optional) receives the time of each side's
+    searches ("backend", "numpy")."""
+    from flashtrie.harness.parity import compare_backends
     from flashtrie.harness.workloads import truncate_proposals
 
     from flashtrie import SearchConfig
@@ -79,9 +81,9 @@ def same_as_numpy(searcher: Any, ref: Any, wl: Any, queries: int, beams: tuple[i
         if seconds is not None:
             seconds["backend"] = round(seconds.get("backend", 0.0) + t1 - t0, 4)
             seconds["numpy"] = round(seconds.get("numpy", 0.0) + time.perf_counter() - t1, 4)
-        diff = got.first_difference(want)
-        if diff is not None:
-            bad.append(f"beam {beam}: {diff}")
+        report = compare_backends({"numpy": want, "backend": got}, "numpy")
+        if not report.ok:
+            bad.append(f"beam {beam}: {report.outcome('backend').mismatch}")
     return bad
 
 
@@ -102,12 +104,11 @@ def step_check(rec: Recorder, st: State, args: argparse.Namespace) -> int:
 
 
 def run_context(rec: Recorder, args: argparse.Namespace) -> Any:
-    """The sweeps' `RunContext`: this process's env, command and run id, records to ``--out``."""
-    from flashtrie.harness.sweep import RunContext
+    """The sweeps' `SweepContext`: the recorder's run (env, command, run id), records to ``--out``."""
+    from flashtrie.harness.sweep import SweepContext
 
-    ctx = RunContext(out=Path(rec.out), env=rec.env, command=rec.command, run_id=rec.run_id, warmup=args.warmup,
-                     repeats=args.repeats, max_seconds=args.max_seconds, stats_queries=args.stats_queries,
-                     progress=False)
+    ctx = SweepContext(run=rec.run, out=Path(rec.out), warmup=args.warmup, repeats=args.repeats,
+                       max_seconds=args.max_seconds, stats_queries=args.stats_queries, progress=False)
     ctx.library = {"N": rec.n, "name": LIBRARY}
     return ctx
 

@@ -44,8 +44,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from flashtrie.harness.env import snapshot
-from flashtrie.harness.records import Record, append_record, new_run_id, read_records
+from flashtrie.harness.records import Record, append_record, read_records
+from flashtrie.harness.run_context import RunContext
 
 from flashtrie import KeywordSet, NarrowLoudsIndex
 from flashtrie.stepwise import TrieStepper
@@ -82,13 +82,11 @@ def _check_args(p: argparse.ArgumentParser, a: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> list[Record]:
     """Every case of ``args`` in order, each record appended to ``args.out`` as it is made; the records."""
 
-    env, run_id, t_start = snapshot(), new_run_id(), time.perf_counter()
+    context, t_start = RunContext.start(), time.perf_counter()
     records: list[Record] = []
 
     def emit(rec: Record) -> None:
-        rec.env, rec.run_id, rec.command = env, run_id, list(sys.argv)
-        rec.timestamp = env["timestamp"]
-        records.append(rec)
+        records.append(context.stamp(rec))
         append_record(args.out, rec)
         m = rec.metrics
         show = {k: round(v, 2) for k, v in m.items() if isinstance(v, float)}
