@@ -5,7 +5,8 @@ than the driver does not load.  Options keep IEEE float32 semantics: no fast-mat
 FMA contraction, IEEE division and square root (``docs/semantics.md``).
 
 Every source gets the layout checks of `flashtrie.gpu_impl.layout` appended (``static_assert`` of the
-sizes and offsets of the structs the host packs), and its headers are found in ``kernels/``.
+sizes and offsets of the structs the host packs, and a declaration of each of its kernels with the parameters
+the host passes), and its headers are found in ``kernels/``.
 
 The cache lives in ``$FLASHTRIE_CACHE`` (default ``~/.cache/flashtrie``); an entry is keyed by the
 SHA-256 of every source in ``kernels/``, the architecture, the NVRTC version, the versions of the header and
@@ -25,7 +26,7 @@ from pathlib import Path
 from flashtrie.errors import DeviceError
 from flashtrie.io_util import atomic_write
 
-from .layout import static_asserts
+from .layout import kernel_declarations, static_asserts
 
 __all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "kernel_source", "cache_dir", "nvrtc_version",
            "spill_report"]
@@ -102,8 +103,8 @@ def _options(arch: str, defines: dict[str, str], verbose: bool) -> dict[str, obj
 
 
 def kernel_source(file: str) -> str:
-    """``kernels/<file>`` with the layout checks appended: what NVRTC compiles."""
-    return (KERNEL_DIR / file).read_text() + static_asserts()
+    """``kernels/<file>`` with the layout checks and its kernels' declarations appended: what NVRTC compiles."""
+    return (KERNEL_DIR / file).read_text() + static_asserts() + kernel_declarations(file)
 
 
 def _key(source: str, options: dict[str, object]) -> str:

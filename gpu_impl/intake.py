@@ -18,10 +18,12 @@ from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
 from flashtrie.search_core import StartStates
 
+from .layout import CONSTANT
+
 __all__ = ["Intake", "take_proposals", "pack_start_states", "is_device_array", "memory_view"]
 
-_NO_NODE = 0xFFFF_FFFF
-_KIND_LINKED_OFF = 2  # kernels/hypothesis.cuh
+_NO_NODE = CONSTANT["NO_NODE"]
+_KIND_LINKED_OFF = CONSTANT["KIND_LINKED_OFF"]  # `flashtrie.gpu_impl.layout.CONSTANTS`
 
 
 @dataclass

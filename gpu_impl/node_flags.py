@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from flashtrie.errors import DeviceError
 from flashtrie.index.derived import flag_word_count
 
-from .compile import compile_kernel
+from .launch import Launcher, load_kernels
+from .layout import KERNEL_PARAMS
 
 __all__ = ["FLAG_THREADS", "derive_node_flags", "flag_bytes"]
 
 FLAG_THREADS = 256
-_KERNELS: dict[tuple[int, str], Any] = {}  # (device, arch) -> the loaded kernel (one load per device)
+_PARAMS = KERNEL_PARAMS["ft_node_flags"]
+_LAUNCHERS: dict[tuple[int, str], Launcher] = {}  # (device, arch) -> its launcher (one load per device)
 
 
 def flag_bytes(num_nodes: int) -> int:
@@ -26,28 +26,23 @@ def flag_bytes(num_nodes: int) -> int:
     return 4 * flag_word_count(int(num_nodes))
 
 
-def _kernel(device: int, arch: str) -> Any:
-    k = _KERNELS.get((device, arch))
-    if k is None:
-        from cuda.core import ObjectCode
-
-        cubin = compile_kernel("node_flags.cu", arch).cubin
-        k = _KERNELS[(device, arch)] = ObjectCode.from_cubin(cubin).get_kernel("ft_node_flags")
-    return k
+def _launcher(device: int, arch: str) -> Launcher:
+    launcher = _LAUNCHERS.get((device, arch))
+    if launcher is None:
+        launcher = _LAUNCHERS[(device, arch)] = Launcher(load_kernels("node_flags.cu", arch, device_id=device))
+    return launcher
 
 
 def derive_node_flags(ctx: Any, view_ptr: int, out_ptr: int, num_nodes: int) -> float:
     """Enqueue the flag kernel on ``ctx.stream``: the IndexView at ``view_ptr`` (its arrays uploaded) in,
     `flag_bytes` words at ``out_ptr`` out.  Returns after the kernel is done: its device time in seconds."""
-    from cuda.core import LaunchConfig, launch
-
     nwords = flag_word_count(int(num_nodes))
-    kernel = _kernel(int(ctx.device.device_id), ctx.arch)
+    launcher = _launcher(int(ctx.device.device_id), ctx.arch)
     e0, e1 = ctx.events
     try:
         ctx.stream.record(e0)
-        launch(ctx.stream, LaunchConfig(grid=-(-nwords // FLAG_THREADS), block=FLAG_THREADS), kernel,
-               np.uint64(view_ptr), np.uint64(out_ptr), np.uint64(nwords))
+        launcher.launch(int(ctx.stream.handle), "ft_node_flags", -(-nwords // FLAG_THREADS), FLAG_THREADS,
+                        _PARAMS.pack(view=int(view_ptr), out=int(out_ptr), nwords=nwords))
         ctx.stream.record(e1)
         ctx.stream.sync()
     except Exception as e:

@@ -10,6 +10,7 @@ import numpy as np
 from flashtrie.errors import DeviceError, InputError
 from flashtrie.search_types import SearchResult, SearchStats
 
+from .layout import CONSTANT, STAT_COLUMNS
 from .workspace import Layout
 
 if TYPE_CHECKING:
@@ -18,9 +19,11 @@ if TYPE_CHECKING:
 __all__ = ["DeviceArray", "raise_for", "host_results", "device_results", "results_to_device", "step_stats",
            "STAT_NAMES", "ERR_BAD_LOGPROB", "ERR_DUPLICATE", "ERR_OVERFLOW", "ERR_BAD_TOKEN"]
 
-ERR_BAD_LOGPROB, ERR_DUPLICATE, ERR_OVERFLOW, ERR_BAD_TOKEN = 1, 2, 4, 8  # kernels/params.cuh
-#: the kernel's out_stats columns (kernels/params.cuh STAT_*) as `SearchStats` counters
-STAT_NAMES = ("frontier_candidates", "pool_candidates", "work_chunks", "live_queries")
+#: the bits of the kernel's error word (`flashtrie.gpu_impl.layout.CONSTANTS`, kernels/constants.cuh)
+ERR_BAD_LOGPROB, ERR_DUPLICATE, ERR_OVERFLOW, ERR_BAD_TOKEN = (
+    CONSTANT[n] for n in ("ERR_BAD_LOGPROB", "ERR_DUPLICATE", "ERR_OVERFLOW", "ERR_BAD_TOKEN"))
+#: the kernel's out_stats columns (`flashtrie.gpu_impl.layout.STAT_COLUMNS`) as `SearchStats` counters
+STAT_NAMES = tuple(name for _, name, _ in STAT_COLUMNS)
 _FIELDS = (("keyword_ids", "out_ids", np.int64), ("scores", "out_scores", np.float32),
            ("norm_scores", "out_norms", np.float32), ("lengths", "out_lens", np.int32))
 

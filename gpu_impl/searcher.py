@@ -41,11 +41,11 @@ from flashtrie.search_core import (
 )
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
-from .compile import compile_kernel
 from .context import GpuContext, check, value
 from .index_upload import GPU_MAX_KEYWORD_LENGTH, upload_index
 from .intake import Intake, pack_start_states, take_proposals
-from .layout import PARAMS
+from .launch import Launcher, load_kernels
+from .layout import KERNEL_PARAMS, PARAMS
 from .results import DeviceArray, device_results, host_results, raise_for, results_to_device, step_stats
 from .workspace import THREADS, Shape, Workspace, build_workspace, caps, grid_size, layouts, pow2, shared_bytes
 
@@ -55,6 +55,7 @@ __all__ = ["GpuSearcher", "DeviceArray", "GPU_MAX_BEAM", "GPU_MAX_RESULTS", "GPU
 GPU_MAX_BEAM = 8192
 GPU_MAX_RESULTS = 8192
 GPU_MAX_PROPOSALS = 16384
+_SEARCH = KERNEL_PARAMS["flashtrie_search"]
 _GPU_MAX_ROWS = 2**31 - 1  # Q * max(T, B, R): the kernel's 32-bit row and slot indices
 LIMITS = BackendLimits(beam=GPU_MAX_BEAM, results=GPU_MAX_RESULTS, proposals=GPU_MAX_PROPOSALS, steps=MAX_STEPS,
                        rows=_GPU_MAX_ROWS)
@@ -90,23 +91,18 @@ class GpuSearcher:
         ``stage_inputs``: copy host proposals into a pinned buffer and upload everything in one copy
         (default), or upload them straight from the caller's arrays (two more copies, no host memcpy).
         """
-        try:
-            from cuda.core import ObjectCode
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise DeviceError(f"the GPU backend needs cuda-core (pip install 'flashtrie[gpu]'): {e}") from e
         self.index = check_index(index)
         if int(index.max_keyword_length) > GPU_MAX_KEYWORD_LENGTH:
             raise InputError(f"index: max_keyword_length {index.max_keyword_length} is over the GPU limit "
                              f"{GPU_MAX_KEYWORD_LENGTH}")
         self.ctx = GpuContext(device)
         self.device, self.stream, self.arch = self.ctx.device, self.ctx.stream, self.ctx.arch
-        t0 = time.perf_counter()
-        ck = compile_kernel("search.cu", self.arch, {"FT_THREADS": str(THREADS)})
-        self.compile_seconds: float = ck.seconds
-        self.compile_from_cache: bool = ck.from_cache
-        self._obj = ObjectCode.from_cubin(ck.cubin)
-        self.kernel = self._obj.get_kernel("flashtrie_search")
-        self.load_seconds = time.perf_counter() - t0
+        loaded = load_kernels("search.cu", self.arch, {"FT_THREADS": str(THREADS)}, self.device.device_id)
+        self.compile_seconds: float = loaded.compiled.seconds
+        self.compile_from_cache: bool = loaded.compiled.from_cache
+        self.kernel = loaded["flashtrie_search"]
+        self._launcher = Launcher(loaded, cooperative=True)
+        self.load_seconds = loaded.seconds
         self._static_smem = int(value(self.kernel.attributes.shared_size_bytes))
         self._num_sms = self.ctx.num_sms
         self._smem_optin = self.ctx.smem_optin
@@ -322,7 +318,6 @@ class GpuSearcher:
         the raw driver call, and on a batch-1 search that is latency the GPU backend exists to avoid.
         """
         from cuda.bindings import driver
-        from cuda.core import LaunchConfig, launch
 
         ctx, lo, sh = self.ctx, ws.lo, self._stream_handle
         up, up_host, out, out_host = ws.handles
@@ -331,15 +326,11 @@ class GpuSearcher:
             assert intake.proposals is not None
             ctx.upload(up + ws.lu.offsets["tok_in"], np.ascontiguousarray(intake.proposals.tokens))
             ctx.upload(up + ws.lu.offsets["lp_in"], np.ascontiguousarray(intake.proposals.logprobs))
-        if ws.launch_config is None:
-            ws.launch_config = LaunchConfig(grid=ws.grid, block=THREADS, shmem_size=ws.smem, is_cooperative=True)
         e0, e1 = ctx.events
         self.stream.record(e0)
-        try:
-            launch(self.stream, ws.launch_config, self.kernel, np.uint64(self._index_ptr),
-                   np.uint64(up + ws.lu.offsets["params"]))
-        except Exception as e:
-            raise DeviceError(f"kernel launch failed (grid {ws.grid} x {THREADS}, {ws.smem} bytes shared): {e}") from e
+        self._launcher.launch(self._stream_int, "flashtrie_search", ws.grid, THREADS,
+                              _SEARCH.pack(index_ptr=self._index_ptr, params_ptr=up + ws.lu.offsets["params"]),
+                              ws.smem)
         self.stream.record(e1)
         if not device_out:
             check(driver.cuMemcpyDtoHAsync(out_host, out, lo.total, sh), "cuMemcpyDtoHAsync")

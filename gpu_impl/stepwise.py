@@ -32,12 +32,12 @@ from flashtrie.errors import DeviceError, InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.stepwise import _MAX_EOS, StepStates, TrieStepper, check_vocab
 
-from .compile import compile_kernel
 from .context import GpuContext
 from .index_upload import UploadStats, host_index, upload_host_index
+from .launch import Launcher, load_kernels
 from .step_arrays import BOOL, F32, I64, I64_I32, DeviceView, device_view, ptr, state_views
 from .step_arrays import array_module as _array_module
-from .step_launch import MASK, ROWS, TABLES, VIEW, StepLauncher, mask_grid, sm_count
+from .step_launch import MASK, ROWS, TABLES, head, mask_grid, sm_count
 from .step_options import CHILD_TABLE, CHUNK, ROOT_TABLE, THREADS, check_defines, check_options
 
 __all__ = ["GpuTrieStepper", "CHUNK", "CHILD_TABLE", "ROOT_TABLE"]
@@ -97,15 +97,11 @@ class GpuTrieStepper:
     # ------------------------------------------------------------------ construction
     def _load_kernels(self, macros: dict[str, str]) -> None:
         """Compile (or load from the cache) kernels/step.cu with ``macros`` and get its kernels."""
-        try:
-            from cuda.core import ObjectCode
-        except ImportError as e:  # pragma: no cover - depends on the environment
-            raise DeviceError(f"the GPU backend needs cuda-core (pip install 'flashtrie[gpu]'): {e}") from e
         self.threads = int(macros["FT_STEP_THREADS"])
-        self._obj = ObjectCode.from_cubin(compile_kernel("step.cu", self.arch, macros).cubin)
-        self._k = {name: self._obj.get_kernel(f"ft_step_{name}") for name in KERNELS}
-        #: the raw launch (`StepLauncher.launch`): stream handle, kernel name, blocks, threads, parameters
-        self._launch_fn = StepLauncher(self._k).launch
+        loaded = load_kernels("step.cu", self.arch, macros, self.device.device_id)
+        self._k = {name: loaded[f"ft_step_{name}"] for name in KERNELS}
+        #: the launch (`Launcher.launch`): stream handle, entry point, blocks, threads, parameters
+        self._launch_fn = Launcher(loaded).launch
 
     def _upload_index(self) -> None:
         host = host_index(self.index)
@@ -138,7 +134,7 @@ class GpuTrieStepper:
         """The tables every launch passes after the view (kernels/step_params.cuh Tab)."""
         #: the child table's address, the root table's, the nodes and the root labels they cover
         self._tables = (fc, rt, fc_n, rt_n)
-        self._head = VIEW(self._view_ptr) + TABLES(fc, rt, fc_n, rt_n)
+        self._head = head(self._view_ptr, TABLES(fc=fc, rt=rt, fc_n=fc_n, rt_n=rt_n))
 
     def _build_child_table(self, n: int) -> None:
         """``child_table`` entries 0..n on the device (kernels/step.cu ft_step_child_table), once, synchronised
@@ -148,7 +144,7 @@ class GpuTrieStepper:
         self._child_table = self.xp.full((n + 1,), 0, self.xp.int64)
         self._set_tables(ptr(self._child_table), 0, 0, 0)
         if n:
-            self._launch("child_table", -(-(n + 1) // self.threads), ROWS["table"](ptr(self._child_table), n))
+            self._launch("child_table", -(-(n + 1) // self.threads), ROWS["table"](table=ptr(self._child_table), n=n))
             self.xp.sync()
             self._set_tables(ptr(self._child_table), 0, n, 0)
 
@@ -165,14 +161,15 @@ class GpuTrieStepper:
         fc, _, fc_n, _ = self._tables
         self._set_tables(fc, 0, fc_n, 0)
         if n:
-            self._launch("root_table", -(-(end - first) // self.threads), ROWS["table"](ptr(self._root_table), n))
+            self._launch("root_table", -(-(end - first) // self.threads),
+                         ROWS["table"](table=ptr(self._root_table), n=n))
             self.xp.sync()
             self._set_tables(fc, ptr(self._root_table), fc_n, n)
 
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, rows: bytes, mask: bytes = b"") -> None:
         """Launch ``ft_step_<name>`` on the caller's current stream: the view and tables, ``rows``, ``mask``."""
-        self._launch_fn(self.xp.stream(), name, blocks, self.threads, self._head + rows + mask)
+        self._launch_fn(self.xp.stream(), "ft_step_" + name, blocks, self.threads, self._head + rows + mask)
 
     def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
         """The EOS ids (checked once per argument) and their device array (8 int64, zero-padded)."""
@@ -198,8 +195,9 @@ class GpuTrieStepper:
             raise InputError(f"tokens: expected {n} tokens, got shape {list(t.shape)}")
         return t
 
-    def _walk_rows(self, ids: Any, begin: Any, end: Any) -> tuple[int, tuple]:
-        """The row count and the walk fields of the rows: ids, begin, end, stride, width, begin_all, end_all."""
+    def _walk_rows(self, ids: Any, begin: Any, end: Any) -> tuple[int, dict[str, int]]:
+        """The row count and the walk fields of the rows (ids, begin, end, ids_stride, width, begin_all,
+        end_all)."""
         v = device_view(ids, "ids", 2, I64)
         n, width = v.shape
         if width > 1 and v.strides[1] != 1:
@@ -218,7 +216,8 @@ class GpuTrieStepper:
                     raise InputError(f"{nm}: expected a contiguous int64 array of {n} values")
                 ptrs.append(bv.ptr)
                 alls.append(0)
-        return n, (v.ptr, *ptrs, v.strides[0] if n > 1 else width, width, *alls)
+        return n, {"ids": v.ptr, "begin": ptrs[0], "end": ptrs[1], "ids_stride": v.strides[0] if n > 1 else width,
+                   "width": width, "begin_all": alls[0], "end_all": alls[1]}
 
     def _mask_args(self, n: int, vocab_size: int, eos: tuple[int, ...], out: Any,
                    additive: bool) -> tuple[Any, int, bytes]:
@@ -249,7 +248,8 @@ class GpuTrieStepper:
         if blocks >= 2**31:
             raise InputError(f"states: {n} rows x {parts} blocks per row is over the launch limit 2**31")
         fp, bp = (o.ptr, 0) if additive else (0, o.ptr)
-        mask = MASK(fp, bp, ptr(self._dead), v, o.strides[0] if n > 1 else v, parts, extra, flags)
+        mask = MASK(outf=fp, outb=bp, dead_count=ptr(self._dead), V=v, row_stride=o.strides[0] if n > 1 else v,
+                    parts=parts, extra=extra, flags=flags)
         if len(self._mask_cache) > 64:
             self._mask_cache.clear()
         self._mask_cache[key] = (blocks, mask)
@@ -271,12 +271,12 @@ class GpuTrieStepper:
         strided; ``begin`` / ``end``: None, an int (checked), or an int64 device array ``[n]`` whose values must
         lie in [0, L]: device values are not checked on the host, which would need a synchronisation; a row with
         a bound outside [0, L] comes back DEAD, where numpy refuses it)."""
-        n, (ids_p, begin_p, end_p, stride, width, begin_all, end_all) = self._walk_rows(ids, begin, end)
+        n, walk = self._walk_rows(ids, begin, end)
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("walk", n, ROWS["walk"](ptr(out.node), ptr(out.off), ids_p, begin_p, end_p, ptr(eos_dev),
-                                                 stride, width, begin_all, end_all, n, len(eos)))
+            self._launch("walk", n, ROWS["walk"](node_out=ptr(out.node), off_out=ptr(out.off), eos=ptr(eos_dev), n=n,
+                                                 n_eos=len(eos), **walk))
         return out
 
     def walk_mask(self, ids: Any, vocab_size: int, eos_token_id: Any, begin: Any = None, end: Any = None,
@@ -286,9 +286,7 @@ class GpuTrieStepper:
         eos, eos_dev = self._eos(eos_token_id)
         out, blocks, mask = self._mask_args(n, vocab_size, eos, out, additive)
         if n:
-            ids_p, begin_p, end_p, stride, width, begin_all, end_all = walk
-            rows = ROWS["walk_mask"](ids_p, begin_p, end_p, ptr(eos_dev), stride, width, begin_all, end_all, n,
-                                     len(eos))
+            rows = ROWS["walk_mask"](eos=ptr(eos_dev), n=n, n_eos=len(eos), **walk)
             self._launch("walk_mask", blocks, rows, mask)
         return out
 
@@ -299,8 +297,10 @@ class GpuTrieStepper:
         eos, eos_dev = self._eos(eos_token_id)
         out = self._new_states(n)
         if n:
-            self._launch("advance", n, ROWS["advance"](a.ptr, b.ptr, ptr(out.node), ptr(out.off), t.ptr,
-                                                       ptr(eos_dev), t.strides[0], n, t.dtype == np.int64, len(eos)))
+            self._launch("advance", n, ROWS["advance"](node_in=a.ptr, off_in=b.ptr, node_out=ptr(out.node),
+                                                       off_out=ptr(out.off), tok=t.ptr, eos=ptr(eos_dev),
+                                                       tok_stride=t.strides[0], n=n, tok_is64=t.dtype == np.int64,
+                                                       n_eos=len(eos)))
         return out
 
     def _count(self, states: StepStates, want_counts: bool, want_ends: bool) -> tuple[Any, Any]:
@@ -309,8 +309,8 @@ class GpuTrieStepper:
         ends = self.xp.empty((n,), self.xp.bool) if want_ends else None
         if n:
             self._launch("count", -(-n // self.threads),
-                         ROWS["count"](a.ptr, b.ptr, ptr(counts) if counts is not None else 0,
-                                       ptr(ends) if ends is not None else 0, n))
+                         ROWS["count"](node_in=a.ptr, off_in=b.ptr, counts=ptr(counts) if counts is not None else 0,
+                                       ends=ptr(ends) if ends is not None else 0, n=n))
         return counts, ends
 
     def ends(self, states: StepStates) -> Any:
@@ -325,7 +325,8 @@ class GpuTrieStepper:
         counts, _ = self._count(states, True, False)
         tokens = self.xp.full((n, int(max_per_state)), -1, self.xp.int64)
         if n and max_per_state:
-            self._launch("fill", n, ROWS["fill"](a.ptr, b.ptr, 0, ptr(tokens), int(max_per_state), n))
+            self._launch("fill", n, ROWS["fill"](node_in=a.ptr, off_in=b.ptr, offsets=0, tokens=ptr(tokens),
+                                                 cap=int(max_per_state), n=n))
         return counts, tokens
 
     def allowed(self, states: StepStates) -> tuple[Any, Any]:
@@ -339,7 +340,8 @@ class GpuTrieStepper:
         total = int(offsets[n].item()) if n else 0
         tokens = self.xp.empty((total,), self.xp.int64)
         if total:
-            self._launch("fill", n, ROWS["fill"](a.ptr, b.ptr, ptr(offsets), ptr(tokens), 0, n))
+            self._launch("fill", n, ROWS["fill"](node_in=a.ptr, off_in=b.ptr, offsets=ptr(offsets), tokens=ptr(tokens),
+                                                 cap=0, n=n))
         return offsets, tokens
 
     def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
@@ -352,7 +354,8 @@ class GpuTrieStepper:
         eos, eos_dev = self._eos(eos_token_id)
         out, blocks, mask = self._mask_args(n, vocab_size, eos, out, additive)
         if n:
-            self._launch("mask", blocks, ROWS["mask"](a.ptr, b.ptr, ptr(eos_dev), n, len(eos)), mask)
+            rows = ROWS["mask"](node_in=a.ptr, off_in=b.ptr, eos=ptr(eos_dev), n=n, n_eos=len(eos))
+            self._launch("mask", blocks, rows, mask)
         return out
 
     def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
@@ -364,8 +367,9 @@ class GpuTrieStepper:
         out, blocks, mask = self._mask_args(n, vocab_size, eos, out, additive)
         new = self._new_states(n)
         if n:
-            rows = ROWS["advance_mask"](a.ptr, b.ptr, ptr(new.node), ptr(new.off), t.ptr, ptr(eos_dev),
-                                        t.strides[0], n, t.dtype == np.int64, len(eos))
+            rows = ROWS["advance_mask"](node_in=a.ptr, off_in=b.ptr, node_out=ptr(new.node), off_out=ptr(new.off),
+                                        tok=t.ptr, eos=ptr(eos_dev), tok_stride=t.strides[0], n=n,
+                                        tok_is64=t.dtype == np.int64, n_eos=len(eos))
             self._launch("advance_mask", blocks, rows, mask)
         return new, out
 

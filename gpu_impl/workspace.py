@@ -134,7 +134,6 @@ class Workspace:
     smem: int
     grid: int
     nbytes: int
-    launch_config: Any = None
     staged: tuple[Any, ...] | None = None
     root_starts: bool = False
     _pointers: dict[str, int] = field(default_factory=dict)

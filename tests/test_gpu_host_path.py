@@ -41,7 +41,6 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     from cuda.core import Buffer
     from flashtrie.gpu_impl import searcher as S
     from flashtrie.gpu_impl.context import GpuContext
-    from flashtrie.gpu_impl.workspace import Workspace
 
     base = [1 << 40]
 
@@ -66,17 +65,13 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     s._stats = s._stats_raw = None
     s._derived, s._checked = {}, set()
     s._stream_handle = s._stream_int = 1234
+    s.launches = []  # every launch as (stream, entry point, grid, block, parameters, shared bytes)
+    s._launcher = types.SimpleNamespace(launch=lambda *a: s.launches.append(a))
     s._index = types.SimpleNamespace(view=allocate(64, "index"))
     s._index_ptr = int(s._index.view.handle)
     s.max_degree, s.max_degree_nonroot = 1 << 20, 1 << 20
     mp.setattr(S, "grid_size", lambda kernel, smem, num_sms, blocks_per_sm: 2 * num_sms)
 
-    def workspace(shape: object) -> Workspace:
-        ws = S.GpuSearcher._workspace(s, shape)
-        ws.launch_config = object()
-        return ws
-
-    s._workspace = workspace
     return s
 
 
@@ -84,7 +79,6 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
 def recorder(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, bytes]]:
     """Every upload as (kind, device address, the host bytes at the time of the call)."""
     import cuda.bindings.driver as drv
-    import cuda.core
 
     calls: list[tuple[str, int, bytes]] = []
     ok = (drv.CUresult.CUDA_SUCCESS,)
@@ -95,7 +89,6 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, bytes]]:
 
     monkeypatch.setattr(drv, "cuMemcpyHtoDAsync", htod)
     monkeypatch.setattr(drv, "cuMemcpyDtoHAsync", lambda dst, src, n, stream: ok)
-    monkeypatch.setattr(cuda.core, "launch", lambda *a, **k: None)
     return calls
 
 
@@ -143,3 +136,20 @@ def test_stats_are_built_from_the_call_they_belong_to(recorder, monkeypatch) -> 
     assert st.backend == "gpu" and st.queries == 2 and st.steps == 3
     assert st.column("live_queries").tolist() == [3, 7, 11] and st.steps_run == 3
     assert s.last_stats is st
+
+
+def test_search_launches_the_kernel_with_the_view_and_its_parameters(recorder, monkeypatch) -> None:
+    """One cooperative launch per call: the index view's address, then the address of the call's parameters
+    in the uploaded workspace (`KERNEL_PARAMS['flashtrie_search']`), on the searcher's stream."""
+    from flashtrie.gpu_impl.layout import KERNEL_PARAMS
+    from flashtrie.gpu_impl.workspace import THREADS
+
+    rng = np.random.default_rng(7)
+    kws = [rng.integers(0, 20, size=int(rng.integers(1, 6))).tolist() for _ in range(100)]
+    s = _fake_searcher(NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)), [], monkeypatch)
+    s.search(rows_from_keywords(rng, kws, q_n=2, steps=3, k=6), SearchConfig(beam_width=3))
+    ((stream, name, grid, block, params, smem),) = s.launches
+    up = s._ws.handles[0]
+    want = KERNEL_PARAMS["flashtrie_search"].pack(index_ptr=s._index_ptr, params_ptr=up + s._ws.lu.offsets["params"])
+    assert (stream, name, grid, block, smem) == (1234, "flashtrie_search", s._ws.grid, THREADS, s._ws.smem)
+    assert params == want and struct.unpack("<QQ", params) == (s._index_ptr, up + s._ws.lu.offsets["params"])

@@ -40,20 +40,29 @@ def test_alignment_and_padding() -> None:
 @settings(max_examples=60)
 @given(st.data())
 def test_packer_places_its_fields_and_zeroes_the_rest(data: st.DataObject) -> None:
-    """`CStruct.packer` (the step kernels' parameters): each named field at its offset, every other byte 0."""
+    """`CStruct.packer` (the step kernels' parameters): each named field at its offset, every other byte 0,
+    whatever the order the names are given in."""
     s = data.draw(st.sampled_from(layout.STRUCTS))
-    names = [n for n, _ in s.fields if data.draw(st.booleans())]
-    values = [i + 7 for i in range(len(names))]
-    raw = s.packer(" ".join(names))(*values)
-    full = s.pack({n: (values[names.index(n)] if n in names else 0) for n, _ in s.fields})
+    names = data.draw(st.permutations([n for n, _ in s.fields]).map(lambda p: p[: max(1, len(p) // 2)]))
+    values = {n: i + 7 for i, n in enumerate(names)}
+    raw = s.packer(*names)(**values)
+    full = s.pack({n: values.get(n, 0) for n, _ in s.fields})
     assert raw == full and len(raw) == s.size
 
 
-def test_packer_refuses_unknown_or_reordered_fields() -> None:
-    with pytest.raises(ValueError, match="unknown: \\['nope'\\]"):
-        STEP_ROWS.packer("node_in nope")
-    with pytest.raises(ValueError, match="table's order"):
-        STEP_ROWS.packer("off_in node_in")
+def test_packer_refuses_unknown_missing_or_extra_fields() -> None:
+    with pytest.raises(ValueError, match="unknown fields \\['nope'\\]"):
+        STEP_ROWS.packer("node_in", "nope")
+    with pytest.raises(ValueError, match="named twice"):
+        STEP_ROWS.packer("node_in", "node_in")
+    pack = STEP_ROWS.packer("off_in", "node_in")  # any order: packed by name
+    assert pack(node_in=1, off_in=2) == STEP_ROWS.packer("node_in", "off_in")(off_in=2, node_in=1)
+    with pytest.raises(TypeError, match="StepRows\\(\\) missing 1 required keyword-only argument: 'off_in'"):
+        pack(node_in=1)
+    with pytest.raises(TypeError, match="StepRows\\(\\) got an unexpected keyword argument 'n'"):
+        pack(node_in=1, off_in=2, n=3)
+    with pytest.raises(TypeError):
+        pack(1, 2)  # never positional
 
 
 def test_pack_refuses_missing_or_unknown_fields() -> None:
@@ -146,6 +155,77 @@ def test_checks_apply_only_where_the_header_is_included() -> None:
     assert _compile(src) == ""
     bad = CStruct("IndexView", INDEX_VIEW.fields[1:], guard="FT_INDEX_CUH")
     assert "IndexView: sizeof differs" in _compile('#include "index.cuh"\n' + layout.static_asserts((bad,)))
+
+
+def test_kernel_params_pack_each_parameter_by_name_at_its_offset() -> None:
+    from flashtrie.gpu_impl.step_launch import ROWS, TABLES, head
+
+    k = layout.KERNEL_PARAMS["ft_step_advance_mask"]
+    assert k.offsets == (0, 8, 8 + STEP_TABLES.size, 8 + STEP_TABLES.size + STEP_ROWS.size)
+    assert k.size == 8 + STEP_TABLES.size + STEP_ROWS.size + STEP_MASK.size
+    tab = TABLES(fc=1, rt=2, fc_n=3, rt_n=4)
+    rows = ROWS["mask"](node_in=5, off_in=6, eos=7, n=8, n_eos=1)
+    mask = STEP_MASK.pack({n: 9 for n, _ in STEP_MASK.fields})
+    raw = k.pack(view=0xABC, T=tab, r=rows, m=mask)
+    assert struct.unpack_from("<Q", raw)[0] == 0xABC and raw[8:32] == tab and raw[32:208] == rows
+    assert raw[208:] == mask and head(0xABC, tab) == raw[:32]
+    flags = layout.KERNEL_PARAMS["ft_node_flags"].pack(view=1, out=2, nwords=3)
+    assert struct.unpack("<QQQ", flags) == (1, 2, 3)
+    with pytest.raises(ValueError, match="in that order"):
+        k.pack(T=tab, view=1)  # the kernel's order
+    with pytest.raises(ValueError, match="expected 24 bytes of Tab"):
+        k.pack(view=1, T=rows)
+
+
+def test_kernel_params_name_every_kernel_of_each_file() -> None:
+    """Every entry point the host loads is in the table, with its file (the loader looks them up by it)."""
+    from flashtrie.gpu_impl.compile import KERNEL_DIR, KERNELS
+    from flashtrie.gpu_impl.stepwise import KERNELS as STEP_KERNELS
+
+    for file, entry in KERNELS.items():
+        assert layout.KERNEL_PARAMS[entry].file == file
+        text = (KERNEL_DIR / file).read_text()
+        for k in layout.KERNEL_PARAMS.values():
+            assert (f"{k.name}(" in text) == (k.file == file), k.name  # defined in its file, and only there
+    assert {f"ft_step_{n}" for n in STEP_KERNELS} == {k.name for k in layout.KERNEL_PARAMS.values()
+                                                      if k.file == "step.cu"}
+
+
+def test_constants_header_is_what_the_table_generates() -> None:
+    """kernels/constants.cuh is generated from `CONSTANTS` (rewrite it with `write_constants_header`), and the
+    host reads the same values."""
+    from flashtrie.gpu_impl import intake, results
+    from flashtrie.gpu_impl.compile import KERNEL_DIR
+
+    assert (KERNEL_DIR / "constants.cuh").read_text() == layout.constants_header()
+    text = layout.constants_header()
+    for name, value, _ in layout.CONSTANTS:
+        assert f"#define {name} {value:#x}u" in text
+    assert (results.ERR_BAD_LOGPROB, results.ERR_DUPLICATE, results.ERR_OVERFLOW, results.ERR_BAD_TOKEN) == (
+        1, 2, 4, 8)
+    assert results.STAT_NAMES == ("frontier_candidates", "pool_candidates", "work_chunks", "live_queries")
+    assert (intake._NO_NODE, intake._KIND_LINKED_OFF) == (layout.CONSTANT["NO_NODE"], 2)
+    for header in ("params.cuh", "hypothesis.cuh", "index.cuh"):  # defined once: in the generated header
+        assert "#define ERR_" not in (KERNEL_DIR / header).read_text()
+        assert "#define KIND_" not in (KERNEL_DIR / header).read_text()
+
+
+@pytest.mark.parametrize("change", ["swap", "retype", "drop"])
+def test_a_kernel_whose_parameters_drift_from_the_table_fails_to_compile(change: str) -> None:
+    from flashtrie.gpu_impl.compile import KERNEL_DIR
+
+    k = layout.KERNEL_PARAMS["ft_node_flags"]
+    p = list(k.params)
+    if change == "swap":
+        p[1], p[2] = p[2], p[1]
+    elif change == "retype":
+        p[2] = ("nwords", "u32")
+    else:
+        del p[2]
+    drifted = layout.KernelParams(k.name, k.file, tuple(p))
+    src = (KERNEL_DIR / "node_flags.cu").read_text() + layout.static_asserts()
+    assert _compile(src + k.declaration()) == ""
+    assert "ft_node_flags" in _compile(src + drifted.declaration())
 
 
 # ------------------------------------------------------------------------------ host-side packing

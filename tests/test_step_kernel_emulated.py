@@ -101,17 +101,18 @@ class Emu:
         self.flags = self.flags[:nwords]
         n = ix.num_nodes if table is None else min(table, ix.num_nodes)
         self.fc = np.zeros(n + 1, np.uint64)
-        self.tab = TABLES(0, 0, 0, 0)
-        lib.emu_child_table(U32(-(-(n + 1) // TH)), _vp(self.view), _b(self.tab), _b(ROWS["table"](_p(self.fc), n)))
+        self.tab = TABLES(fc=0, rt=0, fc_n=0, rt_n=0)
+        lib.emu_child_table(U32(-(-(n + 1) // TH)), _vp(self.view), _b(self.tab),
+                            _b(ROWS["table"](table=_p(self.fc), n=n)))
         first, end = (int(a[0]) for a in ix.child_range(np.zeros(1, np.int64)))
         top = int(ix.labels(np.array([end - 1]))[0]) + 1 if end > first else 0
         rn = min(1 << 16 if root is None else root, top)
         self.rt = np.zeros((max(rn, 1), 8), np.uint32)  # kernels/step_params.cuh RootKid
-        self.tab = TABLES(_p(self.fc), 0, n, 0)
+        self.tab = TABLES(fc=_p(self.fc), rt=0, fc_n=n, rt_n=0)
         if rn:
             lib.emu_root_table(U32(-(-(end - first) // TH)), _vp(self.view), _b(self.tab),
-                               _b(ROWS["table"](_p(self.rt), rn)))
-        self.tab = TABLES(_p(self.fc), _p(self.rt), n, rn)
+                               _b(ROWS["table"](table=_p(self.rt), n=rn)))
+        self.tab = TABLES(fc=_p(self.fc), rt=_p(self.rt), fc_n=n, rt_n=rn)
         self.rt = self.rt[:rn]
 
     def _eos(self, e: tuple[int, ...]) -> int:
@@ -128,8 +129,9 @@ class Emu:
     def advance(self, s: StepStates, tok: np.ndarray, e: tuple[int, ...]) -> StepStates:
         n = len(s)
         no, oo, tok = np.empty(n, np.int64), np.empty(n, np.int64), np.ascontiguousarray(tok)
-        self.run("advance", n, ROWS["advance"](_p(s.node), _p(s.off), _p(no), _p(oo), _p(tok), self._eos(e), 1, n,
-                                               tok.dtype == np.int64, len(e)))
+        self.run("advance", n, ROWS["advance"](node_in=_p(s.node), off_in=_p(s.off), node_out=_p(no), off_out=_p(oo),
+                                               tok=_p(tok), eos=self._eos(e), tok_stride=1, n=n,
+                                               tok_is64=tok.dtype == np.int64, n_eos=len(e)))
         return StepStates(no, oo)
 
     def walk_rows(self, ids: np.ndarray, begin: np.ndarray | None, end: np.ndarray | int,
@@ -137,7 +139,8 @@ class Emu:
         """The walk kernel's rows: ``end`` a device array or one column for every row."""
         n, w = ids.shape
         ends = (_p(end), 0) if isinstance(end, np.ndarray) else (0, end)
-        return ROWS["walk"](_p(no), _p(oo), _p(ids), _p(begin), ends[0], self._eos(e), w, w, 0, ends[1], n, len(e))
+        return ROWS["walk"](node_out=_p(no), off_out=_p(oo), ids=_p(ids), begin=_p(begin), end=ends[0],
+                            eos=self._eos(e), ids_stride=w, width=w, begin_all=0, end_all=ends[1], n=n, n_eos=len(e))
 
     def walk(self, ids: np.ndarray, begin: np.ndarray, end: int, e: tuple[int, ...]) -> StepStates:
         n = ids.shape[0]
@@ -151,15 +154,18 @@ class Emu:
         (n, w), chunks = ids.shape, -(-v // self.lib.chunk)
         bpr = -(-chunks // per_block)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        rows = ROWS["walk_mask"](_p(ids), _p(begin), 0, self._eos(e), w, w, 0, end, n, len(e))
-        mask = MASK(_p(out), _p(ob), _p(np.zeros(1, np.uint64)), v, v, bpr, extra, per_block & 1)
+        rows = ROWS["walk_mask"](ids=_p(ids), begin=_p(begin), end=0, eos=self._eos(e), ids_stride=w, width=w,
+                                 begin_all=0, end_all=end, n=n, n_eos=len(e))
+        mask = MASK(outf=_p(out), outb=_p(ob), dead_count=_p(np.zeros(1, np.uint64)), V=v, row_stride=v, parts=bpr,
+                    extra=extra, flags=per_block & 1)
         self.run("walk_mask", n * bpr + extra, rows, mask)
         return out if out is not None else ob.astype(bool)
 
     def count(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
         n = len(s)
         c, en = np.empty(n, np.int64), np.empty(n, np.uint8)
-        self.run("count", -(-n // TH), ROWS["count"](_p(s.node), _p(s.off), _p(c), _p(en), n))
+        self.run("count", -(-n // TH), ROWS["count"](node_in=_p(s.node), off_in=_p(s.off), counts=_p(c),
+                                                     ends=_p(en), n=n))
         return c, en.astype(bool)
 
     def padded(self, s: StepStates, cap: int) -> tuple[np.ndarray, np.ndarray]:
@@ -167,7 +173,8 @@ class Emu:
         c, _ = self.count(s)
         t = np.full((n, cap), -1, np.int64)
         if cap:
-            self.run("fill", n, ROWS["fill"](_p(s.node), _p(s.off), 0, _p(t), cap, n))
+            self.run("fill", n, ROWS["fill"](node_in=_p(s.node), off_in=_p(s.off), offsets=0, tokens=_p(t),
+                                             cap=cap, n=n))
         return c, t
 
     def csr(self, s: StepStates) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +184,8 @@ class Emu:
         offs[1:] = np.cumsum(c)
         t = np.empty(int(offs[-1]), np.int64)
         if t.size:
-            self.run("fill", n, ROWS["fill"](_p(s.node), _p(s.off), _p(offs), _p(t), 0, n))
+            self.run("fill", n, ROWS["fill"](node_in=_p(s.node), off_in=_p(s.off), offsets=_p(offs),
+                                             tokens=_p(t), cap=0, n=n))
         return offs, t
 
     def mask(self, s: StepStates, v: int, e: tuple[int, ...], out: np.ndarray | None = None,
@@ -191,15 +199,18 @@ class Emu:
         bpr = parts or -(-chunks // per_block)
         dc = np.zeros(1, np.uint64)
         ob = None if out is not None else np.empty((n, v), np.uint8)
-        mask = MASK(_p(out), _p(ob), _p(dc), v, v, bpr, extra, flags)
+        mask = MASK(outf=_p(out), outb=_p(ob), dead_count=_p(dc), V=v, row_stride=v, parts=bpr, extra=extra,
+                    flags=flags)
         grid = n * bpr + extra
         if tok is None:
-            self.run("mask", grid, ROWS["mask"](_p(s.node), _p(s.off), self._eos(e), n, len(e)), mask)
+            self.run("mask", grid, ROWS["mask"](node_in=_p(s.node), off_in=_p(s.off), eos=self._eos(e), n=n,
+                                                n_eos=len(e)), mask)
             new = None
         else:
             no, oo = np.empty(n, np.int64), np.empty(n, np.int64)
-            rows = ROWS["advance_mask"](_p(s.node), _p(s.off), _p(no), _p(oo), _p(tok), self._eos(e), 1, n, True,
-                                        len(e))
+            rows = ROWS["advance_mask"](node_in=_p(s.node), off_in=_p(s.off), node_out=_p(no), off_out=_p(oo),
+                                        tok=_p(tok), eos=self._eos(e), tok_stride=1, n=n, tok_is64=True,
+                                        n_eos=len(e))
             self.run("advance_mask", grid, rows, mask)
             new = StepStates(no, oo)
         return (out if out is not None else ob.astype(bool)), int(dc[0]), new

@@ -9,9 +9,7 @@
 #pragma once
 #include "index.cuh"
 
-#define KIND_AT_NODE 0u
-#define KIND_MID 1u
-#define KIND_LINKED_OFF 2u
+// the kinds (KIND_AT_NODE, KIND_MID, KIND_LINKED_OFF): constants.cuh
 #define AUX_MASK 0x3FFFFFFFu
 
 struct Hyp {

@@ -3,6 +3,7 @@
 // The names and signatures here are shared by every kernel (search.cu and the stepwise kernels).
 #pragma once
 #define FT_INDEX_CUH
+#include "constants.cuh"  // NO_NODE, the error bits, hypothesis kinds, step counters: gpu_impl/layout.py
 
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -10,7 +11,6 @@ typedef unsigned short u16;
 typedef long long i64;
 
 #define MASK34 0x3FFFFFFFFull  // the absolute count of a rank-directory entry (bits.py ABS_BITS)
-#define NO_NODE 0xFFFFFFFFu
 
 // node_flags bits (4 per node, packed 8 nodes to a word)
 #define NODE_LINKED 1u     // the node's edge is longer than one token (its tail is in the suffix store)

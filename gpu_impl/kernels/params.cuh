@@ -4,19 +4,8 @@
 #define FT_PARAMS_CUH
 #include "index.cuh"
 
-// error bits of *err (decoded by gpu_impl/results.py)
-#define ERR_BAD_LOGPROB 1u
-#define ERR_DUPLICATE 2u
-#define ERR_OVERFLOW 4u
-#define ERR_BAD_TOKEN 8u  // a negative int32 token other than -1
+// the error bits of *err (ERR_*) and the columns of out_stats (STAT_*, NUM_STATS): constants.cuh
 #define PAD_TOKEN 0xFFFFFFFFu
-
-// columns of out_stats, per step t (gpu_impl/results.py names them)
-#define STAT_FRONTIER_CANDS 0  // candidates with a child the frontier was selected from (0 at the last step)
-#define STAT_POOL_CANDS 1      // whole keywords offered to the pool that beat its worst entry
-#define STAT_CHUNKS 2          // 32-item work chunks of the intersection
-#define STAT_LIVE 3            // queries that expanded a frontier at step t (after the early stop)
-#define NUM_STATS 4
 
 struct Params {
     const u32* tok_in;     // [Q, T, K] proposals (uint32, padding 2^32-1)

@@ -110,7 +110,7 @@ def gpu_step_metrics(gpu: Any, states: StepStates, tokens: np.ndarray, vocab: in
 
 def _host_split(gpu: Any, fused: Callable[[], Any], repeats: int) -> dict[str, Any]:
     """The host time of a fused call split in two: the stepper's own Python work (its launch replaced by a
-    no-op: ``host_py_fused_us``) and cuda.core's launch of the same kernel arguments (``host_launch_us``)."""
+    no-op: ``host_py_fused_us``) and the launch of the same kernel arguments (``host_launch_us``)."""
     import torch
 
     real, calls, keep = gpu._launch_fn, [], []  # keep: the outputs the recorded launches write stay allocated

@@ -98,7 +98,7 @@ def table(records: list[Record]) -> str:
 def brief(records: list[Record]) -> str:
     """One short line per measurement (device and host µs), for a terminal."""
     out = ["case rows states: device us fused / fused 10 per graph / 2 launches | host us (median) fused / "
-           "2 launches | host+sync fused | host us fused = our Python + cuda.core launch"]
+           "2 launches | host+sync fused | host us fused = our Python + the launch"]
     for r in records:
         c, m = r.config, r.metrics
         head = f"{r.workload.get('case', '?')} {c.get('batch', '')}x{c.get('beams', '')}"
