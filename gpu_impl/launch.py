@@ -34,12 +34,18 @@ _LOAD_LOCK = threading.Lock()
 @dataclasses.dataclass(frozen=True)
 class LoadedKernels:
     """A loaded cubin: the cuda.core `Kernel` of each of its entry points, how it was compiled (``compiled``:
-    ``seconds`` and ``from_cache`` are this load's), and the seconds this load took in all."""
+    ``seconds`` and ``from_cache`` are this load's), and the seconds this load took in all.
+
+    Every load of the same cubin on a device shares the kernels, ``module`` (the loaded cubin, kept alive) and
+    ``shared_allowed``: the dynamic shared memory each kernel was allowed so far (raised, never lowered, so
+    one user's smaller workspace never takes back what another's launch needs)."""
 
     file: str
     compiled: CompiledKernel
     kernels: dict[str, Any]
     seconds: float
+    module: Any = None
+    shared_allowed: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return self.kernels[name]
@@ -66,7 +72,7 @@ def load_kernels(file: str, arch: str, defines: dict[str, str] | None = None, de
                 kernels = {name: code.get_kernel(name) for name in names}
             except Exception as e:
                 raise DeviceError(f"loading the kernels {names} of {file} for {arch} failed: {e}") from e
-            hit = _LOADED[key] = LoadedKernels(file, compiled, kernels, time.perf_counter() - t0)
+            hit = _LOADED[key] = LoadedKernels(file, compiled, kernels, time.perf_counter() - t0, code)
             return hit
     seconds = time.perf_counter() - t0
     return dataclasses.replace(hit, compiled=dataclasses.replace(hit.compiled, from_cache=True, seconds=seconds),

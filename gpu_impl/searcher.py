@@ -101,6 +101,7 @@ class GpuSearcher:
         self.compile_seconds: float = loaded.compiled.seconds
         self.compile_from_cache: bool = loaded.compiled.from_cache
         self.kernel = loaded["flashtrie_search"]
+        self._loaded = loaded
         self._launcher = Launcher(loaded, cooperative=True)
         self.load_seconds = loaded.seconds
         self._static_smem = int(value(self.kernel.attributes.shared_size_bytes))
@@ -108,7 +109,6 @@ class GpuSearcher:
         self._smem_optin = self.ctx.smem_optin
         self._blocks_per_sm = blocks_per_sm
         self.stage_inputs = bool(stage_inputs)
-        self._smem_attr_set = 0
         self.last_device_ms: float = float("nan")
         self.last_host_ms: float = float("nan")
         #: host time of the last call by part: preparing the upload, enqueueing copies and the launch,
@@ -176,9 +176,10 @@ class GpuSearcher:
             self.stream.sync()
             self.ctx.trim_pool()
         lw, lu, lo = self._layouts(s)
-        if smem + self._static_smem > 48 * 1024 and smem > self._smem_attr_set:
-            self.ctx.set_max_dynamic_shared(self.kernel, smem)
-            self._smem_attr_set = smem
+        allowed = self._loaded.shared_allowed
+        if smem + self._static_smem > 48 * 1024 and smem > allowed.get("flashtrie_search", 0):
+            self.ctx.set_max_dynamic_shared(self.kernel, smem)  # the kernel is shared: only ever raised
+            allowed["flashtrie_search"] = smem
         grid = grid_size(self.kernel, smem, self._num_sms, self._blocks_per_sm)
         self._ws = build_workspace(self.ctx, s, lw, lu, lo, *self._caps(s.k, s.b), sort_cap, smem, grid,
                                    self.memory_info())

@@ -60,7 +60,8 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     ctx.make_current = lambda: None
     s = object.__new__(S.GpuSearcher)
     s.index, s.ctx, s.device, s.stream, s.kernel = index, ctx, ctx.device, ctx.stream, None
-    s._static_smem, s._smem_optin, s._num_sms, s._blocks_per_sm, s._smem_attr_set = 8720, 232448, 2, None, 0
+    s._static_smem, s._smem_optin, s._num_sms, s._blocks_per_sm = 8720, 232448, 2, None
+    s._loaded = types.SimpleNamespace(shared_allowed={})
     s.stage_inputs, s.last_breakdown, s._ws, s._ln_cache = True, {}, None, {}
     s._stats = s._stats_raw = None
     s._derived, s._checked = {}, set()
@@ -153,3 +154,20 @@ def test_search_launches_the_kernel_with_the_view_and_its_parameters(recorder, m
     want = KERNEL_PARAMS["flashtrie_search"].pack(index_ptr=s._index_ptr, params_ptr=up + s._ws.lu.offsets["params"])
     assert (stream, name, grid, block, smem) == (1234, "flashtrie_search", s._ws.grid, THREADS, s._ws.smem)
     assert params == want and struct.unpack("<QQ", params) == (s._index_ptr, up + s._ws.lu.offsets["params"])
+
+
+def test_searchers_sharing_the_kernel_only_ever_raise_its_shared_memory(recorder, monkeypatch) -> None:
+    """Searchers of one device share the loaded kernel: a smaller workspace never lowers the dynamic shared
+    memory another searcher's launch was allowed."""
+    from flashtrie.gpu_impl.workspace import Shape
+
+    index = NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [3]]))
+    a, b = _fake_searcher(index, [], monkeypatch), _fake_searcher(index, [], monkeypatch)
+    b._loaded = a._loaded
+    allowed: list[int] = []
+    for s in (a, b):
+        s.ctx.set_max_dynamic_shared = lambda kernel, nbytes: allowed.append(nbytes)
+    a._workspace(Shape(1, 2, 4096, 4096, 4096))  # 8 * 4096 * 2 = 64 KiB of sort buffer: over 48 KiB
+    b._workspace(Shape(1, 2, 4096, 2048, 2048))  # 48 KiB: needs its own attribute, but a's allows it
+    b._workspace(Shape(1, 2, 8192, 8192, 8192))  # more than a's: raised
+    assert allowed == [65536, 131072] and a._loaded.shared_allowed == {"flashtrie_search": 131072}
