@@ -131,11 +131,18 @@ def _keyword_packer(cstruct: CStruct, names: tuple[str, ...]) -> Callable[..., b
         pos = off + struct.calcsize(code)
     if cstruct.size > pos:
         parts.append(f"{cstruct.size - pos}x")
-    args = ", ".join(ordered)  # field names are identifiers (checked by CStruct)
-    scope: dict[str, Any] = {"_pack": struct.Struct("".join(parts)).pack}
-    exec(f"def {cstruct.name}(*, {args}):\n    return _pack({args})\n", scope)  # noqa: S102 - names from the table
-    fn = scope[cstruct.name]
-    fn.names = ordered
+    return _generated(cstruct.name, ordered, "".join(parts))
+
+
+def _generated(name: str, args: tuple[str, ...], fmt: str) -> Callable[..., bytes]:
+    """``def name(*, args...): return struct.pack(fmt, args...)``, with ``names`` = ``args``."""
+    if not all(a.isidentifier() and not keyword.iskeyword(a) for a in (name, *args)):
+        raise ValueError(f"{name}: a name that is not an identifier in {list(args)}")
+    text = ", ".join(args)
+    scope: dict[str, Any] = {"_pack": struct.Struct(fmt).pack}
+    exec(f"def {name}(*, {text}):\n    return _pack({text})\n", scope)  # noqa: S102 - identifiers from a table
+    fn = scope[name]
+    fn.names = args
     return cast(Callable[..., bytes], fn)
 
 
@@ -192,6 +199,15 @@ class KernelParams:
                 assert not isinstance(v, (bytes, bytearray)), f"{self.name}: parameter {name} is a number"
                 out += struct.pack("<Q" if kind.endswith("*") else "<" + _CTYPES[kind], int(v))
         return bytes(out) + bytes(-len(out) % 8)
+
+    def packer(self) -> Callable[..., bytes]:
+        """A packer of every parameter by keyword, as fast as `struct.pack` (generated like
+        `CStruct.packer`): for a kernel whose parameters are all scalars (a per-call launch of the search)."""
+        if any(isinstance(k, CStruct) for _, k in self.params):
+            raise ValueError(f"{self.name}: a packer of scalars only; pack structs with `pack`")
+        fmt = "<" + "".join("Q" if k.endswith("*") else _CTYPES[k] + ("4x" if _CTYPES[k] in "If" else "")
+                            for _, k in self.params if isinstance(k, str))
+        return _generated(self.name, tuple(n for n, _ in self.params), fmt)
 
     def declaration(self) -> str:
         """``extern "C" __global__ void name(types...);``: a conflicting redeclaration unless they match."""

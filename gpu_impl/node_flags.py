@@ -17,7 +17,7 @@ from .layout import KERNEL_PARAMS
 __all__ = ["FLAG_THREADS", "derive_node_flags", "flag_bytes"]
 
 FLAG_THREADS = 256
-_PARAMS = KERNEL_PARAMS["ft_node_flags"]
+_PARAMS = KERNEL_PARAMS["ft_node_flags"].packer()
 _LAUNCHERS: dict[tuple[int, str], Launcher] = {}  # (device, arch) -> its launcher (one load per device)
 
 
@@ -42,7 +42,7 @@ def derive_node_flags(ctx: Any, view_ptr: int, out_ptr: int, num_nodes: int) -> 
     try:
         ctx.stream.record(e0)
         launcher.launch(int(ctx.stream.handle), "ft_node_flags", -(-nwords // FLAG_THREADS), FLAG_THREADS,
-                        _PARAMS.pack(view=int(view_ptr), out=int(out_ptr), nwords=nwords))
+                        _PARAMS(view=int(view_ptr), out=int(out_ptr), nwords=nwords))
         ctx.stream.record(e1)
         ctx.stream.sync()
     except Exception as e:

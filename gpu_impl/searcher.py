@@ -55,7 +55,7 @@ __all__ = ["GpuSearcher", "DeviceArray", "GPU_MAX_BEAM", "GPU_MAX_RESULTS", "GPU
 GPU_MAX_BEAM = 8192
 GPU_MAX_RESULTS = 8192
 GPU_MAX_PROPOSALS = 16384
-_SEARCH = KERNEL_PARAMS["flashtrie_search"]
+_SEARCH = KERNEL_PARAMS["flashtrie_search"].packer()
 _GPU_MAX_ROWS = 2**31 - 1  # Q * max(T, B, R): the kernel's 32-bit row and slot indices
 LIMITS = BackendLimits(beam=GPU_MAX_BEAM, results=GPU_MAX_RESULTS, proposals=GPU_MAX_PROPOSALS, steps=MAX_STEPS,
                        rows=_GPU_MAX_ROWS)
@@ -330,7 +330,7 @@ class GpuSearcher:
         e0, e1 = ctx.events
         self.stream.record(e0)
         self._launcher.launch(self._stream_int, "flashtrie_search", ws.grid, THREADS,
-                              _SEARCH.pack(index_ptr=self._index_ptr, params_ptr=up + ws.lu.offsets["params"]),
+                              _SEARCH(index_ptr=self._index_ptr, params_ptr=up + ws.lu.offsets["params"]),
                               ws.smem)
         self.stream.record(e1)
         if not device_out:

@@ -171,6 +171,15 @@ def test_kernel_params_pack_each_parameter_by_name_at_its_offset() -> None:
     assert raw[208:] == mask and head(0xABC, tab) == raw[:32]
     flags = layout.KERNEL_PARAMS["ft_node_flags"].pack(view=1, out=2, nwords=3)
     assert struct.unpack("<QQQ", flags) == (1, 2, 3)
+    assert layout.KERNEL_PARAMS["ft_node_flags"].packer()(nwords=3, out=2, view=1) == flags  # by name, any order
+    search = layout.KERNEL_PARAMS["flashtrie_search"].packer()
+    assert search(index_ptr=5, params_ptr=6) == struct.pack("<QQ", 5, 6)
+    with pytest.raises(TypeError, match="flashtrie_search\\(\\) missing 1 required keyword-only argument"):
+        search(index_ptr=5)
+    with pytest.raises(ValueError, match="scalars only"):
+        k.packer()
+    u32 = layout.KernelParams("k", "x.cu", (("a", "u32"), ("b", "u64")))
+    assert u32.packer()(a=1, b=2) == u32.pack(a=1, b=2) == struct.pack("<I4xQ", 1, 2)
     with pytest.raises(ValueError, match="in that order"):
         k.pack(T=tab, view=1)  # the kernel's order
     with pytest.raises(ValueError, match="expected 24 bytes of Tab"):
