@@ -20,17 +20,17 @@ import text_tokenizers as tt
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flashtrie import InputError, KeywordSet, NarrowLoudsIndex
+from flashtrie import InputError, KeywordSet, NarrowLoudsIndex, Proposals
 from flashtrie.cli import main
 
-FRAGMENTS = ["red", " shoes", "Paris", " ", "東京", "São", "e\u0301", "\u00e9", "Ame\u0301lie", "🌧", "👩\u200d👩\u200d👧",
-             "שלום", "مرحبا", "\u200f", "\u200e", "\u200b", "\u200c", "\u200d", "\ufeff", "\u0301", "<eos>",
-             "<|endoftext|>", "<unk>", "  new york "]
+FRAGMENTS = ["red", " shoes", "Paris", " ", "東京", "São", "e\u0301", "\u00e9", "Ame\u0301lie", "🌧",
+             "👩\u200d👩\u200d👧", "שלום", "مرحبا", "\u200f", "\u200e", "\u200b", "\u200c", "\u200d",
+             "\ufeff", "\u0301", "<eos>", "<|endoftext|>", "<unk>", "  new york "]
 chars = st.characters(codec="utf-8", exclude_categories=("Cs",), exclude_characters="\n\r")
 name = st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(chars, min_size=1, max_size=3)), min_size=1,
                 max_size=4).map("".join)
 names = st.lists(name, min_size=1, max_size=8)
-EXAMPLES = 12
+EXAMPLES = 10
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def specs(clean, tmp_path_factory) -> dict[str, tuple[str, str, str]]:
 
 
 @pytest.mark.parametrize("spec", ["bpe", "unigram", "fast", "tiktoken", "sentencepiece"])
-@settings(max_examples=5)
+@settings(max_examples=4)
 @given(texts=names, bom=st.booleans(), crlf=st.booleans())
 def test_cli_build_is_the_tokenizers_own_encoding(clean, specs, tmp_path_factory, spec, texts, bom, crlf):
     path, key, kind = specs[spec]
@@ -197,3 +197,62 @@ def test_cli_build_is_the_tokenizers_own_encoding(clean, specs, tmp_path_factory
     assert main(["build", os.fspath(tmp / "names.txt"), "--tokenizer", path, "-o", os.fspath(out), "--quiet",
                  "--duplicates", "keep", "--unknown", "keep"]) == 0
     _check_index(NarrowLoudsIndex.load(out), texts, own)
+
+
+def test_sampling_transformers_tokenizer_refused_by_name(clean):
+    from transformers import BertGenerationTokenizer
+
+    tok = BertGenerationTokenizer(vocab_file=os.fspath(clean["sp_file"]),
+                                  sp_model_kwargs={"enable_sampling": True, "alpha": 0.5, "nbest_size": -1})
+    with pytest.raises(InputError, match=r"tokenizer: BertGenerationTokenizer samples .*enable_sampling"):
+        KeywordSet.from_texts(["red shoes"], tok)
+
+
+def test_a_callable_returning_a_tokenizers_result_is_told_to_pass_the_tokenizer(clean):
+    bpe, fast = _padded(clean["bpe"], pad_id=0), clean["fast"]
+    with pytest.raises(InputError, match=r"tokenizer\(texts\[0\]\): returned a tokenizers Encoding.*pass the "
+                                         r"tokenizers.Tokenizer itself"):
+        KeywordSet.from_texts(["red"], lambda s: bpe.encode(s))
+    with pytest.raises(InputError, match=r"'input_ids'.*pass the transformers tokenizer itself"):
+        KeywordSet.from_texts(["red"], lambda s: fast(s))
+
+
+def test_unknown_tokens_refused_naming_the_texts_or_kept(clean, tmp_path, capsys):
+    uni = clean["unigram"]
+    texts = ["red 🌧", "red ☔", "paris", "red 🌂", "new 🗽", "york ⛱"]
+    with pytest.raises(InputError, match=r"texts: 5 texts hold the tokenizer's unknown token \(id 0: .*them: "
+                                         r"texts\[0\] = 'red 🌧', texts\[1\] = 'red ☔', texts\[3\] = 'red 🌂' "
+                                         r"and 2 more; pass unknown='keep'"):
+        KeywordSet.from_texts(texts, uni)
+    with pytest.raises(InputError, match="has the same tokens as"):  # kept, they collapse: then said so
+        KeywordSet.from_texts(texts, uni, unknown="keep")
+    kept = KeywordSet.from_texts(texts, uni, unknown="keep", duplicates="keep")
+    assert kept.to_sequences() == [uni.encode(t, add_special_tokens=False).ids for t in texts]
+    with pytest.raises(InputError, match=r"unknown: expected 'error' or 'keep', got 'warn'"):
+        KeywordSet.from_texts(texts, uni, unknown="warn")  # type: ignore[arg-type]
+    uni.save(os.fspath(tmp_path / "u.json"))
+    (tmp_path / "names.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    build = ["build", os.fspath(tmp_path / "names.txt"), "-o", os.fspath(tmp_path / "n.ftrie"), "--quiet"]
+    assert main([*build, "--tokenizer", os.fspath(tmp_path / "u.json")]) != 0
+    err = capsys.readouterr().err
+    assert "5 texts hold the tokenizer's unknown token" in err and "--unknown keep" in err and "unknown='" not in err
+    assert main([*build, "--tokenizer", os.fspath(tmp_path / "u.json"), "--unknown", "keep",
+                 "--duplicates", "keep"]) == 0
+    assert NarrowLoudsIndex.load(tmp_path / "n.ftrie").texts(list(range(6))) == texts
+    assert main([*build, "--unknown", "keep"]) != 0
+    assert "--unknown: applies to names tokenized with --tokenizer" in capsys.readouterr().err
+
+
+def test_a_bom_never_reaches_a_name(clean, tmp_path):
+    from flashtrie.datasets.io import load_names
+
+    (tmp_path / "names.txt").write_bytes("\ufeffred shoes\r\nparis\r\n".encode())
+    assert load_names(tmp_path / "names.txt") == ["red shoes", "paris"]
+    (tmp_path / "q.tsv").write_bytes('\ufeffred things\t{"indices": [[1]], "probs": [[-0.5]]}\n'.encode())
+    _, query_names = Proposals.from_tsv(tmp_path / "q.tsv")
+    assert query_names == ["red things"]
+    out = tmp_path / "n.ftrie"
+    assert main(["build", os.fspath(tmp_path / "names.txt"), "--tokenizer", os.fspath(clean["sp_file"]), "-o",
+                 os.fspath(out), "--quiet"]) == 0
+    ix = NarrowLoudsIndex.load(out)
+    assert ix.text(0) == "red shoes" and ix.keyword(0).tolist() == clean["sp"].encode("red shoes")
