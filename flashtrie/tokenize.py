@@ -5,8 +5,9 @@
 * a ``tiktoken.Encoding`` (``encode_ordinary_batch``: special-token text is encoded as plain text),
 * a ``tokenizers.Tokenizer`` (``encode_batch_fast`` / ``encode_batch``, ``add_special_tokens=False``; a
   tokenizer with padding, truncation or BPE dropout on is encoded through a copy with them off),
-* a ``transformers`` tokenizer (called on a list, ``add_special_tokens=False``, no padding or truncation; BPE
-  dropout is turned off on a copy, and sentencepiece sampling in ``sp_model_kwargs`` is refused),
+* a ``transformers`` tokenizer (called on a list, ``add_special_tokens=False``, no padding or truncation, through
+  a copy where its backend has padding, truncation or BPE dropout on; sentencepiece sampling in
+  ``sp_model_kwargs`` is refused),
 * a ``sentencepiece.SentencePieceProcessor`` (``encode`` of a list: no BOS / EOS, forward, no sampling,
   whatever the processor was constructed with),
 * a bound ``encode`` / ``encode_ordinary`` / ``__call__`` of any of these (taken as the tokenizer itself),
@@ -138,8 +139,8 @@ def _transformers_encoder(t: Any) -> Encoder:
         raise InputError(f"tokenizer: {type(t).__name__} samples its encodings (sp_model_kwargs={sampling}), so "
                          "a text's tokens would change from call to call; load it without enable_sampling")
     backend = getattr(t, "backend_tokenizer", None)
-    if backend is not None and getattr(backend.model, "dropout", None):
-        t = copy.deepcopy(t)
+    if backend is not None and (backend.padding or backend.truncation or getattr(backend.model, "dropout", None)):
+        t = copy.deepcopy(t)  # transformers' own call resets padding and truncation on the object it is given
         backend = t.backend_tokenizer
         backend.model.dropout = None
     unknown = _tokenizers_unknown(backend) if backend is not None else getattr(t, "unk_token_id", None)

@@ -80,6 +80,18 @@ def _fast(clean: dict[str, Any], backend: Any) -> Any:
                                    model_max_length=2)
 
 
+def _fast_file(clean: dict[str, Any]) -> Any:
+    """A transformers tokenizer read from a tokenizer.json saved with padding and truncation on."""
+    from transformers import PreTrainedTokenizerFast
+
+    path = clean["sp_file"].parent / "padded-tokenizer.json"
+    if not path.exists():
+        t = _padded(clean["bpe"], length=9, pad_id=0)
+        t.enable_truncation(max_length=2)
+        t.save(os.fspath(path))
+    return PreTrainedTokenizerFast(tokenizer_file=os.fspath(path))
+
+
 def _sp(clean: dict[str, Any], **kw: Any) -> Any:
     import sentencepiece as spm
 
@@ -99,6 +111,7 @@ CONFIGS: dict[str, tuple[str, str, Callable[[dict[str, Any]], Any]]] = {
     "bpe-all-on-bound-encode": ("bpe", "tokenizers", lambda c: _everything_on(c["bpe"]).encode),
     "unigram-all-on": ("unigram", "tokenizers", lambda c: _everything_on(c["unigram"])),
     "transformers-fast-all-on": ("fast", "transformers", lambda c: _fast(c, _everything_on(c["bpe"]))),
+    "transformers-fast-from-padded-file": ("fast", "transformers", lambda c: _fast_file(c)),
     "transformers-fast-bound-encode": ("fast", "transformers", lambda c: _fast(c, _copy(c["bpe"])).encode),
     "transformers-fast-bound-call": ("fast", "transformers", lambda c: _fast(c, _copy(c["bpe"])).__call__),
     "transformers-slow": ("slow", "transformers", lambda c: c["slow"]),
