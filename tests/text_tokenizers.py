@@ -90,6 +90,17 @@ def transformers_slow(model_file: Path) -> Any:
     return BertGenerationTokenizer(vocab_file=os.fspath(model_file))
 
 
+def transformers_python(tmp: Path) -> Any:
+    """A transformers WordPiece tokenizer written in Python (no tokenizers backend), [UNK] for what it lacks."""
+    from transformers import BertTokenizerLegacy
+
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "red", "shoes", "paris", "new", "york", *letters,
+             *(f"##{c}" for c in letters)]
+    (tmp / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    return BertTokenizerLegacy(vocab_file=os.fspath(tmp / "vocab.txt"))
+
+
 def encode_one(kind: str, tok: Any, text: str) -> list[int]:
     """The library's own single-string encoding, without special tokens."""
     if kind == "tokenizers":
