@@ -280,7 +280,7 @@ def test_unknown_tokens_refused_naming_the_texts_or_kept(clean, tmp_path, capsys
     assert "--unknown: applies to names tokenized with --tokenizer" in capsys.readouterr().err
 
 
-def test_a_bom_never_reaches_a_name(clean, tmp_path):
+def test_a_bom_never_reaches_a_name(clean, tmp_path, capsys):
     from flashtrie.datasets.io import load_names
 
     (tmp_path / "names.txt").write_bytes("\ufeffred shoes\r\nparis\r\n".encode())
@@ -293,3 +293,5 @@ def test_a_bom_never_reaches_a_name(clean, tmp_path):
                  os.fspath(out), "--quiet"]) == 0
     ix = NarrowLoudsIndex.load(out)
     assert ix.text(0) == "red shoes" and ix.keyword(0).tolist() == clean["sp"].encode("red shoes")
+    assert main(["build", os.fspath(tmp_path / "names.txt"), "-o", os.fspath(out), "--quiet"]) != 0
+    assert "holds words (line 1: 'red shoes')" in capsys.readouterr().err  # no tokenizer: the advice quotes it

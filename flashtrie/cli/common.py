@@ -221,7 +221,7 @@ def _looks_like_names(path: str) -> str | None:
         return None
     if head.startswith((b"FLTRIE", b"PK\x03\x04", b"\x93NUMPY")):
         return None
-    text = head.decode("utf-8", "ignore")
+    text = head.decode("utf-8-sig", "ignore")
     first = text.lstrip().split("\n", 1)[0].rstrip("\r")
     return first if any(c.isalpha() for c in text) else None
 
