@@ -130,8 +130,9 @@ class KeywordSet:
         in batches on their own threads.  Refused with an `InputError` before any index is built: an item that
         is not a ``str`` (before any tokenizing), a text that tokenizes to nothing, a token outside
         ``[0, vocab_size)`` (``vocab_size`` defaults to the tokenizer's own where it has one, else
-        ``2**32 - 1``), with ``unknown="error"`` (the default) a text holding the tokenizer's unknown token
-        (a character its vocabulary lacks; ``unknown="keep"`` keeps them), and, with ``duplicates="error"``
+        ``2**32 - 1``), with ``unknown="error"`` (the default) a text holding a character the tokenizer's
+        vocabulary lacks (its unknown token, or a character a BPE without one drops; ``unknown="keep"`` keeps
+        them), and, with ``duplicates="error"``
         (the default), two texts with the same tokens.  ``duplicates="keep"`` keeps them: ids stay the input
         positions, and the index returns the first of equal keywords (`NarrowLoudsIndex.duplicates` counts the
         others).  ``progress`` shows a progress bar on stderr.
@@ -160,7 +161,7 @@ class KeywordSet:
                     if empty.size > 1 else "")
             raise InputError(f"texts[{i}] = {items[i][:60]!r} tokenizes to no tokens{more}; every keyword needs at "
                              "least one token (drop or fix such texts)")
-        problem = unknown_problem(items, tokens, offsets, enc.unknown) if unknown == "error" else None
+        problem = unknown_problem(items, tokens, offsets, enc) if unknown == "error" else None
         if problem:
             raise InputError(f"texts: {problem}; pass unknown='keep' to keep them, or drop or fix such texts")
         tok32 = tokens.astype(np.uint32)

@@ -15,7 +15,8 @@
 
 A keyword's tokens are thus the tokenizer's own deterministic encoding of its text, without special tokens,
 padding or truncation.  `Encoder.unknown` is the id of the tokenizer's unknown token where its kind exposes
-one (`unknown_problem` names the texts that hold it).
+one, `Encoder.dropped` finds the characters a BPE with neither an unknown token nor byte fallback drops, and
+`unknown_problem` names the texts that hold either.
 
 `load_tokenizer(spec)` opens one from a file or an offline name, for ``flashtrie build --tokenizer``.
 """
@@ -62,6 +63,9 @@ class Encoder:
     vocab_size: int | None  # None where the tokenizer does not say
     checked: bool  # True: outputs are Python int lists from a known library; False: checked token by token
     unknown: int | None = None  # the id of the tokenizer's unknown token, where its kind exposes one
+    #: the characters of some texts that the tokenizer drops without a trace (a BPE model with neither an unknown
+    #: token nor byte fallback), where that can happen
+    dropped: Callable[[Sequence[str]], set[str]] | None = None
 
 
 def encoder(tokenizer: Any) -> Encoder:
@@ -77,7 +81,8 @@ def encoder(tokenizer: Any) -> Encoder:
         plain = _plain_tokenizers(t)
         fast = getattr(plain, "encode_batch_fast", None) or plain.encode_batch
         return Encoder(kind, lambda xs: [e.ids for e in fast(xs, add_special_tokens=False)],
-                       int(plain.get_vocab_size(with_added_tokens=True)), True, _tokenizers_unknown(plain))
+                       int(plain.get_vocab_size(with_added_tokens=True)), True, _tokenizers_unknown(plain),
+                       _bpe_drops(plain))
     if kind == "transformers":
         return _transformers_encoder(t)
     if kind == "sentencepiece":
@@ -131,6 +136,42 @@ def _tokenizers_unknown(t: Any) -> int | None:
     return _nonnegative(t.token_to_id(name)) if isinstance(name, str) and name else None
 
 
+def _bpe_drops(t: Any) -> Callable[[Sequence[str]], set[str]] | None:
+    """For a ``tokenizers.Tokenizer`` whose BPE model has neither an unknown token nor byte fallback (it drops a
+    character its vocabulary lacks), the function giving such characters of some texts (as the model sees
+    them: normalized and pre-tokenized); None where nothing can be dropped so (a byte-level BPE with all 256
+    byte characters, or another model)."""
+    try:
+        state = json.loads(t.model.__getstate__())
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if state.get("type") != "BPE" or state.get("byte_fallback") or _tokenizers_unknown(t) is not None:
+        return None
+    vocab = t.get_vocab(with_added_tokens=False)
+    forms = ((state.get("continuing_subword_prefix") or "", ""), ("", ""), ("", state.get("end_of_word_suffix") or ""))
+
+    def lacks(c: str) -> bool:
+        return all(a + c + b not in vocab for a, b in forms)
+
+    def seen(text: str) -> set[str]:
+        if t.normalizer is not None:
+            text = t.normalizer.normalize_str(text)
+        pieces = [p for p, _ in t.pre_tokenizer.pre_tokenize_str(text)] if t.pre_tokenizer is not None else [text]
+        return set("".join(pieces))
+
+    if not any(lacks(c) for c in seen("".join(map(chr, range(256))))):
+        return None  # every byte's character is in the vocabulary: a byte-level BPE drops nothing
+
+    def dropped(texts: Sequence[str]) -> set[str]:
+        joiner = set() if any("\n" in x for x in texts) else seen("\n")
+        out: set[str] = set()
+        for a in range(0, len(texts), BATCH):
+            out |= {c for c in seen("\n".join(texts[a : a + BATCH])) - joiner if lacks(c)}
+        return out
+
+    return dropped
+
+
 def _transformers_encoder(t: Any) -> Encoder:
     """The `Encoder` of a transformers tokenizer: no special tokens, padding or truncation; a copy without BPE
     dropout where it is on; sentencepiece sampling refused by name."""
@@ -150,7 +191,8 @@ def _transformers_encoder(t: Any) -> Encoder:
                  return_token_type_ids=False)["input_ids"]
 
     return Encoder("transformers", call, int(len(t)), True,
-                   _nonnegative(unknown) if isinstance(unknown, int) else None)
+                   _nonnegative(unknown) if isinstance(unknown, int) else None,
+                   _bpe_drops(backend) if backend is not None else None)
 
 
 def _nonnegative(i: int | None) -> int | None:
@@ -216,20 +258,29 @@ def _token_sequence(seq: Any, name: str) -> np.ndarray:
     return check_token_sequence(seq, name)
 
 
-def unknown_problem(texts: Sequence[str], tokens: np.ndarray, offsets: np.ndarray, unknown: int | None
-                    ) -> str | None:
-    """What is wrong when texts tokenize to the tokenizer's unknown token ``unknown`` (a character its
-    vocabulary lacks: such keywords cannot be told apart by their tokens), naming the first few; else None."""
-    if unknown is None:
-        return None
-    at = np.flatnonzero(tokens == unknown)
-    if not at.size:
-        return None
-    rows = np.unique(np.searchsorted(offsets, at, side="right") - 1)
-    shown = ", ".join(f"texts[{int(i)}] = {texts[int(i)][:40]!r}" for i in rows[:3])
-    more = f" and {rows.size - 3:,} more" if rows.size > 3 else ""
-    return (f"{rows.size:,} texts hold the tokenizer's unknown token (id {unknown}: a character its vocabulary "
-            f"lacks), so their tokens do not spell them: {shown}{more}")
+def unknown_problem(texts: Sequence[str], tokens: np.ndarray, offsets: np.ndarray, enc: Encoder) -> str | None:
+    """What is wrong when texts hold characters the tokenizer's vocabulary lacks (they tokenize to its unknown
+    token, or are dropped), so that their tokens do not spell them, naming the first few; else None."""
+    if enc.unknown is not None:
+        at = np.flatnonzero(tokens == enc.unknown)
+        if at.size:
+            rows = np.unique(np.searchsorted(offsets, at, side="right") - 1).tolist()
+            return _texts_that(texts, rows, f"the tokenizer's unknown token (id {enc.unknown}: a character its "
+                                            "vocabulary lacks), so their tokens do not spell them")
+    lost = enc.dropped(texts) if enc.dropped is not None else set()
+    if lost:
+        chars = "".join(sorted(lost))
+        rows = [i for i, x in enumerate(texts) if not lost.isdisjoint(x)]
+        what = (f"characters the tokenizer's vocabulary lacks ({chars[:20]!r}), which its BPE model (no unknown "
+                "token, no byte fallback) drops without a trace")
+        return _texts_that(texts, rows, what) if rows else f"texts hold {what} (after its normalizer)"
+    return None
+
+
+def _texts_that(texts: Sequence[str], rows: list[int], what: str) -> str:
+    shown = ", ".join(f"texts[{i}] = {texts[i][:40]!r}" for i in rows[:3])
+    more = f" and {len(rows) - 3:,} more" if len(rows) > 3 else ""
+    return f"{len(rows):,} {'text holds' if len(rows) == 1 else 'texts hold'} {what}: {shown}{more}"
 
 
 def load_tokenizer(spec: str) -> Any:

@@ -39,7 +39,8 @@ def clean(tmp_path_factory) -> dict[str, Any]:
     """One tokenizer of each kind, as trained (no settings), and the sentencepiece model file; transformers and
     tiktoken (optional extras) only where installed."""
     tmp = tmp_path_factory.mktemp("tok")
-    found = {"bpe": tt.bpe(), "unigram": tt.unigram(), "sp": tt.sentencepiece_model(tmp), "sp_file": tmp / "sp.model"}
+    found = {"bpe": tt.bpe(), "unigram": tt.unigram(), "chars": tt.char_bpe(), "sp": tt.sentencepiece_model(tmp),
+             "sp_file": tmp / "sp.model"}
     if importlib.util.find_spec("transformers"):
         found.update(fast=tt.transformers_fast(), slow=tt.transformers_slow(tmp / "sp.model"),
                      python=tt.transformers_python(tmp))
@@ -120,6 +121,7 @@ CONFIGS: dict[str, tuple[str, str, Callable[[dict[str, Any]], Any]]] = {
     "bpe-all-on": ("bpe", "tokenizers", lambda c: _everything_on(c["bpe"])),
     "bpe-all-on-bound-encode": ("bpe", "tokenizers", lambda c: _everything_on(c["bpe"]).encode),
     "unigram-all-on": ("unigram", "tokenizers", lambda c: _everything_on(c["unigram"])),
+    "char-bpe-without-unknown-token": ("chars", "tokenizers", lambda c: _padded(c["chars"], pad_id=0)),
     "transformers-fast-all-on": ("fast", "transformers", lambda c: _fast(c, _everything_on(c["bpe"]))),
     "transformers-fast-from-padded-file": ("fast", "transformers", lambda c: _fast_file(c)),
     "transformers-fast-bound-encode": ("fast", "transformers", lambda c: _fast(c, _copy(c["bpe"])).encode),
@@ -146,6 +148,17 @@ def _unknown_id(clean: dict[str, Any], key: str) -> int | None:
     if key == "sp":
         return int(clean["sp"].unk_id())
     return clean[key].unk_token_id if key in ("slow", "python") else None
+
+
+def _loses_characters(clean: dict[str, Any], key: str, texts: list[str], own: list[list[int]]) -> bool:
+    """Whether some text's tokens do not spell it: the unknown token, or (a BPE without one) a dropped character
+    (its tokens do not spell its pre-tokenized pieces)."""
+    if key == "chars":
+        tok = clean["chars"]
+        return any("".join(map(tok.id_to_token, o)) != "".join(p for p, _ in tok.pre_tokenizer.pre_tokenize_str(t))
+                   for t, o in zip(texts, own, strict=True))
+    unk = _unknown_id(clean, key)
+    return unk is not None and any(unk in o for o in own)
 
 
 def _state(tok: Any) -> Any:
@@ -183,9 +196,8 @@ def test_from_texts_is_the_tokenizers_own_encoding(clean, tmp_path_factory, conf
     ix.save(path)
     for index in (ix, NarrowLoudsIndex.load(path)):
         _check_index(index, texts, own)
-    unk = _unknown_id(clean, key)
-    if unk is not None and any(unk in o for o in own):
-        with pytest.raises(InputError, match=r"unknown token .*unknown='keep'"):
+    if _loses_characters(clean, key, texts, own):
+        with pytest.raises(InputError, match=r"(unknown token|drops without a trace).*unknown='keep'"):
             KeywordSet.from_texts(texts, tok, duplicates="keep")
     else:
         assert KeywordSet.from_texts(texts, tok, duplicates="keep").to_sequences() == own
@@ -278,6 +290,17 @@ def test_unknown_tokens_refused_naming_the_texts_or_kept(clean, tmp_path, capsys
     assert NarrowLoudsIndex.load(tmp_path / "n.ftrie").texts(list(range(6))) == texts
     assert main([*build, "--unknown", "keep"]) != 0
     assert "--unknown: applies to names tokenized with --tokenizer" in capsys.readouterr().err
+
+
+def test_characters_a_bpe_drops_refused_naming_the_texts(clean):
+    texts = ["red 🌧", "red", "paris ☔", "new york"]
+    with pytest.raises(InputError, match=r"texts: 2 texts hold characters the tokenizer's vocabulary lacks "
+                                         r"\('☔🌧'\), which its BPE model .* drops without a trace: texts\[0\] = "
+                                         r"'red 🌧', texts\[2\] = 'paris ☔'; pass unknown='keep'"):
+        KeywordSet.from_texts(texts, clean["chars"])
+    with pytest.raises(InputError, match=r"texts\[1\] = 'red' has the same tokens as texts\[0\] = 'red 🌧'"):
+        KeywordSet.from_texts(texts, clean["chars"], unknown="keep")
+    assert len(KeywordSet.from_texts(texts[2:], clean["chars"], unknown="keep")) == 2
 
 
 def test_a_bom_never_reaches_a_name(clean, tmp_path, capsys):

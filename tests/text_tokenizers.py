@@ -39,6 +39,17 @@ def unigram(names: list[str] = NAMES) -> Any:
     return tok
 
 
+def char_bpe(names: list[str] = NAMES) -> Any:
+    """A BPE over characters (`tokenizers`, split on whitespace) with neither an unknown token nor byte fallback:
+    it drops a character its vocabulary lacks."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(names * 3, trainers.BpeTrainer(vocab_size=80, show_progress=False))
+    return tok
+
+
 def transformers_fast(names: list[str] = NAMES) -> Any:
     from transformers import PreTrainedTokenizerFast
 
