@@ -165,8 +165,8 @@ def _bpe_drops(t: Any) -> Callable[[Sequence[str]], set[str]] | None:
     def dropped(texts: Sequence[str]) -> set[str]:
         joiner = set() if any("\n" in x for x in texts) else seen("\n")
         out: set[str] = set()
-        for a in range(0, len(texts), BATCH):
-            out |= {c for c in seen("\n".join(texts[a : a + BATCH])) - joiner if lacks(c)}
+        for a in range(0, len(texts), 512):  # pre-tokenizing a longer string costs more than linear time
+            out |= {c for c in seen("\n".join(texts[a : a + 512])) - joiner if lacks(c)}
         return out
 
     return dropped
