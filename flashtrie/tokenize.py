@@ -136,6 +136,12 @@ def _tokenizers_unknown(t: Any) -> int | None:
     return _nonnegative(t.token_to_id(name)) if isinstance(name, str) and name else None
 
 
+#: Characters whose UTF-8 encodings hold every byte that UTF-8 text can hold (ASCII, every continuation byte,
+#: every lead byte of 2, 3 and 4 byte characters).
+_EVERY_BYTE = "".join(map(chr, [*range(0x800), 0x800, *range(0x1000, 0x10000, 0x1000), 0x10000, 0x40000, 0x80000,
+                                0xC0000, 0x100000]))
+
+
 def _bpe_drops(t: Any) -> Callable[[Sequence[str]], set[str]] | None:
     """For a ``tokenizers.Tokenizer`` whose BPE model has neither an unknown token nor byte fallback (it drops a
     character its vocabulary lacks), the function giving such characters of some texts (as the model sees
@@ -153,14 +159,18 @@ def _bpe_drops(t: Any) -> Callable[[Sequence[str]], set[str]] | None:
     def lacks(c: str) -> bool:
         return all(a + c + b not in vocab for a, b in forms)
 
+    added = sorted((a.content for a in t.get_added_tokens_decoder().values()), key=len, reverse=True)
+
     def seen(text: str) -> set[str]:
+        for a in added:  # an added token is matched as a whole, before the model
+            text = text.replace(a, "\n")
         if t.normalizer is not None:
             text = t.normalizer.normalize_str(text)
         pieces = [p for p, _ in t.pre_tokenizer.pre_tokenize_str(text)] if t.pre_tokenizer is not None else [text]
         return set("".join(pieces))
 
-    if not any(lacks(c) for c in seen("".join(map(chr, range(256))))):
-        return None  # every byte's character is in the vocabulary: a byte-level BPE drops nothing
+    if not any(lacks(c) for c in seen(_EVERY_BYTE)):
+        return None  # a byte-level BPE whose vocabulary holds every byte's character drops nothing
 
     def dropped(texts: Sequence[str]) -> set[str]:
         joiner = set() if any("\n" in x for x in texts) else seen("\n")
@@ -183,7 +193,8 @@ def _transformers_encoder(t: Any) -> Encoder:
     if backend is not None and (backend.padding or backend.truncation or getattr(backend.model, "dropout", None)):
         t = copy.deepcopy(t)  # transformers' own call resets padding and truncation on the object it is given
         backend = t.backend_tokenizer
-        backend.model.dropout = None
+        if getattr(backend.model, "dropout", None):
+            backend.model.dropout = None
     unknown = _tokenizers_unknown(backend) if backend is not None else getattr(t, "unk_token_id", None)
 
     def call(xs: list[str]) -> Sequence[Sequence[int]]:

@@ -43,7 +43,7 @@ def clean(tmp_path_factory) -> dict[str, Any]:
              "sp_file": tmp / "sp.model"}
     if importlib.util.find_spec("transformers"):
         found.update(fast=tt.transformers_fast(), slow=tt.transformers_slow(tmp / "sp.model"),
-                     python=tt.transformers_python(tmp))
+                     python=tt.transformers_python(tmp), fast_unigram=_fast(found, _copy(found["unigram"])))
     if importlib.util.find_spec("tiktoken"):
         found["tiktoken"] = tt.tiktoken_encoding()
     return found
@@ -123,6 +123,8 @@ CONFIGS: dict[str, tuple[str, str, Callable[[dict[str, Any]], Any]]] = {
     "unigram-all-on": ("unigram", "tokenizers", lambda c: _everything_on(c["unigram"])),
     "char-bpe-without-unknown-token": ("chars", "tokenizers", lambda c: _padded(c["chars"], pad_id=0)),
     "transformers-fast-all-on": ("fast", "transformers", lambda c: _fast(c, _everything_on(c["bpe"]))),
+    "transformers-fast-unigram-padded": ("fast_unigram", "transformers",
+                                         lambda c: _fast(c, _padded(c["unigram"], length=9, pad_id=0))),
     "transformers-fast-from-padded-file": ("fast", "transformers", lambda c: _fast_file(c)),
     "transformers-fast-bound-encode": ("fast", "transformers", lambda c: _fast(c, _copy(c["bpe"])).encode),
     "transformers-fast-bound-call": ("fast", "transformers", lambda c: _fast(c, _copy(c["bpe"])).__call__),
@@ -143,7 +145,7 @@ def _own(clean: dict[str, Any], key: str, kind: str, texts: list[str]) -> list[l
 
 
 def _unknown_id(clean: dict[str, Any], key: str) -> int | None:
-    if key == "unigram":
+    if key in ("unigram", "fast_unigram"):
         return 0
     if key == "sp":
         return int(clean["sp"].unk_id())
