@@ -126,14 +126,15 @@ def _own_arrays(path: str | os.PathLike[str]) -> KeywordSet | None:
 
 
 def load_names(path: str | os.PathLike[str]) -> list[str]:
-    """One identifier per line of a UTF-8 text file (the line end, ``\n`` or ``\r\n``, is not part of it; blank
-    lines at the end are ignored, other blank lines are refused by line number)."""
+    """One identifier per line of a UTF-8 text file (a leading byte order mark is not part of the first; the
+    line end, ``\n`` or ``\r\n``, is not part of it; blank lines at the end are ignored, other blank lines are
+    refused by line number)."""
     try:
         raw = open(path, "rb").read()
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a BOM (Windows editors write one) is not part of the first name
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         raise InputError(f"{path}: line {line}: not UTF-8 text ({e.reason}); save the names as UTF-8") from None

@@ -117,24 +117,32 @@ class KeywordSet:
 
     @classmethod
     def from_texts(cls, texts: Sequence[str], tokenizer: Any, *, duplicates: Literal["error", "keep"] = "error",
-                   vocab_size: int | None = None, progress: bool = False) -> KeywordSet:
+                   unknown: Literal["error", "keep"] = "error", vocab_size: int | None = None,
+                   progress: bool = False) -> KeywordSet:
         """Tokenize ``texts`` (one identifier each) and keep them: keyword i is ``tokenizer(texts[i])`` and its
         string is ``texts[i]`` (`NarrowLoudsIndex.text` gives it back).
 
         ``tokenizer``: a callable ``str -> Sequence[int]``, a ``tokenizers.Tokenizer``, a ``transformers``
-        tokenizer, a ``tiktoken`` Encoding or a ``sentencepiece`` processor (`flashtrie.tokenize`); no special
-        tokens are added, and the libraries tokenize in batches on their own threads.  Refused with an
-        `InputError` before any index is built: an item that is not a ``str`` (before any tokenizing), a text
-        that tokenizes to nothing, a token outside ``[0, vocab_size)`` (``vocab_size`` defaults to the
-        tokenizer's own where it has one, else ``2**32 - 1``), and, with ``duplicates="error"`` (the default),
-        two texts with the same tokens.  ``duplicates="keep"`` keeps them: ids stay the input positions, and
-        the index returns the first of equal keywords (`NarrowLoudsIndex.duplicates` counts the others).
-        ``progress`` shows a progress bar on stderr.
+        tokenizer, a ``tiktoken`` Encoding or a ``sentencepiece`` processor (`flashtrie.tokenize`), or a bound
+        ``encode`` of one.  Keyword i is the tokenizer's own deterministic encoding of ``texts[i]`` without
+        special tokens: the tokenizer's padding, truncation, BPE dropout, sentencepiece sampling, reversing and
+        BOS / EOS settings never apply (the caller's tokenizer is left unchanged), and the libraries tokenize
+        in batches on their own threads.  Refused with an `InputError` before any index is built: an item that
+        is not a ``str`` (before any tokenizing), a text that tokenizes to nothing, a token outside
+        ``[0, vocab_size)`` (``vocab_size`` defaults to the tokenizer's own where it has one, else
+        ``2**32 - 1``), with ``unknown="error"`` (the default) a text holding a character the tokenizer's
+        vocabulary lacks (its unknown token, or a character a BPE without one drops; ``unknown="keep"`` keeps
+        them), and, with ``duplicates="error"``
+        (the default), two texts with the same tokens.  ``duplicates="keep"`` keeps them: ids stay the input
+        positions, and the index returns the first of equal keywords (`NarrowLoudsIndex.duplicates` counts the
+        others).  ``progress`` shows a progress bar on stderr.
         """
-        from .tokenize import encode_texts, encoder
+        from .tokenize import encode_texts, encoder, unknown_problem
 
         if duplicates not in ("error", "keep"):
             raise InputError(f"duplicates: expected 'error' or 'keep', got {duplicates!r}")
+        if unknown not in ("error", "keep"):
+            raise InputError(f"unknown: expected 'error' or 'keep', got {unknown!r}")
         if isinstance(texts, (str, bytes)):
             raise InputError("texts: expected a sequence of strings, got one string; wrap it in a list")
         items = texts if isinstance(texts, Sequence) else list(texts)
@@ -153,6 +161,9 @@ class KeywordSet:
                     if empty.size > 1 else "")
             raise InputError(f"texts[{i}] = {items[i][:60]!r} tokenizes to no tokens{more}; every keyword needs at "
                              "least one token (drop or fix such texts)")
+        problem = unknown_problem(items, tokens, offsets, enc) if unknown == "error" else None
+        if problem:
+            raise InputError(f"texts: {problem}; pass unknown='keep' to keep them, or drop or fix such texts")
         tok32 = tokens.astype(np.uint32)
         if duplicates == "error":
             _refuse_duplicates(items, tok32, offsets)

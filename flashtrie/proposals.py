@@ -93,7 +93,7 @@ class Proposals:
         rows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []
         linenos: list[int] = []
         try:
-            text = Path(path).read_text(encoding="utf-8")
+            text = Path(path).read_text(encoding="utf-8-sig")  # a leading BOM is not part of the first name
         except UnicodeDecodeError as e:
             raise InputError(f"{path}: not a UTF-8 text file ({e})") from None
         for lineno, line in enumerate(text.splitlines(), 1):

@@ -221,12 +221,13 @@ def _looks_like_names(path: str) -> str | None:
         return None
     if head.startswith((b"FLTRIE", b"PK\x03\x04", b"\x93NUMPY")):
         return None
-    text = head.decode("utf-8", "ignore")
+    text = head.decode("utf-8-sig", "ignore")
     first = text.lstrip().split("\n", 1)[0].rstrip("\r")
     return first if any(c.isalpha() for c in text) else None
 
 
-def load_keyword_file(path: str, quiet: bool, tokenizer: str | None = None, duplicates: str = "error") -> Any:
+def load_keyword_file(path: str, quiet: bool, tokenizer: str | None = None, duplicates: str = "error",
+                      unknown: str = "error") -> Any:
     """The `KeywordSet` of a keyword file (`KEYWORDS_HELP`) or, with ``tokenizer`` (a `flashtrie.tokenize`
     spec), of a file of names (one a line), tokenized and carrying its strings.  A file of names given without
     a tokenizer is refused with the command that tokenizes it."""
@@ -255,7 +256,11 @@ def load_keyword_file(path: str, quiet: bool, tokenizer: str | None = None, dupl
     names = load_names(path)
     bar = not quiet and len(names) >= PROGRESS_BAR_NAMES
     with Stage(f"tokenizing {len(names):,} names", quiet or bar):  # the bar says it (a stage line would break it)
-        return KeywordSet.from_texts(names, tok, duplicates=duplicates, progress=bar)  # type: ignore[arg-type]
+        try:
+            return KeywordSet.from_texts(names, tok, duplicates=duplicates, unknown=unknown,  # type: ignore[arg-type]
+                                         progress=bar)
+        except InputError as e:  # the command line's spelling of the option
+            raise InputError(str(e).replace("unknown='keep'", "--unknown keep")) from None
 
 
 def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = False) -> None:

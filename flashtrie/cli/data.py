@@ -78,7 +78,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     check_output_file(args.output, "--output", (args.keywords,))
     if args.duplicates != "error" and args.tokenizer is None:
         raise InputError("--duplicates: applies to names tokenized with --tokenizer SPEC")
-    kw = load_keyword_file(args.keywords, args.quiet, args.tokenizer, args.duplicates)
+    if args.unknown != "error" and args.tokenizer is None:
+        raise InputError("--unknown: applies to names tokenized with --tokenizer SPEC")
+    kw = load_keyword_file(args.keywords, args.quiet, args.tokenizer, args.duplicates, args.unknown)
     check_parts([build_part("KEYWORDS", f"{args.keywords} ({len(kw):,} keywords)", len(kw))])
     t0 = time.perf_counter()
     idx = build_index(kw, args.quiet, ids=args.ids, gpu=args.gpu)
@@ -186,6 +188,9 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--duplicates", choices=("error", "keep"), default="error",
                    help="names with the same tokens: 'error' refuses them (naming the first), 'keep' keeps them "
                         "(the index returns the first one's id)")
+    p.add_argument("--unknown", choices=("error", "keep"), default="error",
+                   help="names holding the tokenizer's unknown token (a character its vocabulary lacks): 'error' "
+                        "refuses them (naming the first few), 'keep' keeps them")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="index file to write")
     p.add_argument("--ids", choices=("input", "index"), default="input",
                    help="what result ids mean: 'input' = the keyword's position in KEYWORDS (a map is stored "
