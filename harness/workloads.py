@@ -74,7 +74,7 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
     kind = sniff_kind(path)
     expected = "a keyword file (one keyword per line of token ids, or a keywords .npz from 'flashtrie gen-keywords')"
     if kind in ("text", "unknown"):  # the text parser names the line and character that are wrong
-        return KeywordSet.from_text(path)
+        return KeywordSet.from_token_file(path)
     if kind == "npz":
         from flashtrie.datasets import load_keywords as load_npz
 

@@ -64,7 +64,7 @@ def test_parity_exits_1_on_a_mismatch(tmp_path: Path, monkeypatch: pytest.Monkey
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [2], [3, 1]])
     kw, idx, q = tmp_path / "kw.txt", tmp_path / "kw.ftrie", tmp_path / "q.tsv"
-    kws.to_text(kw)
+    kws.to_token_file(kw)
     NarrowLoudsIndex.build(kws).save(idx)
     Proposals(np.array([[[1, 2, 3], [2, 3, 1]]]), np.log(np.array([[[.5, .3, .2], [.6, .3, .1]]], np.float32))
               ).to_tsv(q)

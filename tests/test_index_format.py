@@ -1,4 +1,4 @@
-"""Index format versions 2 and 3: node flags (derived, since version 3 not stored) and stored degrees,
+"""The index file format (versions 2 and 3): node flags (derived, since version 3 not stored) and stored degrees,
 keyword-id modes, hardened file reading."""
 
 from __future__ import annotations
