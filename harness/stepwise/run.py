@@ -231,7 +231,7 @@ def render(argv: list[str]) -> int:
     DIR), or one short line per record for a terminal."""
     from flashtrie.harness.report import build_report
 
-    p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise render")
+    p = argparse.ArgumentParser(prog="flashtrie bench stepwise render")
     p.add_argument("records", nargs="+")
     p.add_argument("--out-dir", default="reports/h200-stepwise")
     p.add_argument("--brief", action="store_true", help="print one short line per record instead of the report")
@@ -245,7 +245,7 @@ def render(argv: list[str]) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The bench's arguments."""
-    p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="flashtrie bench stepwise", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="JSON Lines records file (appended)")
     p.add_argument("--cases", default=DEFAULT_CASES, help=f"libraries, in order (default {DEFAULT_CASES})")
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")
