@@ -146,7 +146,7 @@ class Pipeline:
         with tarfile.open(tmp, "w:gz") as tar:
             for p in sorted(self.out.iterdir()):
                 if p.name != "scale.tgz":
-                    tar.add(p, arcname=p.name)
+                    tar.add(p, arcname=f"./{p.name}")
         os.replace(tmp, self.out / "scale.tgz")
         for p in self.out.iterdir():
             if p.name not in ("scale.tgz", "scale.jsonl", "scale.log"):

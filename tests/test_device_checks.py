@@ -1,0 +1,91 @@
+"""The GPU machine's runner (tools/device/check.sh) and its table (tools/device/checks.toml): the table parses,
+every check of the GPU runs is there by name, every measurement it names is a command of `flashtrie bench`,
+and the runner stays thin; the suites it names are reached, and render, through the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from flashtrie.harness.records import Record, append_records
+from flashtrie.harness.suites import COMMANDS
+
+from flashtrie.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICE = ROOT / "tools" / "device"
+_spec = importlib.util.spec_from_file_location("device_checks", DEVICE / "checks.py")
+assert _spec is not None and _spec.loader is not None
+checks = importlib.util.module_from_spec(_spec)
+sys.modules["device_checks"] = checks
+_spec.loader.exec_module(checks)
+
+#: every check the GPU runs have used, by name
+NAMES = {"install", "compile", "smoke", "gpu-tests", "sanitizer", "parity", "beam", "batch", "size", "upload",
+         "stepwise", "grid", "probe", "scale", "scale-quick", "gpubuild", "loadq", "verify", "numpylazy", "queries",
+         "launch", "real", "quality", "compare"}
+
+
+def _bench_sweeps() -> set[str]:
+    subs = next(a for a in build_parser()._actions if a.dest == "command")
+    bench = subs.choices["bench"]  # type: ignore[index]
+    return set(next(a for a in bench._actions if a.dest == "sweep").choices)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_runner_lists_every_check_and_refuses_an_unknown_name() -> None:
+    listed = subprocess.run(["bash", str(DEVICE / "check.sh"), "list"], capture_output=True, text=True, check=True)
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert names == set(checks.load()) == NAMES
+    bad = subprocess.run(["bash", str(DEVICE / "check.sh"), "parity", "no-such-check"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "unknown check 'no-such-check'" in bad.stderr
+
+
+def test_every_step_has_a_command_and_a_limit() -> None:
+    for c in checks.load().values():
+        assert c.help and c.steps
+        for s in c.steps:
+            assert s.run and "\n" not in s.run and "\t" not in s.run and 0 < s.timeout <= 600
+
+
+def test_a_malformed_table_is_refused_naming_the_check(tmp_path: Path) -> None:
+    bad = tmp_path / "checks.toml"
+    bad.write_text('[parity]\nhelp = "x"\nsteps = [{ name = "a", timeout = 9000, run = "true" }]\n')
+    with pytest.raises(ValueError, match="check 'parity', step 'a': timeout 9000"):
+        checks.load(bad)
+
+
+def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    named = {m for c in checks.load().values() for s in c.steps for m in re.findall(r"flashtrie bench ([\w-]+)", s.run)}
+    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size"} <= named
+    known = _bench_sweeps() | set(COMMANDS)
+    assert named <= known, named - known
+    for name in sorted(named & set(COMMANDS)):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", name, "--help"])
+        assert e.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: flashtrie bench {name}")
+
+
+def test_the_runner_is_thin() -> None:
+    shell = sum(len(p.read_text().splitlines()) for p in DEVICE.glob("*.sh"))
+    assert shell <= 150, f"tools/device holds {shell} lines of shell"
+
+
+def test_a_suite_renders_from_records_through_flashtrie_bench(tmp_path: Path) -> None:
+    rec = Record("latency", "gpu-stepwise", sweep="stepwise",
+                 workload={"case": "fixed:1M:2048", "name": "fixed-8", "num_keywords": 1_000_000, "vocab_size": 2048},
+                 config={"batch": 2, "beams": 70, "rows": 140, "states": "root"},
+                 metrics={"graph_fused_us": 12.5, "graph_step_us": 13.5, "host_fused_us": 30.0, "host_us": 40.0,
+                          "sync_fused_us": 60.0},
+                 env={"git": {"commit": "d" * 40}})
+    append_records(tmp_path / "r.jsonl", [rec])
+    assert main(["bench", "stepwise", "render", str(tmp_path / "r.jsonl"), "--out-dir", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| ddddddd | fixed-8 | 1,000,000 | 2,048 | 2x70 | root | 12.5 |" in md
