@@ -1,4 +1,4 @@
-"""Records of the scale pipeline's stages (tools/device/scale.sh): one record per finished stage, written at once.
+"""Records of the scale pipeline's stages (`flashtrie bench scale`): one record per finished stage, written at once.
 
 * `Recorder.span` times one stage, measures the stage's own peak host RSS (the kernel's high-water mark is
   reset at the start where Linux allows it, ``/proc/self/clear_refs``; else the process's peak so far) and
@@ -77,7 +77,7 @@ class Recorder:
                  exit: Callable[[int], None] = os._exit) -> None:
         self.out, self.n = out, n
         self.env = snapshot(argv)
-        if os.environ.get("SCALE_COMMAND"):  # the shell's own command line (tools/device/scale.sh sets it)
+        if os.environ.get("SCALE_COMMAND"):  # the shell's own command line (`flashtrie bench scale` sets it)
             self.env["scale_command"] = os.environ["SCALE_COMMAND"]
         self.command = list(self.env["command"])
         self.run_id = os.environ.get("SCALE_RUN_ID") or new_run_id()

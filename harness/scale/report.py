@@ -1,6 +1,6 @@
 """``report.md`` of the scale pipeline's records, from the records only.
 
-    flashtrie report RECORDS... -o reports/h200-800m   (or: python -m flashtrie.harness.scale render ...)
+    flashtrie report RECORDS... -o reports/h200-800m   (or: flashtrie bench scale-step render ...)
 
 Sections: provenance (records, runs, dates, commit, commands), environment, the targets (each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the

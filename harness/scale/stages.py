@@ -1,6 +1,7 @@
-"""The steps of the scale pipeline (tools/device/scale.sh); each step appends its records to ``--out`` as it ends.
+"""The steps of the scale pipeline (`flashtrie bench scale`, `pipeline.py`); each step appends its records to
+``--out`` as it ends.
 
-    python -m flashtrie.harness.scale PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
+    flashtrie bench scale-step PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
 
 A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
 so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):

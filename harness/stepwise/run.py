@@ -1,12 +1,12 @@
 """Per-step cost of the stepwise constraint (mask + advance) for autoregressive decoders .
 
-    python -m flashtrie.harness.stepwise --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
-    python -m flashtrie.harness.stepwise render FILE.jsonl [...] --out-dir reports/h200-stepwise   (the report pipeline)
+    flashtrie bench stepwise --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
+    flashtrie bench stepwise render FILE.jsonl [...] --out-dir reports/h200-stepwise   (the report pipeline)
 
 Every case in one command (about 5 minutes on the H200, most of it
 generating and building the 100M library):
 
-    python -m flashtrie.harness.stepwise --out FILE.jsonl --hf --generate \
+    flashtrie bench stepwise --out FILE.jsonl --hf --generate \
         --sweep-cases fixed:20M:32768,var:10M
 
 ``--max-logits-gb`` skips the shapes whose logits (and bool mask) would take more device memory.
