@@ -29,7 +29,7 @@ from .common import (
     steps_count,
     writing_to,
 )
-from .memory import MARISA_BYTES, PROPOSAL_BYTES, build_part, check_parts, library_parts, search_part, workload_part
+from .memory import batches_part, build_part, check_parts, library_parts, marisa_part, search_part, workload_part
 
 __all__ = ["add_parsers", "suite_command"]
 
@@ -69,8 +69,7 @@ def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
 
     kw = load_keyword_file(args.keywords, args.quiet)
     value = f"{args.keywords} ({len(kw):,} keywords)"
-    check_parts([build_part("--keywords", value, len(kw)), ("--keywords", value, len(kw) * MARISA_BYTES,
-                                                            "the marisa trie")])
+    check_parts([build_part("--keywords", value, len(kw)), marisa_part("--keywords", value, len(kw))])
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 
@@ -118,8 +117,7 @@ def _check_workload_fits(args: argparse.Namespace, workload: Any) -> None:
         check_parts([held, search_part("--beams", f"{b:,}", b, args.batch_size)])
     if args.sweep in ("batch", "all"):
         bs = max(args.batch_sizes)
-        check_parts([held, ("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
-                            f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals"),
+        check_parts([held, batches_part("--batch-sizes", f"{bs:,}", max(q, bs), t, min(k, args.beam)),
                      search_part("--batch-sizes", f"{bs:,}", args.beam, bs)])
     narrow = [b for b in (args.beams if args.sweep in ("beam", "quality", "all") else []) if b > k]
     if narrow and not args.quiet:
