@@ -186,7 +186,9 @@ def test_the_pipeline_at_a_tiny_size(tmp_path) -> None:
     res = subprocess.run([sys.executable, "-m", "flashtrie", "bench", "scale", "--out", str(tmp_path / "out"),
                           "--dir", str(tmp_path / "d"), "--n", "6k", "--sizes", "3k,4k", "--marisa-sizes", "",
                           "--marisa-last", "4k", "--marisa-size-n", "3k", "--numpy-sizes", "3k", "--builder", "cpu",
-                          "--total", "300", "--reserve", "150", "--batches", "1"], capture_output=True, text=True,
+                          "--total", "300", "--reserve", "150", "--batches", "1", "--targets",
+                          str(Path(__file__).resolve().parents[1] / "reports" / "h200-800m" / "targets.toml")],
+                         capture_output=True, text=True,
                          timeout=280)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "scale.jsonl")
@@ -208,10 +210,14 @@ def test_the_pipeline_at_a_tiny_size(tmp_path) -> None:
     assert ref and all(r.metrics["decode"] == "eager" for r in ref)
     loads = [r for r in recs if r.config.get("stage") == "load index (verify)"]
     assert loads and all({"cheap checks", "checksums"} <= set(r.metrics["split"]) for r in loads)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz",
+                                                                    "targets.toml"]
     with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
         names = tar.getnames()
-    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
+    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl", "./targets.toml"} <= set(names)
+    with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
+        report = tar.extractfile("./report/report.md").read().decode()  # type: ignore[union-attr]
+    assert "From the `targets.toml` beside the records." in report
     assert not (tmp_path / "d" / "n6k").exists() and not (tmp_path / "d" / "n4k").exists()
 
 

@@ -13,7 +13,8 @@ A size's files are removed once it is done (``--keep`` keeps them).  Marisa at `
 in ``--marisa-sizes``) runs after N, in the time left.  The curve sizes must end ``--reserve`` seconds before
 ``--total``, so N keeps its time.  Each step has a limit (``--budget STEP=SECONDS``); a step past it is recorded
 as timed out and its process ends; a process that dies is recorded by ``fail``.  At the end: the stage table,
-``OUT/report/report.md`` (the report pipeline) and, with ``--bundle``, ``OUT/scale.tgz`` of everything.
+``OUT/report/report.md`` (the report pipeline, judging the ``--targets`` file, copied beside the records) and,
+with ``--bundle``, ``OUT/scale.tgz`` of everything.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ class Pipeline:
             if not a.keep:
                 shutil.rmtree(d, ignore_errors=True)
         self.step("table", "--out", str(self.records))
+        if a.targets:  # the targets the report judges, kept beside the records (`targets.find_targets`)
+            shutil.copyfile(a.targets, self.out / "targets.toml")
         if self.step("render", str(self.records), "--out", str(self.out / "report")) != 0:
             self.say("render FAILED")
         self.say(f"total {time.time() - self.t0:.0f} s")
@@ -149,7 +152,7 @@ class Pipeline:
                     tar.add(p, arcname=f"./{p.name}")
         os.replace(tmp, self.out / "scale.tgz")
         for p in self.out.iterdir():
-            if p.name not in ("scale.tgz", "scale.jsonl", "scale.log"):
+            if p.name not in ("scale.tgz", "scale.jsonl", "scale.log", "targets.toml"):
                 shutil.rmtree(p) if p.is_dir() else p.unlink()
 
 
@@ -172,6 +175,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--builder", choices=("auto", "gpu", "cpu"), default="auto")
     p.add_argument("--budget", action="append", default=[], metavar="STEP=SECONDS[,...]",
                    help=f"limits of the steps (defaults {BUDGETS})")
+    p.add_argument("--targets", metavar="FILE", help="a targets.toml for the report to judge (kept beside the records)")
     p.add_argument("--keep", action="store_true", help="keep each size's files under --dir")
     p.add_argument("--bundle", action=argparse.BooleanOptionalAction, default=True,
                    help="leave OUT/scale.tgz, the records and the log only")
