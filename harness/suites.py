@@ -77,12 +77,13 @@ class Command:
     """A measurement reached as ``flashtrie bench NAME ARGS...``: ``module.main(ARGS)`` (imported when run)."""
 
     name: str
-    module: str  # a module of the lab with ``main(argv: list[str]) -> int``
+    module: str  # a module of the lab with ``main(argv: list[str]) -> int``, or ``module:function``
     help: str  # one line for ``flashtrie bench --help``
 
     def run(self, argv: Sequence[str]) -> int:
         """Run the measurement with ``argv`` (its own options, ``--help`` included); its exit status."""
-        main: Callable[[list[str]], int | None] = importlib.import_module(self.module).main
+        module, _, function = self.module.partition(":")
+        main: Callable[[list[str]], int | None] = getattr(importlib.import_module(module), function or "main")
         return int(main(list(argv)) or 0)
 
 
@@ -102,3 +103,7 @@ register_command("scale", "flashtrie.harness.scale.pipeline",
                  "the scale pipeline: curve sizes then N, prepare and serve each, under one time budget")
 register_command("scale-step", "flashtrie.harness.scale.stages",
                  "one process of the scale pipeline (prepare, serve, gen, build, ...), its table or render")
+register_command("smoke", "flashtrie.harness.device_probes:smoke_main",
+                 "GPU == numpy bit for bit in eight configurations on a generated library")
+register_command("upload", "flashtrie.harness.device_probes:upload_main",
+                 "an index file loaded (verified, trusted) and uploaded: seconds, GB/s, bytes per keyword")

@@ -89,3 +89,31 @@ def test_a_suite_renders_from_records_through_flashtrie_bench(tmp_path: Path) ->
     assert main(["bench", "stepwise", "render", str(tmp_path / "r.jsonl"), "--out-dir", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "| ddddddd | fixed-8 | 1,000,000 | 2,048 | 2x70 | root | 12.5 |" in md
+
+
+def test_a_probe_without_a_gpu_records_why_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes
+
+    monkeypatch.setattr(device_probes, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / "smoke.jsonl"
+    assert main(["bench", "smoke", "--out", str(out), "--keywords", "500"]) == 1
+    assert main(["bench", "upload", "missing.ftrie", "--out", str(out)]) == 1
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert md.startswith("# GPU machine checks")
+    assert md.count("| gpu | – |") == 2 and md.count("skipped: no NVIDIA GPU visible (test) |") == 2
+
+
+def test_probe_records_render_as_tables(tmp_path: Path) -> None:
+    recs = [Record("parity", "gpu", sweep="smoke", config={"beam_width": 4, "length_norm": 0.5},
+                   metrics={"results": 12, "device_ms": 0.25}),
+            Record("parity", "gpu", "mismatch", "query 1: ids differ at rank 3", sweep="smoke",
+                   config={"beam_width": 600}, metrics={"results": 40, "device_ms": 1.5}),
+            Record("build", "gpu", sweep="upload", config={"verify": True},
+                   metrics={"load_s": 1.25, "searcher_s": 0.5, "gb_per_s": 20.0, "bytes_per_keyword": 2.5})]
+    append_records(tmp_path / "r.jsonl", recs)
+    assert main(["report", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| gpu | beam_width=4, length_norm=0.5 | 12 | 0.25 | ok |" in md
+    assert "| gpu | beam_width=600 | 40 | 1.5 | mismatch: query 1: ids differ at rank 3 |" in md
+    assert "## Index load and upload" in md and "| gpu | verify=True | 1.25 | 0.5 |" in md
