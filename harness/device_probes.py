@@ -1,6 +1,7 @@
-"""Small measurements of the GPU machine as suites of the lab: each writes records (sweep ``smoke`` or
-``upload``) that `probe_report` renders through the one report pipeline.  Without a usable GPU each writes
-one ``skipped`` record with the reason and exits with status 1 (a check that could not run is no pass).
+"""Small measurements of the GPU machine as suites of the lab: each writes records (sweep ``smoke``,
+``upload`` or ``load``) that `probe_report` renders through the one report pipeline.  Without a usable GPU
+smoke and upload write one ``skipped`` record with the reason and exit with status 1 (a check that could
+not run is no pass).
 
     flashtrie bench smoke --out FILE.jsonl [--keywords 20000] [--queries 4] [--steps 6]
         GPU == numpy bit for bit on a generated library, eight configurations (four beam widths, each plain
@@ -8,12 +9,21 @@ one ``skipped`` record with the reason and exits with status 1 (a check that cou
     flashtrie bench upload INDEX.ftrie --out FILE.jsonl
         load (verified, then trusted) and `GpuSearcher` set-up of one index file: seconds, the upload's
         bytes, copy seconds and host-to-device GB/s, the node flags derived on the device, bytes per keyword.
+    flashtrie bench load FILE... --out FILE.jsonl [--workers 1,2,16] [--repeats 3] [--device auto|cpu|gpu]
+                                 [--set louds_pass.PIECE_BITS=262144 ...]
+        ``NarrowLoudsIndex.load(path, verify=True)`` on w CPUs for each ``--workers`` count (the process's
+        CPU affinity set to w CPUs, so every threaded check sees w): the best seconds and GB/s (file bytes per
+        second), the least CPU seconds of a load (GB per CPU-second: per-core speed, less sensitive to a busy
+        machine) and the split of the fastest load into its steps.  ``--set MODULE.NAME=INT`` sets a
+        piece-size constant of ``flashtrie.index.MODULE`` first (to compare piece sizes on one machine).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import importlib
+import os
 import sys
 import time
 from typing import Any
@@ -21,10 +31,11 @@ from typing import Any
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.search_types import SearchConfig
 
+from .argtypes import count, ints
 from .backends import availability
 from .records import Record, append_records, new_run_id
 
-__all__ = ["smoke_main", "upload_main", "SMOKE_CASES"]
+__all__ = ["smoke_main", "upload_main", "load_main", "SMOKE_CASES"]
 
 #: (beam width, proposals per step, length-norm alpha) of the smoke run
 SMOKE_CASES = ((4, 16, 0.0), (32, 64, 0.5), (128, 256, 0.0), (600, 300, 1.0))
@@ -40,7 +51,7 @@ class _Out:
         self.command, self.run_id = ["flashtrie", "bench", sweep, *argv], new_run_id()
 
     def record(self, backend: str, **fields: Any) -> Record:
-        """Append one record: kind ``parity`` for the smoke run, ``build`` (set-up seconds) for the upload."""
+        """Append one record: kind ``parity`` for the smoke run, ``build`` (set-up seconds) for the others."""
         ts = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
         kind = "parity" if self.sweep == "smoke" else "build"
         rec = Record(kind=kind, backend=backend, sweep=self.sweep, env=self.env, command=self.command,
@@ -125,4 +136,73 @@ def upload_main(argv: list[str] | None = None) -> int:
               f"{st.copy_seconds:.3f} s = {st.gb_per_s:.2f} GB/s, flags derived on the device in "
               f"{st.derive_seconds * 1e3:.2f} ms; {m['bytes_per_keyword']:.3f} B/keyword")
         del g
+    return 0
+
+
+def _load_once(path: str, workers: int, repeats: int, device: str) -> dict[str, Any]:
+    """Best of ``repeats`` verified loads of ``path`` on ``workers`` CPUs, and the step split of the best."""
+    all_cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, all_cpus[:workers])
+    try:
+        best, cpu, split = float("inf"), float("inf"), {}
+        for _ in range(repeats):
+            t: dict[str, float] = {}
+            c0, t0 = time.process_time(), time.perf_counter()
+            NarrowLoudsIndex.load(path, verify=True, timings=t, verify_device=device)
+            dt, cpu = time.perf_counter() - t0, min(cpu, time.process_time() - c0)
+            if dt < best:
+                best, split = dt, t
+    finally:
+        os.sched_setaffinity(0, all_cpus)
+    size = os.path.getsize(path)
+    return {"bytes": size, "seconds": best, "gb_per_s": size / best / 1e9, "cpu_seconds": cpu,
+            "gb_per_cpu_s": size / cpu / 1e9, "split": split}
+
+
+def _set_constants(ap: argparse.ArgumentParser, items: list[str]) -> dict[str, int]:
+    """Apply ``MODULE.NAME=INT`` settings to the integer constants of ``flashtrie.index`` modules."""
+    done = {}
+    for item in items:
+        target, _, value = item.partition("=")
+        mod, _, name = target.rpartition(".")
+        try:
+            module = importlib.import_module(f"flashtrie.index.{mod}")
+            if not isinstance(getattr(module, name), int):
+                raise AttributeError(name)
+            setattr(module, name, int(value))
+        except (ImportError, AttributeError, ValueError):
+            ap.error(f"--set: expected MODULE.CONSTANT=INT of flashtrie.index, got {item!r}")
+        done[target] = int(value)
+    return done
+
+
+def load_main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="flashtrie bench load", description="verified-load speed of index files")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
+    ap.add_argument("--workers", type=ints, default=[1, 2], help="CPU counts (capped at the usable ones)")
+    ap.add_argument("--repeats", type=count, default=3)
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "gpu"),
+                    help="where the LOUDS pass runs (load's verify_device)")
+    ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=INT",
+                    help="set a piece-size constant of flashtrie.index.MODULE (repeatable)")
+    a = ap.parse_args(argv)
+    settings = _set_constants(ap, a.set)
+    missing = [f for f in a.files if not os.path.isfile(f)]
+    if missing:
+        ap.error(f"FILE: {missing[0]} is not a file")
+    out, usable = _Out(a.out, "load", argv), len(os.sched_getaffinity(0))
+    for path in a.files:
+        with open(path, "rb", buffering=0) as f:  # once, so that the timed loads find it in the page cache
+            while f.read(16 << 20):
+                pass
+        for w in sorted({min(max(w, 1), usable) for w in a.workers}):
+            m = _load_once(path, w, a.repeats, a.device)
+            out.record("host", workload={"index": os.path.basename(path), "bytes": m["bytes"]},
+                       config={"workers": w, "repeats": a.repeats, "device": a.device, **settings}, metrics=m)
+            split = ", ".join(f"{k} {v:.3f}" for k, v in m["split"].items())
+            print(f"{os.path.basename(path)} ({m['bytes'] / 1e9:.3f} GB) {w:>2} cores: {m['seconds']:.3f} s, "
+                  f"{m['gb_per_s']:.3f} GB/s; CPU {m['cpu_seconds']:.3f} s, {m['gb_per_cpu_s']:.3f} GB per "
+                  f"CPU-second | {split}", flush=True)
     return 0

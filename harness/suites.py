@@ -107,3 +107,5 @@ register_command("smoke", "flashtrie.harness.device_probes:smoke_main",
                  "GPU == numpy bit for bit in eight configurations on a generated library")
 register_command("upload", "flashtrie.harness.device_probes:upload_main",
                  "an index file loaded (verified, trusted) and uploaded: seconds, GB/s, bytes per keyword")
+register_command("load", "flashtrie.harness.device_probes:load_main",
+                 "verified loads of index files at several CPU counts: seconds, GB/s, the split into steps")

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from flashtrie.harness.records import Record, append_records
+from flashtrie.harness.records import Record, append_records, read_records
 from flashtrie.harness.suites import COMMANDS
 
 from flashtrie.cli import build_parser, main
@@ -117,3 +117,31 @@ def test_probe_records_render_as_tables(tmp_path: Path) -> None:
     assert "| gpu | beam_width=4, length_norm=0.5 | 12 | 0.25 | ok |" in md
     assert "| gpu | beam_width=600 | 40 | 1.5 | mismatch: query 1: ids differ at rank 3 |" in md
     assert "## Index load and upload" in md and "| gpu | verify=True | 1.25 | 0.5 |" in md
+
+
+def test_the_load_suite_records_each_cpu_count_and_renders(tmp_path: Path) -> None:
+    from flashtrie import KeywordSet, NarrowLoudsIndex
+
+    idx = tmp_path / "kw.ftrie"
+    NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]])).save(idx)
+    out = tmp_path / "load.jsonl"
+    assert main(["bench", "load", str(idx), "--out", str(out), "--workers", "1", "--repeats", "2", "--device", "cpu",
+                 "--set", "louds_pass.PIECE_BITS=4096"]) == 0
+    (r,) = read_records(out)
+    assert (r.sweep, r.status, r.config) == ("load", "ok", {"workers": 1, "repeats": 2, "device": "cpu",
+                                                             "louds_pass.PIECE_BITS": 4096})
+    assert r.metrics["seconds"] > 0 and r.metrics["bytes"] == idx.stat().st_size and r.metrics["split"]
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Verified loads (best of the repeats)" in md
+    assert f"| host | bytes={idx.stat().st_size}, index=kw.ftrie, device=cpu, louds_pass.PIECE_BITS=4096, repeats=2, " \
+           "workers=1 |" in md
+
+
+def test_the_load_suite_refuses_a_bad_setting_before_any_record(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "load.jsonl"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "load", "missing.ftrie", "--out", str(out), "--set", "louds_pass.NO_SUCH=1"])
+    assert e.value.code == 2 and "--set: expected MODULE.CONSTANT=INT" in capsys.readouterr().err
+    assert not out.exists()
