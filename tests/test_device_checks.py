@@ -54,6 +54,14 @@ def test_every_step_has_a_command_and_a_limit() -> None:
             assert s.run and "\n" not in s.run and "\t" not in s.run and 0 < s.timeout <= 600
 
 
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_every_step_and_summary_is_a_command_line_bash_parses() -> None:
+    for c in checks.load().values():
+        for cmd in [s.run for s in c.steps] + ([c.summary] if c.summary else []):
+            res = subprocess.run(["bash", "-n", "-c", cmd], capture_output=True, text=True)
+            assert res.returncode == 0, f"{c.name}: {res.stderr}"
+
+
 def test_a_malformed_table_is_refused_naming_the_check(tmp_path: Path) -> None:
     bad = tmp_path / "checks.toml"
     bad.write_text('[parity]\nhelp = "x"\nsteps = [{ name = "a", timeout = 9000, run = "true" }]\n')
