@@ -32,7 +32,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The test suite (GPU tests skip themselves where no GPU is present; kernels still compile)."""
     session.install("torch==2.13.0")  # a CPU wheel (pip's find-links); then the `hf` extra finds it installed
-    session.install("-e", ".[test,gpu,hf,real]")
+    session.install("-e", ".[test,gpu,hf,real,lab]")
     session.install("--no-deps", "openai-whisper==20250625")  # only its gpt2.tiktoken is read (real libraries)
     session.run("python", "-m", "pytest", "-q", *session.posargs)
 
@@ -69,7 +69,7 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """CPU micro-benchmarks with pytest-benchmark; runs are saved, compare with --benchmark-compare."""
-    session.install("-e", ".[test]")
+    session.install("-e", ".[test,lab]")
     session.run("python", "-m", "pytest", "benchmarks", "--benchmark-enable", "--benchmark-autosave",
                 "--benchmark-columns=min,median,mean,stddev,rounds", *session.posargs)
 
@@ -77,13 +77,13 @@ def bench(session: nox.Session) -> None:
 @nox.session
 def report(session: nox.Session) -> None:
     """Every CPU sweep on this machine, then the Markdown report under reports/cpu/."""
-    session.install("-e", ".")
+    session.install("-e", ".[lab]")
     session.run("bash", "reports/make_cpu_report.sh", *session.posargs, external=True)
 
 
 @nox.session(venv_backend="none")
 def gpu(session: nox.Session) -> None:
-    """On a CUDA 12/13 machine, in the current environment (``pip install -e ".[gpu,test]"`` first): kernel
+    """On a CUDA 12/13 machine, in the current environment (``pip install -e ".[gpu,test,lab]"`` first): kernel
     compile and GPU tests, exact parity gpu = numpy = marisa on a standard workload, a short beam sweep and
     its report.  Fails when there is no usable GPU, a test fails or any result differs.
 

@@ -48,11 +48,11 @@ class LoadedKeywords(NamedTuple):
 def save_keywords(path: str | os.PathLike[str], keywords: KeywordSet, params: KeywordParams | None = None,
                   *, compress: bool = False) -> None:
     """Write ``keywords`` to ``path`` in the format its suffix names: ``.npz`` (with the parameters that generated
-    them, if any), else text (one keyword a line, `KeywordSet.to_text`; no parameters)."""
+    them, if any), else text (one keyword a line, `KeywordSet.to_token_file`; no parameters)."""
     if not isinstance(keywords, KeywordSet):
         raise InputError(f"keywords: expected a KeywordSet, got {type(keywords).__name__}")
     if not str(path).endswith(".npz"):
-        keywords.to_text(path)
+        keywords.to_token_file(path)
         return
     meta = {"format": KEYWORDS_FORMAT, "version": FORMAT_VERSION, "num_keywords": len(keywords),
             "params": params.to_dict() if params is not None else None}

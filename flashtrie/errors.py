@@ -21,3 +21,7 @@ class DeviceError(FlashTrieError, RuntimeError):
 
 class WorkerError(FlashTrieError, RuntimeError):
     """A CPU backend's worker process died during a search, or the searcher is closed."""
+
+
+class MissingDependency(FlashTrieError, ImportError):
+    """An optional dependency of the called part is not installed; the message names the extra that brings it."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -179,17 +180,30 @@ class KeywordSet:
         return KeywordSet(self.tokens, self.offsets, TextStore.from_strings(items))
 
     @classmethod
-    def from_text(cls, path: str | os.PathLike[str]) -> KeywordSet:
-        """Read one keyword per line, tokens as space-separated decimal ids (``marisa-build`` format).
+    def from_token_file(cls, path: str | os.PathLike[str]) -> KeywordSet:
+        """Read a file of token ids: one keyword per line, tokens as space-separated decimal ids
+        (``marisa-build`` format; `to_token_file` writes it).  For strings and a tokenizer, see `from_texts`.
 
         Blank lines are errors, except trailing ones at the end of the file.
         """
         data = Path(path).read_bytes()
-        return cls.from_text_bytes(data, source=str(path))
+        return cls.from_token_bytes(data, source=str(path))
+
+    @classmethod
+    def from_text(cls, path: str | os.PathLike[str]) -> KeywordSet:
+        """Deprecated name of `from_token_file` (a file of token ids, not of texts)."""
+        _deprecated("KeywordSet.from_text", "KeywordSet.from_token_file")
+        return cls.from_token_file(path)
 
     @classmethod
     def from_text_bytes(cls, data: bytes, source: str = "<bytes>") -> KeywordSet:
-        """Parse the text format from memory (vectorised: no per-token Python work).
+        """Deprecated name of `from_token_bytes`."""
+        _deprecated("KeywordSet.from_text_bytes", "KeywordSet.from_token_bytes")
+        return cls.from_token_bytes(data, source)
+
+    @classmethod
+    def from_token_bytes(cls, data: bytes, source: str = "<bytes>") -> KeywordSet:
+        """Parse the token-file format from memory (vectorised: no per-token Python work).
 
         Parsed in pieces of whole lines (`TEXT_CHUNK_BYTES`), so the working memory stays bounded on a large
         file; trailing blank lines and whitespace at the end are ignored.
@@ -245,7 +259,12 @@ class KeywordSet:
         return [self[i].tolist() for i in range(len(self))]
 
     def to_text(self, path: str | os.PathLike[str]) -> None:
-        """Write the one-keyword-per-line text format (atomically)."""
+        """Deprecated name of `to_token_file`."""
+        _deprecated("KeywordSet.to_text", "KeywordSet.to_token_file")
+        self.to_token_file(path)
+
+    def to_token_file(self, path: str | os.PathLike[str]) -> None:
+        """Write the file of token ids `from_token_file` reads: one keyword per line (atomically)."""
         if not len(self):
             atomic_write(path, b"")
             return
@@ -258,7 +277,11 @@ class KeywordSet:
         return f"KeywordSet(n={len(self)}, tokens={self.tokens.size}, max_length={self.max_length})"
 
 
-#: bytes of text parsed at once by `KeywordSet.from_text_bytes` (about 60 bytes of working memory per byte)
+def _deprecated(old: str, new: str) -> None:
+    warnings.warn(f"{old} is deprecated; use {new}", DeprecationWarning, stacklevel=3)
+
+
+#: bytes of a token file parsed at once by `KeywordSet.from_token_bytes` (about 60 bytes of working memory per byte)
 TEXT_CHUNK_BYTES = 1 << 20
 
 

@@ -27,7 +27,6 @@ import copy
 import itertools
 import json
 import os
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,14 +218,13 @@ def _threads() -> int:
 def encode_texts(texts: Sequence[str], enc: Encoder, vocab_size: int | None = None, progress: bool = False
                  ) -> tuple[np.ndarray, np.ndarray]:
     """``(tokens, offsets)`` of every string (tokens int64, checked to lie in ``[0, vocab)`` where the vocabulary
-    size is known, else in ``[0, 2**32 - 2]``); ``progress`` shows a tqdm bar on stderr."""
-    from tqdm import tqdm
+    size is known, else in ``[0, 2**32 - 2]``); ``progress`` shows a bar on stderr (`flashtrie.progress`)."""
+    from .progress import progress as bar_of
 
     vocab = vocab_size if vocab_size is not None else enc.vocab_size
     parts: list[np.ndarray] = []
     lengths = np.zeros(len(texts), dtype=np.int64)
-    with tqdm(total=len(texts), unit=" texts", unit_scale=True, disable=not progress, file=sys.stderr,
-              desc="tokenizing") as bar:
+    with bar_of(total=len(texts), unit=" texts", unit_scale=True, disable=not progress, desc="tokenizing") as bar:
         for a in range(0, len(texts), BATCH):
             chunk = list(texts[a : a + BATCH])
             seqs = enc.batch(chunk)

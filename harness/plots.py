@@ -7,8 +7,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from .lab_deps import lab_module
 
+matplotlib = lab_module("matplotlib")
 matplotlib.use("Agg")
 
 from matplotlib.figure import Figure  # noqa: E402

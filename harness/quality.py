@@ -19,10 +19,10 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
+from flashtrie.progress import progress as progress_bar
 from flashtrie.search_types import SearchConfig, SearchResult
 
 from .records import Record
@@ -65,7 +65,7 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
     canon = [table.canonical_ids(r[(r >= 0) & (r < len(keywords))]) if r.size else r for r in rel]
     records: list[Record] = []
     base_params = {**workload_params(workload), "num_keywords": len(keywords)}
-    for b in tqdm(list(beams), desc="quality vs beam width", disable=not progress, unit="beam"):
+    for b in progress_bar(list(beams), desc="quality vs beam width", disable=not progress, unit="beam"):
         props = truncate_proposals(workload.proposals, b)
         cfg = SearchConfig(beam_width=int(b), length_norm=length_norm)
         config = {"beam_width": int(b), "max_results": cfg.results, "K": props.shape[2], "length_norm": length_norm}

@@ -2,7 +2,8 @@
 
 Each record belongs to the suite that owns it (`harness/suites.py`): the scale pipeline
 (`harness/scale/report.py`), the stepwise suite (`harness/stepwise/report.py`), the real libraries
-(`harness/real_report.py`), quality against beam width (`harness/quality_report.py`) or the search sweeps
+(`harness/real_report.py`), quality against beam width (`harness/quality_report.py`), the GPU machine's small
+measurements (`harness/probe_report.py`) or the search sweeps
 (`harness/search_report.py`, which owns the records no other suite owns).  A report holds each present suite's
 sections, in the registry's order, its figures, and a table of the metrics its records carry.  It reads records
 only; it never runs a search or a benchmark.
@@ -17,6 +18,7 @@ from pathlib import Path
 from flashtrie.errors import InputError
 from flashtrie.io_util import _umask, remove_stale_temporaries
 
+from . import probe_report as _probes  # noqa: F401 - registers its suite
 from . import quality_report as _quality  # noqa: F401 - registers its suite
 from . import real_report as _real  # noqa: F401 - registers its suite
 from . import search_report as _search  # noqa: F401 - registers its suite

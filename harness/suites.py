@@ -1,17 +1,23 @@
-"""The report pipeline's registry of suites: each suite of the lab (the search sweeps, the stepwise suite,
-the scale pipeline) registers the records it owns, its report sections, its figures and a table of its
-metrics (name -> description, unit, and how to read it from a record)."""
+"""The lab's registries of suites.
+
+* `SUITES`, the report pipeline's: each suite of the lab (the search sweeps, the stepwise suite, the scale
+  pipeline, the real libraries, quality) registers the records it owns, its report sections, its figures and a
+  table of its metrics (name -> description, unit, and how to read it from a record).
+* `COMMANDS`, the measurements' entry points: ``flashtrie bench NAME ARGS...`` runs the ``main(ARGS)`` of a
+  registered module (the stepwise suite, the scale pipeline ...), which writes records for the report pipeline.
+  The search sweeps (``bench beam|batch|size|build|quality|all``) are the command's own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .records import Record
 
-__all__ = ["Metric", "Page", "Suite", "SUITES", "register", "suite_of"]
+__all__ = ["Metric", "Page", "Suite", "SUITES", "register", "suite_of", "Command", "COMMANDS", "register_command"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +70,42 @@ def suite_of(r: Record) -> Suite | None:
     """The suite that owns ``r``: a suite that is no fallback first, in the registry's order."""
     ranked = sorted(SUITES.values(), key=lambda s: s.fallback)
     return next((s for s in ranked if s.owns(r)), None)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A measurement reached as ``flashtrie bench NAME ARGS...``: ``module.main(ARGS)`` (imported when run)."""
+
+    name: str
+    module: str  # a module of the lab with ``main(argv: list[str]) -> int``, or ``module:function``
+    help: str  # one line for ``flashtrie bench --help``
+
+    def run(self, argv: Sequence[str]) -> int:
+        """Run the measurement with ``argv`` (its own options, ``--help`` included); its exit status."""
+        module, _, function = self.module.partition(":")
+        main: Callable[[list[str]], int | None] = getattr(importlib.import_module(module), function or "main")
+        return int(main(list(argv)) or 0)
+
+
+#: Registered measurement commands, by name (names other than the search sweeps').
+COMMANDS: dict[str, Command] = {}
+
+
+def register_command(name: str, module: str, help: str) -> Command:
+    """Add ``flashtrie bench NAME`` (once per name)."""
+    COMMANDS[name] = Command(name, module, help)
+    return COMMANDS[name]
+
+
+register_command("stepwise", "flashtrie.harness.stepwise.run",
+                 "the stepwise API per decoding step: mask, advance, the processor and generate() (render: report)")
+register_command("scale", "flashtrie.harness.scale.pipeline",
+                 "the scale pipeline: curve sizes then N, prepare and serve each, under one time budget")
+register_command("scale-step", "flashtrie.harness.scale.stages",
+                 "one process of the scale pipeline (prepare, serve, gen, build, ...), its table or render")
+register_command("smoke", "flashtrie.harness.device_probes:smoke_main",
+                 "GPU == numpy bit for bit in eight configurations on a generated library")
+register_command("upload", "flashtrie.harness.device_probes:upload_main",
+                 "an index file loaded (verified, trusted) and uploaded: seconds, GB/s, bytes per keyword")
+register_command("load", "flashtrie.harness.device_probes:load_main",
+                 "verified loads of index files at several CPU counts: seconds, GB/s, the split into steps")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -29,19 +28,22 @@ from typing import Any
 
 import numpy as np
 from flashtrie.reference_cpu.numpy_search import NumpySearcher
-from tqdm.auto import tqdm
 
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.keywords import KeywordSet
+from flashtrie.progress import progress, say
 from flashtrie.proposals import Proposals
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 from .backends import BASELINE, close_searchers, make_searchers, reference_first, setup_text
+from .lab_deps import require_lab
 from .parity import compare_backends
 from .records import Record, append_records
 from .run_context import RunContext
 from .timing import OverBudget, Timing, TimingPlan, summarize, time_searcher
 from .workloads import tile_proposals, truncate_proposals, workload_params
+
+require_lab()  # the sweeps are the lab's: a base install is told which extra to add, before any work
 
 __all__ = ["SweepContext", "BeamStats", "stats_searcher", "measure_case", "sweep_beam_width", "sweep_batch_size",
            "sweep_library_size", "sweep_build", "workload_statistics", "num_keywords_of", "build_index_timed",
@@ -74,7 +76,7 @@ class SweepContext:
     def announce(self, backend: str) -> None:
         """Say on stderr that ``backend`` is being set up (marisa builds its trie: seconds per million keywords)."""
         if self.progress:
-            tqdm.write(f"{setup_text(backend)} ...", file=sys.stderr)
+            say(f"{setup_text(backend)} ...")
 
     def make_searchers(self, backends: Sequence[str], keywords: KeywordSet | None, index: Any
                        ) -> tuple[dict[str, Any], dict[str, str]]:
@@ -87,7 +89,7 @@ class SweepContext:
             made.update(m)
             failed.update(f)
             if self.progress and name in m:
-                tqdm.write(f"backend {name} ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+                say(f"backend {name} ready in {time.perf_counter() - t0:.1f} s")
         return made, failed
 
     def emit(self, records: Sequence[Record]) -> None:
@@ -290,7 +292,7 @@ def sweep_beam_width(ctx: SweepContext, keywords: KeywordSet, index: Any, worklo
     stats_search = stats_searcher(index) if ctx.stats_queries > 0 else None  # no decode of the index for nothing
     out: list[Record] = []
     try:
-        for b in tqdm(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):
+        for b in progress(list(beams), desc="latency vs beam width", disable=not ctx.progress, unit="beam"):
             props = truncate_proposals(workload.proposals, int(b))
             k = props.shape[2]
             config = SearchConfig(beam_width=int(b), length_norm=length_norm)
@@ -316,7 +318,7 @@ def sweep_batch_size(ctx: SweepContext, keywords: KeywordSet, index: Any, worklo
     stats = workload_statistics(stats_searcher(index), props, config, ctx.stats_queries)
     out: list[Record] = []
     try:
-        for bs in tqdm(list(batch_sizes), desc="throughput vs batch size", disable=not ctx.progress, unit="batch"):
+        for bs in progress(list(batch_sizes), desc="throughput vs batch size", disable=not ctx.progress, unit="batch"):
             out += measure_case(ctx, searchers, _batches(props, int(bs), calls), config, sweep="batch_size",
                                 workload={**wl, "K_used": k}, extra_config={"K": k}, workload_stats=stats)
     finally:
@@ -330,7 +332,7 @@ def sweep_library_size(ctx: SweepContext, sizes: Sequence[int], backends: Sequen
                        with_build: bool = True, length_norm: float = 0.0) -> list[Record]:
     """Latency vs library size: per size, generate keywords and a workload, build, time every backend."""
     out: list[Record] = []
-    for n in tqdm(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
+    for n in progress(list(sizes), desc="latency vs library size", disable=not ctx.progress, unit="size"):
         keywords, kw_params = make_keywords(int(n))
         workload = make_workload(keywords, int(n))
         if with_build:
@@ -398,7 +400,7 @@ def sweep_build(ctx: SweepContext, libraries: Sequence[tuple[KeywordSet, dict[st
     divides the serialized bytes by the unique keywords, as `NarrowLoudsIndex.stats` does.
     """
     out: list[Record] = []
-    bar = tqdm(total=2 * max(repeats, 1) * len(libraries), desc="builds (narrow-LOUDS, marisa-trie)",
+    bar = progress(total=2 * max(repeats, 1) * len(libraries), desc="builds (narrow-LOUDS, marisa-trie)",
                disable=not ctx.progress, unit="build")
     for keywords, params in libraries:
         n = len(keywords)

@@ -17,7 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from flashtrie.progress import progress
 from flashtrie.search_types import SearchResult
+
+from .lab_deps import lab_module
 
 __all__ = ["Stats", "Timing", "TimingPlan", "OverBudget", "summarize", "time_searcher", "device_ms_of", "breakdown_of",
            "percentiles", "sample_stats", "host_us", "busy", "graph_us", "stream_us", "GRAPH_REPLAYS", "GRAPH_BLOCKS",
@@ -26,7 +29,8 @@ __all__ = ["Stats", "Timing", "TimingPlan", "OverBudget", "summarize", "time_sea
 
 @dataclass(frozen=True)
 class Stats:
-    """Summary of a sample of durations in milliseconds; ``ci95_*`` bound the mean (Student t)."""
+    """Summary of a sample of durations in milliseconds; ``ci95_*`` bound the mean (Student t, computed when
+    asked: scipy is a dependency of the lab, and the library's commands read only the mean and percentiles)."""
 
     n: int
     mean: float
@@ -36,11 +40,25 @@ class Stats:
     std: float
     min: float
     max: float
-    ci95_low: float
-    ci95_high: float
+
+    @property
+    def ci95_half(self) -> float:
+        """``t(0.975, n-1) · std / sqrt(n)``; 0 with one sample or no spread."""
+        if self.n < 2 or self.std <= 0:
+            return 0.0
+        t = lab_module("scipy.stats").t
+        return float(t.ppf(0.975, self.n - 1)) * self.std / math.sqrt(self.n)
+
+    @property
+    def ci95_low(self) -> float:
+        return self.mean - self.ci95_half
+
+    @property
+    def ci95_high(self) -> float:
+        return self.mean + self.ci95_half
 
     def to_dict(self) -> dict[str, float | int]:
-        return asdict(self)
+        return {**asdict(self), "ci95_low": self.ci95_low, "ci95_high": self.ci95_high}
 
 
 def percentiles(samples: Sequence[float] | np.ndarray, qs: Sequence[float]) -> list[float]:
@@ -65,15 +83,8 @@ def summarize(samples_ms: np.ndarray | list[float]) -> Stats:
     n = int(x.size)
     mean = float(x.mean())
     std = float(x.std(ddof=1)) if n > 1 else 0.0
-    if n > 1 and std > 0:
-        from scipy import stats as st
-
-        half = float(st.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
-    else:
-        half = 0.0
     p50, p90, p99 = percentiles(x, [50, 90, 99])
-    return Stats(n=n, mean=mean, median=p50, p90=p90, p99=p99, std=std, min=float(x.min()), max=float(x.max()),
-                 ci95_low=mean - half, ci95_high=mean + half)
+    return Stats(n=n, mean=mean, median=p50, p90=p90, p99=p99, std=std, min=float(x.min()), max=float(x.max()))
 
 
 def device_ms_of(obj: object) -> float | None:
@@ -180,9 +191,7 @@ def time_searcher(searcher: Any, batches: Sequence[Any], config: Any, plan: Timi
     for rep in range(max(plan.repeats, 1)):
         calls = batches
         if rep == 0 and desc is not None:
-            from tqdm.auto import tqdm
-
-            calls = tqdm(batches, desc=desc, unit="call", leave=False)
+            calls = progress(batches, desc=desc, unit="call", leave=False)
         for b in calls:
             t0 = time.perf_counter_ns()
             res = searcher.search(b, config)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from flashtrie.index import NarrowLoudsIndex
 
 __all__ = ["load_keywords", "describe_keywords", "load_workload", "load_index",
-           "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals",
+           "workload_params", "relevant_sets", "truncate_proposals", "tile_proposals", "tiled_batch_bytes",
            "sniff_kind", "Loaded", "limit_workload", "generate_workload", "save_workload_file", "duplicate_count"]
 
 
@@ -74,7 +74,7 @@ def load_keywords(path: str | os.PathLike[str]) -> KeywordSet:
     kind = sniff_kind(path)
     expected = "a keyword file (one keyword per line of token ids, or a keywords .npz from 'flashtrie gen-keywords')"
     if kind in ("text", "unknown"):  # the text parser names the line and character that are wrong
-        return KeywordSet.from_text(path)
+        return KeywordSet.from_token_file(path)
     if kind == "npz":
         from flashtrie.datasets import load_keywords as load_npz
 
@@ -241,6 +241,15 @@ def truncate_proposals(p: Proposals, k: int) -> Proposals:
     tok = np.take_along_axis(p.tokens, order, axis=-1)
     lps = np.take_along_axis(p.logprobs, order, axis=-1)
     return Proposals(tok, lps)
+
+
+#: bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies
+TILED_PROPOSAL_BYTES = 32
+
+
+def tiled_batch_bytes(batch: int, steps: int, k: int) -> int:
+    """Estimated memory of the batches `tile_proposals` makes of ``batch`` queries (checks before work)."""
+    return batch * steps * k * TILED_PROPOSAL_BYTES
 
 
 def tile_proposals(p: Proposals, batch: int, start: int = 0) -> Proposals:

@@ -125,6 +125,14 @@ class NumpySearcher:
     """Exact trie-constrained beam search over a `NarrowLoudsIndex`, in vectorised numpy."""
 
     name = "numpy"
+    #: a call's working memory per beam entry and query (its frontier and candidate arrays: about 2 kB measured
+    #: with tracemalloc at beams 100 to 2,000 with K = beam)
+    PEAK_BYTES_PER_BEAM_ENTRY = 4096
+
+    @classmethod
+    def search_peak_bytes(cls, beam_width: int, num_queries: int) -> int:
+        """Estimated working memory of one `search` call of ``num_queries`` queries (checks before work)."""
+        return beam_width * num_queries * cls.PEAK_BYTES_PER_BEAM_ENTRY
 
     def __init__(self, index: NarrowLoudsIndex, *, early_stop: bool = True, collect_stats: bool = False,
                  threads: int | None = 1, decode: str = "auto") -> None:

@@ -27,7 +27,7 @@ def test_workflow_runs_the_gpu_session_on_a_gpu_runner_and_uploads_the_report() 
     assert {"self-hosted", "gpu"} <= set(job["runs-on"])
     runs = "\n".join(s.get("run", "") for s in steps)
     assert "actions/checkout" in steps[0]["uses"]
-    assert re.search(r"pip install -e \"?\.\[gpu,test\]", runs), "installs the project from its own files"
+    assert re.search(r"pip install -e \"?\.\[gpu,test,lab\]", runs), "installs the project from its own files"
     assert "python3 -m venv" in runs and "nox -s gpu" in runs
     upload = next(s for s in steps if "upload-artifact" in s.get("uses", ""))
     assert upload.get("if") == "always()"  # the report also comes back from a failed run
@@ -64,7 +64,7 @@ def test_parity_exits_1_on_a_mismatch(tmp_path: Path, monkeypatch: pytest.Monkey
 
     kws = KeywordSet.from_sequences([[1, 2], [1, 3], [2], [3, 1]])
     kw, idx, q = tmp_path / "kw.txt", tmp_path / "kw.ftrie", tmp_path / "q.tsv"
-    kws.to_text(kw)
+    kws.to_token_file(kw)
     NarrowLoudsIndex.build(kws).save(idx)
     Proposals(np.array([[[1, 2, 3], [2, 3, 1]]]), np.log(np.array([[[.5, .3, .2], [.6, .3, .1]]], np.float32))
               ).to_tsv(q)

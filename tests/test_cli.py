@@ -62,7 +62,7 @@ def _files(tmp_path: Path) -> tuple[Path, Path]:
     seqs = {tuple(rng.integers(0, 12, rng.integers(1, 5)).tolist()) for _ in range(300)}
     kws = KeywordSet.from_sequences(sorted(seqs))  # no duplicates: these tests are about the command line
     kw_path = tmp_path / "kw.txt"
-    kws.to_text(kw_path)
+    kws.to_token_file(kw_path)
     tok = np.stack([[rng.permutation(14)[:8] for _ in range(4)] for _ in range(3)]).astype(np.int64)
     tok[tok >= 12] = -1
     lp = np.log(rng.random(tok.shape)).astype(np.float32)

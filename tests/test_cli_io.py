@@ -25,7 +25,7 @@ def _files(tmp_path: Path) -> dict[str, Path]:
     seqs = {tuple(rng.integers(0, 12, rng.integers(1, 5)).tolist()) for _ in range(300)}
     kws = KeywordSet.from_sequences(sorted(seqs))
     kw = tmp_path / "kw.txt"
-    kws.to_text(kw)
+    kws.to_token_file(kw)
     tok = np.stack([[rng.permutation(14)[:8] for _ in range(4)] for _ in range(3)]).astype(np.int64)
     tok[tok >= 12] = -1
     lp = np.log(rng.random(tok.shape)).astype(np.float32)
@@ -410,7 +410,7 @@ def test_bench_prints_what_it_measured(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize("with_keywords", [True, False])
 def test_search_shows_tokens(with_keywords: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = _files(tmp_path)
-    kws = KeywordSet.from_text(f["kw"])
+    kws = KeywordSet.from_token_file(f["kw"])
     argv = ["search", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beam", "4", "--show-tokens", "--quiet"]
     assert main([*argv, *(["--keywords", str(f["kw"])] if with_keywords else [])]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if " id " in line]

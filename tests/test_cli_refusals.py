@@ -14,7 +14,7 @@ from flashtrie.index.fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 
 # ------------------------------------------------------------------ a keyword file that is not the index's
 def _other_keywords(tmp_path: Path, f: dict[str, Path], change: str) -> Path:
-    seqs = [list(s) for s in KeywordSet.from_text(f["kw"])]
+    seqs = [list(s) for s in KeywordSet.from_token_file(f["kw"])]
     if change == "larger":
         seqs = seqs + [[1, 2, 3, 4, 5, 6, 7]]
     elif change == "smaller":
@@ -22,7 +22,7 @@ def _other_keywords(tmp_path: Path, f: dict[str, Path], change: str) -> Path:
     else:  # the same counts, two keywords swapped
         seqs[0], seqs[1] = seqs[1], seqs[0]
     other = tmp_path / f"other_{change}.txt"
-    KeywordSet.from_sequences(seqs).to_text(other)
+    KeywordSet.from_sequences(seqs).to_token_file(other)
     return other
 
 
@@ -41,7 +41,7 @@ def test_show_tokens_with_another_keyword_file_is_refused(change: str, tmp_path:
 def test_old_index_without_fingerprint_compares_the_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     f = _files(tmp_path)
     ix = NarrowLoudsIndex.load(f["idx"])
-    assert ix.meta[FINGERPRINT_KEY] == keywords_fingerprint(KeywordSet.from_text(f["kw"]))
+    assert ix.meta[FINGERPRINT_KEY] == keywords_fingerprint(KeywordSet.from_token_file(f["kw"]))
     meta = {k: v for k, v in ix.meta.items() if k != FINGERPRINT_KEY}
     old = NarrowLoudsIndex(ix.louds, ix.labels_lo, ix.hi_flag, ix.labels_hi, ix.linked, ix.link_starts, ix.suffix,
                            ix.terminal, ix.keyword_ids, None, meta)
@@ -171,7 +171,7 @@ def test_bare_flashtrie_prints_the_commands(capsys: pytest.CaptureFixture[str]) 
 
 def test_one_duplicate_is_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     kw = tmp_path / "kw.txt"
-    KeywordSet.from_sequences([[1, 2], [1, 2], [3]]).to_text(kw)
+    KeywordSet.from_sequences([[1, 2], [1, 2], [3]]).to_token_file(kw)
     assert main(["build", str(kw), "-o", str(tmp_path / "kw.ftrie")]) == 0
     err = capsys.readouterr().err
     assert "(2 unique, 1 duplicate collapsed)" in err

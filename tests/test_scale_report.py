@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from flashtrie.harness.records import Record, append_records, read_records
 from flashtrie.harness.scale import plots as scale_plots
 from flashtrie.harness.scale import report as scale_report
 from flashtrie.harness.scale import stages as scale_stages
+from flashtrie.harness.scale.targets import load_targets, target_rows
 
 M = 800_000_000
+#: the targets the 800M report judges, kept beside it
+TARGETS_FILE = Path(__file__).resolve().parents[1] / "reports" / "h200-800m" / "targets.toml"
+TARGETS = load_targets(TARGETS_FILE)
 ENV = {"cpu": "Test CPU", "cpu_cores": 16, "ram_bytes": 128 * 2**30, "git": {"commit": "59cae3b", "dirty": False},
        "gpus": [{"name": "Test GPU", "driver_release": "580.1", "driver": "13.0", "memory_bytes": 2**37}],
        "packages": {"numpy": "2.5.2"}, "hostname": "vm", "scale_command": "N=800M SIZES='1M' bash device_scale.sh"}
@@ -93,17 +100,17 @@ def test_every_section_and_its_numbers(tmp_path) -> None:
 
 def test_verdicts_from_the_numbers(tmp_path) -> None:
     recs = _synthetic()
-    rows = {r[0]: r for r in scale_report.bar_rows(recs)}
+    rows = {r[0]: r for r in target_rows(recs, TARGETS)}
     verdicts = [row[2] for row in rows.values()]
     assert verdicts == ["missed", "met", "met", "not measured", "met", "met", "met"]
-    assert "peak host RSS 70.0 GB" in rows[scale_report.BARS[0].name][1]  # in time, not in memory: missed
-    assert rows[scale_report.BARS[1].name][1].startswith("2.00 B per input keyword")  # the map left out
-    assert "2.50 per distinct keyword" in rows[scale_report.BARS[1].name][1]
-    assert rows[scale_report.BARS[3].name][3] == "at 10M: 0.5 s"  # the upload's own seconds, not GpuSearcher()'s
+    assert "peak host RSS 70.0 GB" in rows[TARGETS[0].name][1]  # in time, not in memory: missed
+    assert rows[TARGETS[1].name][1].startswith("2.00 B per input keyword")  # the map left out
+    assert "2.50 per distinct keyword" in rows[TARGETS[1].name][1]
+    assert rows[TARGETS[3].name][3] == "at 10M: 0.5 s"  # the upload's own seconds, not GpuSearcher()'s
     recs.append(_stage("upload (GpuSearcher)", M, 4.0, upload_seconds=2.9, copy_gb_per_s=1.5, backend="gpu"))
-    assert scale_report.bar_rows(recs)[3][1:3] == ["2.9 s at 800M (the upload, 1.5 GB/s host to device)", "met"]
+    assert target_rows(recs, TARGETS)[3][1:3] == ["2.9 s at 800M (the upload, 1.5 GB/s host to device)", "met"]
     recs.append(_stage("upload (GpuSearcher)", M, 4.0, upload_seconds=3.1, backend="gpu"))
-    assert scale_report.bar_rows(recs)[3][2] == "missed"
+    assert target_rows(recs, TARGETS)[3][2] == "missed"
 
 
 def test_bars_missed_skipped_and_unmeasured() -> None:
@@ -111,14 +118,14 @@ def test_bars_missed_skipped_and_unmeasured() -> None:
             _stage("generate 16 queries", M, 0.0, status="error", message="timed out: ran past its limit"),
             _stage("upload (GpuSearcher)", M, 0.0, status="skipped", message="no GPU (none visible)"),
             _latency(M, 1000, 1.5)]
-    rows = scale_report.bar_rows(recs)
+    rows = target_rows(recs, TARGETS)
     assert [row[2] for row in rows] == ["missed", "not measured", "not measured", "not measured", "missed",
                                         "missed", "missed"]
     assert rows[3][3] == "skipped: no GPU (none visible)"
     assert rows[4][1] == "error: timed out: ran past its limit"
-    assert scale_report.bar_rows([])[0][1:3] == ["not measured in this run", "not measured"]
+    assert target_rows([], TARGETS)[0][1:3] == ["not measured in this run", "not measured"]
     skipped = [_latency(M, 1000, 0.0, status="skipped")]
-    assert scale_report.bar_rows(skipped)[6][1:4] == ["not measured in this run", "not measured", "skipped: no GPU"]
+    assert target_rows(skipped, TARGETS)[6][1:4] == ["not measured in this run", "not measured", "skipped: no GPU"]
 
 
 def test_renders_without_latency_or_gpu(tmp_path) -> None:
@@ -172,5 +179,31 @@ def test_load_split_warmup_and_gpu_numpy_checks(tmp_path) -> None:
     assert "| 1M | eager | 0.3 | 0.4 | 4 | 10, 1000 | 0.01 | 0.08 | 0.1 | ok |" in section
     assert "| 800M | lazy | 0.001 | 0.2 | 4 | 10, 1000 | 0.02 | 12.4 | 12.5 | mismatch: beam 10: query 1 |" in section
     assert section.index("| 1M |") < section.index("| 800M |")
-    assert scale_report.bar_rows(recs)[0][1].startswith("50 s at 800M")  # the build bar: the build, not the warm-up
+    assert target_rows(recs, TARGETS)[0][1].startswith("50 s at 800M")  # the build bar: the build, not the warm-up
     assert "No check in these records." in _render(tmp_path / "none", _synthetic())
+
+
+def test_targets_are_data_beside_the_report_or_its_records(tmp_path) -> None:
+    assert [t.name for t in TARGETS][0] == "build ≤ 60 s at 800M within 64 GB of host memory"
+    recs = _synthetic()
+    bare = _render(tmp_path / "bare", recs)
+    assert "No `targets.toml` beside this report or its records: no verdicts." in bare
+    (tmp_path / "beside").mkdir()
+    shutil.copy(TARGETS_FILE, tmp_path / "beside" / "targets.toml")
+    text = _render(tmp_path / "beside", recs)
+    assert "From the `targets.toml` beside the records." in text and f"| {TARGETS[1].name} | 2.00 B" in text
+    (tmp_path / "beside" / "targets.toml").write_text("n = 800_000_000\n[[target]]\nmeasure = 'upload'\nlimit = 0.5\n")
+    assert "| upload (GpuSearcher) ≤ 0.5 s at 800M |" in _render(tmp_path / "beside", recs)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("[[target]]\nmeasure = 'build'\nlimit = 1\n", "n = None"),
+    ("n = 10\n[[target]]\nmeasure = 'speed'\nlimit = 1\n", "target 0: measure 'speed'"),
+    ("n = [", "not a readable targets file"),
+])
+def test_a_malformed_targets_file_is_refused_naming_it(tmp_path, text: str, says: str) -> None:
+    from flashtrie.errors import InputError
+
+    (tmp_path / "targets.toml").write_text(text)
+    with pytest.raises(InputError, match=says):
+        load_targets(tmp_path / "targets.toml")

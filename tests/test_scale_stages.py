@@ -1,10 +1,9 @@
-"""`harness/scale/stages.py` (the steps of tools/device/scale.sh) on small libraries, on the CPU: the records they
+"""`harness/scale/stages.py` (the steps of `flashtrie bench scale`) on small libraries, on the CPU: the records they
 write, the skipped GPU steps without a GPU, the time limits and the failure records."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -181,22 +180,16 @@ def test_watchdog_ends_the_process_with_124(tmp_path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bash") is None or shutil.which("timeout") is None, reason="needs bash and timeout")
-def test_device_script_at_a_tiny_size(tmp_path) -> None:
-    """The whole command at 3k, 4k then 6k keywords, the CPU builder, marisa at 4k after N; it records,
+def test_the_pipeline_at_a_tiny_size(tmp_path) -> None:
+    """``flashtrie bench scale`` at 3k, 4k then 6k keywords, the CPU builder, marisa at 4k after N; it records,
     tabulates, renders, bundles."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    wrapper = bin_dir / "python3"  # the shell calls python3: this interpreter (a venv's, when the tests run in one)
-    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    wrapper.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-           "DIR": str(tmp_path / "d"), "N": "6k", "SIZES": "3k 4k", "MARISA_SIZES": "", "MARISA_LAST": "4k",
-           "MARISA_SIZE_N": "3k",
-           "NUMPY_SIZES": "3k",
-           "INSTALL": "0", "BUILDER": "cpu", "TOTAL": "300", "RESERVE": "150", "BATCHES": "1"}
-    root = Path(__file__).resolve().parent.parent
-    res = subprocess.run(["bash", str(root / "tools" / "device" / "scale.sh")], env=env, capture_output=True,
-                         text=True, timeout=280)
+    res = subprocess.run([sys.executable, "-m", "flashtrie", "bench", "scale", "--out", str(tmp_path / "out"),
+                          "--dir", str(tmp_path / "d"), "--n", "6k", "--sizes", "3k,4k", "--marisa-sizes", "",
+                          "--marisa-last", "4k", "--marisa-size-n", "3k", "--numpy-sizes", "3k", "--builder", "cpu",
+                          "--total", "300", "--reserve", "150", "--batches", "1", "--targets",
+                          str(Path(__file__).resolve().parents[1] / "reports" / "h200-800m" / "targets.toml")],
+                         capture_output=True, text=True,
+                         timeout=280)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     recs = read_records(tmp_path / "out" / "scale.jsonl")
     sizes = {r.workload.get("N", r.workload.get("num_keywords")) for r in recs}
@@ -204,7 +197,7 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
     assert any(r.config.get("stage") == "index size vs marisa-trie" for r in recs)
     checks = [r.workload["N"] for r in recs if r.config.get("stage") == "GPU == numpy"]
     assert checks == [3000, 4000, 6000]  # CHECK_SIZES=all (the default): every size
-    assert {r.env.get("scale_command", "")[:6] for r in recs if r.kind == "build"} == {"N=6k S"}
+    assert {r.env.get("scale_command", "")[:27] for r in recs if r.kind == "build"} == {"flashtrie bench scale --out"}
     lat = [r for r in recs if r.kind == "latency" and r.status == "ok"]
     assert sorted({r.workload["num_keywords"] for r in lat if r.backend == "numpy"}) == [3000]
     assert sorted({r.workload["num_keywords"] for r in lat if r.backend == "marisa"}) == [4000]
@@ -217,10 +210,14 @@ def test_device_script_at_a_tiny_size(tmp_path) -> None:
     assert ref and all(r.metrics["decode"] == "eager" for r in ref)
     loads = [r for r in recs if r.config.get("stage") == "load index (verify)"]
     assert loads and all({"cheap checks", "checksums"} <= set(r.metrics["split"]) for r in loads)
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["scale.jsonl", "scale.log", "scale.tgz",
+                                                                    "targets.toml"]
     with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
         names = tar.getnames()
-    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl"} <= set(names), names
+    assert {"./report/report.md", "./report/latency_vs_size.png", "./scale.jsonl", "./targets.toml"} <= set(names)
+    with tarfile.open(tmp_path / "out" / "scale.tgz") as tar:
+        report = tar.extractfile("./report/report.md").read().decode()  # type: ignore[union-attr]
+    assert "From the `targets.toml` beside the records." in report
     assert not (tmp_path / "d" / "n6k").exists() and not (tmp_path / "d" / "n4k").exists()
 
 

@@ -24,9 +24,9 @@ def test_keywordset_constructors_agree(tmp_path: Path) -> None:
     a = KeywordSet.from_sequences(seqs)
     b = KeywordSet.from_arrays(np.array([5, 6, 5, 4294967294, 0, 65536, 5, 6], np.uint32), [0, 2, 3, 6, 8])
     path = tmp_path / "kw.txt"
-    a.to_text(path)
+    a.to_token_file(path)
     assert path.read_text() == "5 6\n5\n4294967294 0 65536\n5 6\n"
-    c = KeywordSet.from_text(path)
+    c = KeywordSet.from_token_file(path)
     for kw in (a, b, c):
         assert kw.to_sequences() == seqs
         assert kw.tokens.dtype == np.uint32 and kw.offsets.dtype == np.int64
@@ -40,17 +40,17 @@ def test_keywordset_constructors_agree(tmp_path: Path) -> None:
 @given(keyword_lists(max_keywords=20, max_length=6))
 def test_text_round_trip(tmp_path_factory: pytest.TempPathFactory, kws: list[list[int]]) -> None:
     path = tmp_path_factory.mktemp("kw") / "kw.txt"
-    KeywordSet.from_sequences(kws).to_text(path)
-    back = KeywordSet.from_text(path)
+    KeywordSet.from_sequences(kws).to_token_file(path)
+    back = KeywordSet.from_token_file(path)
     assert back.to_sequences() == kws
 
 
 def test_text_details(tmp_path: Path) -> None:
     path = tmp_path / "kw.txt"
     path.write_bytes(b"1  2\t3\r\n007\n\n\n")  # mixed spaces, CRLF, leading zeros, trailing blank lines
-    assert KeywordSet.from_text(path).to_sequences() == [[1, 2, 3], [7]]
-    KeywordSet.from_sequences([]).to_text(path)
-    assert len(KeywordSet.from_text(path)) == 0
+    assert KeywordSet.from_token_file(path).to_sequences() == [[1, 2, 3], [7]]
+    KeywordSet.from_sequences([]).to_token_file(path)
+    assert len(KeywordSet.from_token_file(path)) == 0
 
 
 @pytest.mark.parametrize(("seqs", "words"), [
@@ -99,7 +99,7 @@ def test_keywordset_bad_text(tmp_path: Path, data: bytes, words: list[str]) -> N
     path = tmp_path / "bad.txt"
     path.write_bytes(data)
     with pytest.raises(InputError) as e:
-        KeywordSet.from_text(path)
+        KeywordSet.from_token_file(path)
     for w in words + [str(path)]:
         assert w in str(e.value), (w, str(e.value))
 
@@ -125,18 +125,18 @@ def test_text_parsed_in_pieces_is_the_same(chunk: int, monkeypatch: pytest.Monke
     seqs = [rng.integers(0, 2**32 - 1, rng.integers(1, 6)).tolist() for _ in range(300)]
     data = ("\r\n".join(" ".join(map(str, q)) for q in seqs) + "\n\n").encode()
     monkeypatch.setattr(kmod, "TEXT_CHUNK_BYTES", chunk)
-    assert KeywordSet.from_text_bytes(data).to_sequences() == seqs
+    assert KeywordSet.from_token_bytes(data).to_sequences() == seqs
     lines = data.split(b"\r\n")
     lines[200] = b"7 x"
     with pytest.raises(InputError, match="line 201: unexpected character 'x'"):
-        KeywordSet.from_text_bytes(b"\r\n".join(lines))
+        KeywordSet.from_token_bytes(b"\r\n".join(lines))
     lines[200] = b""
     with pytest.raises(InputError, match="line 201: empty keyword"):
-        KeywordSet.from_text_bytes(b"\r\n".join(lines))
+        KeywordSet.from_token_bytes(b"\r\n".join(lines))
 
 
 def test_text_crlf_is_a_line_end() -> None:
-    assert KeywordSet.from_text_bytes(b"1 2\r\n3 4\r\n").to_sequences() == [[1, 2], [3, 4]]
+    assert KeywordSet.from_token_bytes(b"1 2\r\n3 4\r\n").to_sequences() == [[1, 2], [3, 4]]
 
 
 # ------------------------------------------------------------------------------------------ Proposals
@@ -279,10 +279,10 @@ def test_search_result_empty_and_equality(q_n: int, r_n: int) -> None:
 
 
 def test_text_leading_zeros_and_huge_tokens():
-    ks = KeywordSet.from_text_bytes(b"00000000001 2\n0000000000004294967294\n")
+    ks = KeywordSet.from_token_bytes(b"00000000001 2\n0000000000004294967294\n")
     assert ks.to_sequences() == [[1, 2], [4294967294]]
     with pytest.raises(InputError, match="larger than the limit"):
-        KeywordSet.from_text_bytes(b"10000000000001\n")
+        KeywordSet.from_token_bytes(b"10000000000001\n")
 
 
 @pytest.mark.parametrize("kwargs", [{"token_threshold": True}, {"score_threshold": False}, {"length_norm": True}])

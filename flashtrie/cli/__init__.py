@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (sys.argv[1:] if argv is None else list(argv)):  # bare `flashtrie`: the commands, not one error line
         parser.print_help(sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args = bench.suite_command(sys.argv[1:] if argv is None else list(argv)) or parser.parse_args(argv)
     args.argv = [PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
         with _warnings_as_lines(), contextlib.redirect_stdout(_Stdout(sys.stdout)):  # type: ignore[type-var]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,27 @@ from .common import (
     steps_count,
     writing_to,
 )
-from .memory import MARISA_BYTES, PROPOSAL_BYTES, build_part, check_parts, library_parts, search_part, workload_part
+from .memory import batches_part, build_part, check_parts, library_parts, marisa_part, search_part, workload_part
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "suite_command"]
+
+
+def suite_command(argv: Sequence[str]) -> argparse.Namespace | None:
+    """``bench NAME ARGS...`` where NAME is a registered measurement (`flashtrie.harness.suites.COMMANDS`):
+    the parsed command, its ARGS left to the measurement's own parser; None for any other command line."""
+    from flashtrie.harness.suites import COMMANDS
+
+    if len(argv) < 2 or argv[0] != "bench" or argv[1] not in COMMANDS:
+        return None
+    command, rest = COMMANDS[argv[1]], list(argv[2:])
+    return argparse.Namespace(command="bench", func=lambda args: command.run(rest))
+
+
+def _suite_lines() -> str:
+    from flashtrie.harness.suites import COMMANDS
+
+    width = max((len(name) for name in COMMANDS), default=0) + 2
+    return "\n".join(f"          {c.name:<{width}}{c.help}" for c in COMMANDS.values())
 
 
 def _check_bench_inputs(args: argparse.Namespace) -> None:
@@ -50,8 +69,7 @@ def _sweep_build(args: argparse.Namespace, ctx: Any) -> None:
 
     kw = load_keyword_file(args.keywords, args.quiet)
     value = f"{args.keywords} ({len(kw):,} keywords)"
-    check_parts([build_part("--keywords", value, len(kw)), ("--keywords", value, len(kw) * MARISA_BYTES,
-                                                            "the marisa trie")])
+    check_parts([build_part("--keywords", value, len(kw)), marisa_part("--keywords", value, len(kw))])
     sw.sweep_build(ctx, [(kw, describe_keywords(args.keywords, kw))], repeats=args.build_repeats, sweep="build")
 
 
@@ -99,8 +117,7 @@ def _check_workload_fits(args: argparse.Namespace, workload: Any) -> None:
         check_parts([held, search_part("--beams", f"{b:,}", b, args.batch_size)])
     if args.sweep in ("batch", "all"):
         bs = max(args.batch_sizes)
-        check_parts([held, ("--batch-sizes", f"{bs:,}", max(q, bs) * t * min(k, args.beam) * PROPOSAL_BYTES,
-                            f"batches of {bs:,} queries x {t} steps x {min(k, args.beam)} proposals"),
+        check_parts([held, batches_part("--batch-sizes", f"{bs:,}", max(q, bs), t, min(k, args.beam)),
                      search_part("--batch-sizes", f"{bs:,}", args.beam, bs)])
     narrow = [b for b in (args.beams if args.sweep in ("beam", "quality", "all") else []) if b > k]
     if narrow and not args.quiet:
@@ -202,9 +219,12 @@ def _add_bench_parser(subs: Any) -> None:
         recorded as 'skipped' (and listed at the end).  A short table of the measured cases is printed;
         draw figures and tables afterwards with 'flashtrie report'.
 
+        suites with options of their own (flashtrie bench SUITE --help):
+{suites}
+
         example:  flashtrie bench beam --keywords data/kw.npz --queries data/q.npz --beams 1,10,100 \\
                       -o results/beam.jsonl
-        """, cmd_bench)
+        """.replace("{suites}", _suite_lines()), cmd_bench)
     p.add_argument("sweep", choices=("beam", "batch", "size", "build", "quality", "all"), help="what to sweep")
     g = p.add_argument_group("inputs")
     g.add_argument("--keywords", "-k", metavar="FILE",

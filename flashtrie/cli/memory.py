@@ -1,8 +1,10 @@
 """What a command holds in memory at once, estimated from its arguments and checked (`check_memory`) before
 any work or record; the largest part names the argument to lower.
 
-The per-item figures are measured peaks (``tracemalloc`` for numpy allocations, the maximum resident set
-for marisa-trie) on small sizes, rounded up with room to spare.
+Each component owns its estimate, next to the code that allocates (measured peaks on small sizes, rounded
+up): the keyword generator (`generation_peak_bytes`), the query generator (`queries_peak_bytes`), the index
+builder (`build_peak_bytes`), the marisa and numpy searchers (`setup_peak_bytes`, `search_peak_bytes`), the
+lab's tiled batches (`tiled_batch_bytes`); the GPU searcher sizes its workspace itself (`gpu_impl/workspace.py`).
 """
 
 from __future__ import annotations
@@ -13,29 +15,7 @@ from pathlib import Path
 from flashtrie.errors import InputError
 
 __all__ = ["available_memory", "check_memory", "check_parts", "Part", "generation_part", "build_part",
-           "workload_part", "search_part", "library_parts", "KEYWORD_BYTES", "PROPOSAL_BYTES", "MARISA_BYTES"]
-
-#: Generating a library, peak per keyword (95 to 137 measured at 50k to 800k keywords, with room for the write).
-KEYWORD_BYTES = 160
-#: `NarrowLoudsIndex.build`, peak per keyword, the index included (126 to 128 measured at 50k and 200k keywords).
-BUILD_BYTES = 192
-#: The marisa backend's trie and key preparation per keyword (277 measured at 200k keywords).
-MARISA_BYTES = 320
-#: The query generator's fixed working set (66 to 81 MB measured) and its part per library keyword (about 40).
-QUERY_BASE_BYTES = 96 << 20
-QUERY_LIBRARY_BYTES = 64
-#: The query generator's peak per byte of the workload arrays it returns (2.4 to 2.9 measured at 2M to 16M
-#: proposals).
-QUERY_ARRAY_FACTOR = 4
-#: Bytes of one proposal in a workload: a 4-byte token and a 4-byte logprob.
-WORKLOAD_BYTES = 8
-#: Bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies.
-PROPOSAL_BYTES = 32
-#: A search call's working memory per beam entry and query of the call (the numpy backend's frontier and
-#: candidate arrays: about 2 kB measured at beams 100 to 2,000 with K = beam).
-BEAM_BYTES = 4096
-#: Decoding steps of a generated workload when --steps is not given (the query generator's default).
-DEFAULT_STEPS = 8
+           "workload_part", "search_part", "library_parts", "marisa_part", "batches_part"]
 
 
 def available_memory() -> tuple[int, str]:
@@ -82,30 +62,51 @@ def check_parts(parts: Sequence[Part]) -> None:
 
 def generation_part(arg: str, n: int) -> Part:
     """Generating ``n`` keywords."""
-    return arg, f"{n:,}", n * KEYWORD_BYTES, f"{n:,} generated keywords"
+    from flashtrie.datasets.keywords import generation_peak_bytes
+
+    return arg, f"{n:,}", generation_peak_bytes(n), f"{n:,} generated keywords"
 
 
 def build_part(arg: str, value: str, n: int) -> Part:
     """Building the index of ``n`` keywords."""
-    return arg, value, n * BUILD_BYTES, f"the index of {n:,} keywords"
+    from flashtrie.index.builder import build_peak_bytes
+
+    return arg, value, build_peak_bytes(n), f"the index of {n:,} keywords"
+
+
+def marisa_part(arg: str, value: str, n: int) -> Part:
+    """The marisa searcher's trie of ``n`` keywords."""
+    from flashtrie.reference_cpu.marisa import MarisaSearcher
+
+    return arg, value, MarisaSearcher.setup_peak_bytes(n), "the marisa trie"
 
 
 def workload_part(arg: str, value: str, q: int, t: int | None, k: int, library: int = 0) -> Part:
     """Generating ``q`` queries of ``t`` steps of ``k`` proposals from a library of ``library`` keywords."""
+    from flashtrie.datasets.queries import DEFAULT_STEPS, queries_peak_bytes
+
     t = DEFAULT_STEPS if t is None else t
-    need = QUERY_BASE_BYTES + library * QUERY_LIBRARY_BYTES + QUERY_ARRAY_FACTOR * q * t * k * WORKLOAD_BYTES
-    return arg, value, need, f"{q:,} queries x {t} steps x {k:,} proposals"
+    return arg, value, queries_peak_bytes(q, t, k, library), f"{q:,} queries x {t} steps x {k:,} proposals"
+
+
+def batches_part(arg: str, value: str, batch: int, t: int, k: int) -> Part:
+    """The batches of ``batch`` queries of ``t`` steps of ``k`` proposals a sweep tiles."""
+    from flashtrie.harness.workloads import tiled_batch_bytes
+
+    return arg, value, tiled_batch_bytes(batch, t, k), f"batches of {batch:,} queries x {t} steps x {k} proposals"
 
 
 def search_part(arg: str, value: str, beam: int, batch: int) -> Part:
     """One search call of ``batch`` queries at beam width ``beam``."""
-    return arg, value, beam * batch * BEAM_BYTES, f"searching {batch:,} quer{'y' if batch == 1 else 'ies'} per call " \
-                                                  f"at beam {beam:,}"
+    from flashtrie.reference_cpu.numpy_search import NumpySearcher
+
+    return (arg, value, NumpySearcher.search_peak_bytes(beam, batch),
+            f"searching {batch:,} quer{'y' if batch == 1 else 'ies'} per call at beam {beam:,}")
 
 
 def library_parts(arg: str, n: int, backends: Sequence[str]) -> list[Part]:
     """A generated library of ``n`` keywords, its index, and the marisa trie when marisa runs."""
     parts = [generation_part(arg, n), build_part(arg, f"{n:,}", n)]
     if any(b.startswith("marisa") for b in backends):
-        parts.append((arg, f"{n:,}", n * MARISA_BYTES, "the marisa trie"))
+        parts.append(marisa_part(arg, f"{n:,}", n))
     return parts

@@ -29,7 +29,17 @@ from .build_assemble import BuiltArrays, assemble, finish
 from .build_sort import sorted_unique
 from .build_trie import Preorder, join_parts, level_order, preorder
 
-__all__ = ["MIN_PART", "BuiltArrays", "build_arrays", "check_build_request"]
+__all__ = ["MIN_PART", "BuiltArrays", "build_arrays", "check_build_request", "build_peak_bytes"]
+
+#: Building, peak per keyword, the index included (126 to 128 measured with tracemalloc at 50k and 200k keywords).
+PEAK_BYTES_PER_KEYWORD = 192
+
+
+def build_peak_bytes(num_keywords: int) -> int:
+    """Estimated peak memory of building the index of ``num_keywords`` keywords (`NarrowLoudsIndex.build`), for
+    checks before the work."""
+    return num_keywords * PEAK_BYTES_PER_KEYWORD
+
 
 Progress = Callable[[str], None]
 

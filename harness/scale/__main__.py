@@ -1,4 +1,5 @@
-"""``python -m flashtrie.harness.scale PROCESS ...``: one process of the scale pipeline (see `stages`)."""
+"""``python -m flashtrie.harness.scale PROCESS ...``: ``flashtrie bench scale-step``, one process of the scale
+pipeline (see `stages`)."""
 
 import sys
 

@@ -16,7 +16,8 @@ from flashtrie.harness.records import Record
 __all__ = ["curve_plot", "stage_plot", "curve_series", "process_of", "size_of", "ticks_125", "CURVE_NAME"]
 
 CURVE_NAME = "latency_vs_size"
-#: The pipeline's module, as its records name it (earlier records: its former place in the GPU backend).
+#: The pipeline's module, as earlier records name it (``python -m MODULE PROCESS``; now ``flashtrie bench
+#: scale-step PROCESS``), the first its former place in the lab, the second in the GPU backend.
 MODULES = ("flashtrie.harness.scale", "flashtrie.gpu_impl.scale_stages")
 _STYLE = {"gpu": ("-", "^"), "numpy": ("--", "s"), "marisa": (":", "o")}
 
@@ -140,4 +141,7 @@ def stage_plot(records: Sequence[Record], out_dir: Path) -> list[Path]:
 def process_of(r: Record) -> str | None:
     """The pipeline process a record came from (``prepare``, ``serve``, ``gen`` ...)."""
     cmd = r.command
-    return cmd[3] if len(cmd) > 3 and cmd[:2] == ["python", "-m"] and cmd[2] in MODULES else None
+    if len(cmd) > 3 and (cmd[:3] == ["flashtrie", "bench", "scale-step"]
+                         or (cmd[:2] == ["python", "-m"] and cmd[2] in MODULES)):
+        return cmd[3]
+    return None

@@ -1,4 +1,4 @@
-"""Records of the scale pipeline's stages (tools/device/scale.sh): one record per finished stage, written at once.
+"""Records of the scale pipeline's stages (`flashtrie bench scale`): one record per finished stage, written at once.
 
 * `Recorder.span` times one stage, measures the stage's own peak host RSS (the kernel's high-water mark is
   reset at the start where Linux allows it, ``/proc/self/clear_refs``; else the process's peak so far) and
@@ -76,7 +76,7 @@ class Recorder:
                  budgets: dict[str, float] | None = None, deadline: float | None = None,
                  exit: Callable[[int], None] = os._exit) -> None:
         self.out, self.n = out, n
-        shell = os.environ.get("SCALE_COMMAND")  # the shell's own command line (tools/device/scale.sh sets it)
+        shell = os.environ.get("SCALE_COMMAND")  # the shell's own command line (`flashtrie bench scale` sets it)
         #: the run every stage's record belongs to (one run id across the pipeline's processes)
         self.run = RunContext.start(argv, run_id=os.environ.get("SCALE_RUN_ID"),
                                     extra_env={"scale_command": shell} if shell else None)

@@ -1,8 +1,9 @@
 """``report.md`` of the scale pipeline's records, from the records only.
 
-    flashtrie report RECORDS... -o reports/h200-800m   (or: python -m flashtrie.harness.scale render ...)
+    flashtrie report RECORDS... -o reports/h200-800m   (or: flashtrie bench scale-step render ...)
 
-Sections: provenance (records, runs, dates, commit, commands), environment, the targets (each with the
+Sections: provenance (records, runs, dates, commit, commands), environment, the targets of the `targets.toml`
+beside the report or its records (`targets`; each with the
 number measured in these records, or "not measured in this run", and met / missed / not measured), the
 latency-versus-library-size figure and its numbers, p50 / p99 at the largest size per beam and batch, the
 upload's host-to-device bandwidth, GPU == numpy per size (the numpy reference's decode mode and set-up), our
@@ -17,7 +18,6 @@ every latency record.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,21 +26,11 @@ from flashtrie.harness.records import Record
 from flashtrie.harness.suites import Metric, Page, Suite, register
 
 from .plots import CURVE_NAME, curve_plot, curve_series, process_of, size_of, stage_plot
+from .targets import FILE, find_stage, find_targets, load_targets, size_text, target_rows
 
-__all__ = ["BARS", "Bar", "bar_rows", "SUITE", "sections", "figures"]
+__all__ = ["SUITE", "sections", "figures"]
 
-PAPER_N = 800_000_000
 GB = 1e9
-NOT_MEASURED = "not measured in this run"
-
-
-def _n_text(n: int | None) -> str:
-    if n is None:
-        return "?"
-    for unit, word in ((10**9, "G"), (10**6, "M"), (10**3, "k")):
-        if n >= unit and n % (unit // 10) == 0:
-            return f"{n / unit:g}{word}"
-    return f"{n:,}"
 
 
 def stage_records(records: Sequence[Record]) -> list[Record]:
@@ -51,141 +41,9 @@ def latency_records(records: Sequence[Record]) -> list[Record]:
     return [r for r in records if r.kind == "latency"]
 
 
-def find_stage(records: Sequence[Record], stage: str, n: int | None = PAPER_N) -> Record | None:
-    """The last record of ``stage`` at size ``n`` (None: at the largest size that has one)."""
-    return _last_at([r for r in stage_records(records) if r.config.get("stage") == stage], n)
-
-
-def find_latency(records: Sequence[Record], beam: int, batch: int, n: int | None = PAPER_N) -> Record | None:
-    return _last_at([r for r in latency_records(records)
-                     if r.config.get("beam_width") == beam and r.config.get("batch_size", 1) == batch], n)
-
-
-def _last_at(hits: list[Record], n: int | None) -> Record | None:
-    """The last of ``hits`` at size ``n`` (None: at the largest size among them)."""
-    if n is None:
-        n = max((size_of(r) or 0 for r in hits), default=None)
-    at = [r for r in hits if size_of(r) == n]
-    return at[-1] if at else None
-
-
 def map_bytes(r: Record) -> int:
     """Bytes of the keyword-id map among a save record's arrays (``keyword_ids.*``)."""
     return sum(int(v) for k, v in (r.metrics.get("array_bytes") or {}).items() if k.startswith("keyword_ids"))
-
-
-@dataclass(frozen=True)
-class Bar:
-    """One of the targets: ``measure`` gives (value or None, what was measured, a note)."""
-
-    name: str
-    limit: float
-    at_most: bool
-    measure: Callable[[Sequence[Record]], tuple[float | None, str, str]]
-    second: Callable[[Sequence[Record]], bool] | None = None  # a further condition (the build's memory)
-
-
-def _stage_measure(stage: str, metric: str, unit: str, n: int | None = PAPER_N
-                   ) -> Callable[[Sequence[Record]], tuple[float | None, str, str]]:
-    def measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
-        r = find_stage(records, stage, n)
-        if r is None:
-            other = find_stage(records, stage, None)
-            note = (f"at {_n_text(size_of(other))}: {fmt(other.metrics.get(metric))} {unit}"
-                    if other is not None and other.status == "ok" else "")
-            return None, NOT_MEASURED, note
-        if r.status == "skipped":
-            return None, NOT_MEASURED, f"{r.status}: {r.message}"
-        if r.status != "ok":
-            return None, f"{r.status}: {r.message}", ""
-        v = r.metrics.get(metric)
-        return (float(v) if v is not None else None), f"{fmt(v)} {unit} at {_n_text(size_of(r))}", ""
-    return measure
-
-
-def _build_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
-    v, text, note = _stage_measure("build", "seconds", "s")(records)
-    r = find_stage(records, "build")
-    if v is not None and r is not None:
-        text += f", peak host RSS {r.metrics['peak_rss_bytes'] / GB:.1f} GB ({r.backend} builder)"
-    return v, text, note
-
-
-def _upload_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
-    """The index upload's own seconds (``upload_seconds``: without the kernel's compile or cache load),
-    else the whole `GpuSearcher` construction."""
-    r = find_stage(records, "upload (GpuSearcher)")
-    either = r if r is not None else find_stage(records, "upload (GpuSearcher)", None)
-    metric = "upload_seconds" if either is not None and "upload_seconds" in either.metrics else "seconds"
-    v, text, note = _stage_measure("upload (GpuSearcher)", metric, "s")(records)
-    if v is not None and r is not None:
-        bw = r.metrics.get("copy_gb_per_s", r.metrics.get("h2d_gb_per_s"))
-        text += (f" ({'the upload' if metric == 'upload_seconds' else 'GpuSearcher construction'}"
-                 + (f", {fmt(bw)} GB/s host to device" if bw else "") + ")")
-    return v, text, note
-
-
-def _build_memory_ok(records: Sequence[Record]) -> bool:
-    r = find_stage(records, "build")
-    return r is not None and r.metrics.get("peak_rss_bytes", float("inf")) <= 64 * GB
-
-
-def _size_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
-    r = find_stage(records, "save index")
-    if r is None or r.status != "ok":
-        return None, NOT_MEASURED, ""
-    n, total, ids = size_of(r) or 0, int(r.metrics["bytes"]), map_bytes(r)
-    v = (total - ids) / n
-    b = find_stage(records, "build")
-    uniq = b.metrics.get("num_unique") if b is not None else None
-    per_unique = f", {(total - ids) / uniq:.2f} per distinct keyword" if uniq else ""
-    return v, (f"{v:.2f} B per input keyword at {_n_text(n)}: file {total:,} bytes less the map's {ids:,}"
-               f"{per_unique}"), ""
-
-
-def _search_measure(records: Sequence[Record]) -> tuple[float | None, str, str]:
-    r = find_latency(records, 1000, 1)
-    if r is None:
-        other = find_latency(records, 1000, 1, None)
-        note = ""
-        if other is not None and other.status == "ok":
-            dev = other.metrics.get("device_p99_ms")
-            note = (f"at {_n_text(size_of(other))}: p99 {other.metrics['p99_ms']:.3f} ms ({other.backend}"
-                    + (f", device {dev:.3f}" if isinstance(dev, (int, float)) else "") + ")")
-        return None, NOT_MEASURED, note
-    if r.status == "skipped":
-        return None, NOT_MEASURED, f"{r.status}: {r.message}"
-    if r.status != "ok":
-        return None, f"{r.status}: {r.message}", ""
-    v = float(r.metrics["p99_ms"])
-    return v, f"p99 {v:.3f} ms at {_n_text(size_of(r))}", ""
-
-
-BARS: tuple[Bar, ...] = (
-    Bar("build ≤ 60 s at 800M within 64 GB of host memory", 60.0, True, _build_measure, _build_memory_ok),
-    Bar("index ≤ 3.2 B/keyword at 800M without the map", 3.2, True, _size_measure),
-    Bar("load with verification ≥ 2 GB/s", 2.0, False, _stage_measure("load index (verify)", "gb_per_s", "GB/s",
-                                                                   None)),
-    Bar("upload (GpuSearcher) ≤ 3 s at 800M", 3.0, True, _upload_measure),
-    Bar("16 dense queries ≤ 30 s at 800M", 30.0, True, _stage_measure("generate 16 queries", "seconds", "s")),
-    Bar("keyword generator ≤ 120 s at 800M", 120.0, True, _stage_measure("generate keywords", "seconds", "s")),
-    Bar("search p99 ≤ 1.0 ms at beam 1000, batch 1, 800M", 1.0, True, _search_measure),
-)
-
-
-def verdict(bar: Bar, records: Sequence[Record]) -> tuple[str, str, str]:
-    """(measured, verdict, note) of one bar: verdict "met", "missed" or "not measured"."""
-    v, text, note = bar.measure(records)
-    if v is None:
-        return text, ("missed" if text != NOT_MEASURED else "not measured"), note
-    ok = v <= bar.limit if bar.at_most else v >= bar.limit
-    if bar.second is not None:
-        ok = ok and bar.second(records)
-    return text, "met" if ok else "missed", note
-
-
-def bar_rows(records: Sequence[Record]) -> list[list[str]]:
-    return [[b.name, *verdict(b, records)] for b in BARS]
 
 
 def _provenance(records: Sequence[Record], sources: Sequence[str], commit: str | None) -> list[str]:
@@ -232,7 +90,7 @@ def _stage_tables(records: Sequence[Record]) -> list[str]:
     recs = stage_records(records)
     lines: list[str] = []
     for n in sorted({s for s in map(size_of, recs) if s is not None}):
-        lines += [f"## Stages at {_n_text(n)} keywords ({n:,})", ""]
+        lines += [f"## Stages at {size_text(n)} keywords ({n:,})", ""]
         rows = []
         for r in (r for r in recs if size_of(r) == n):
             m = r.metrics
@@ -302,7 +160,7 @@ def _latency_tables(records: Sequence[Record]) -> list[str]:
     recs = latency_records(records)
     lines: list[str] = []
     for n in sorted({s for s in map(size_of, recs) if s is not None}):
-        lines += [f"## Search latency at {_n_text(n)} keywords (K = beam; host arrays in and out)", ""]
+        lines += [f"## Search latency at {size_text(n)} keywords (K = beam; host arrays in and out)", ""]
         rows = []
         for r in sorted((r for r in recs if size_of(r) == n),
                         key=lambda r: (r.backend, r.config.get("batch_size", 1), r.config.get("beam_width", 0))):
@@ -330,7 +188,7 @@ def _curve(records: Sequence[Record], fig: Path | None) -> list[str]:
         mean, p99 = dict(means.get(key, [])), dict(pts)
         rows.append([key[0], key[1], *[f"{fmt(mean.get(n))} / {fmt(p99[n])}" if n in p99 else None
                                        for n in sizes]])
-    head = ["backend", "beam", *[f"{_n_text(n)}: mean / p99 ms" for n in sizes]]
+    head = ["backend", "beam", *[f"{size_text(n)}: mean / p99 ms" for n in sizes]]
     return lines + table(head, rows) + [""]
 
 
@@ -347,7 +205,7 @@ def _largest(records: Sequence[Record]) -> list[str]:
              r.metrics.get("device_p99_ms"), r.metrics.get("samples"), r.status] for r in at]
     head = ["backend", "beam", "batch", "p50 ms", "mean ms", "p99 ms", "device p50 ms", "device p99 ms", "samples",
             "status"]
-    return ([f"## Search at {_n_text(top)} keywords: p50 / p99 per beam and batch (per call, host arrays in and "
+    return ([f"## Search at {size_text(top)} keywords: p50 / p99 per beam and batch (per call, host arrays in and "
              "out)", ""] + table(head, rows) + [""])
 
 
@@ -358,7 +216,7 @@ def _by_size(records: Sequence[Record], stage: str) -> list[Record]:
 
 def _failed_row(r: Record, blanks: int) -> list:
     """A table row for a stage that did not end ok: its size, ``blanks`` empty cells, its status."""
-    return [_n_text(size_of(r)), *[None] * blanks, f"{r.status}: {r.message}"]
+    return [size_text(size_of(r)), *[None] * blanks, f"{r.status}: {r.message}"]
 
 
 def _upload(records: Sequence[Record]) -> list[str]:
@@ -374,7 +232,7 @@ def _upload(records: Sequence[Record]) -> list[str]:
             rows.append(_failed_row(r, 7))
             continue
         bw = m.get("copy_gb_per_s", m.get("h2d_gb_per_s"))
-        rows.append([_n_text(size_of(r)), m.get("index_bytes"), m.get("copy_bytes"), m.get("copy_seconds"),
+        rows.append([size_text(size_of(r)), m.get("index_bytes"), m.get("copy_bytes"), m.get("copy_seconds"),
                      f"{fmt(bw)}" + ("" if "copy_gb_per_s" in m else " (whole upload)") if bw else None,
                      m.get("derive_flags_seconds"), m.get("upload_seconds"), m.get("seconds"), "ok"])
     head = ["N", "device bytes", "bytes copied", "copy s", "H2D GB/s", "flags on device s", "upload s",
@@ -394,7 +252,7 @@ def _checks(records: Sequence[Record]) -> list[str]:
         n, m = size_of(r), r.metrics
         ref = find_stage(records, "numpy searcher", n)
         rm = ref.metrics if ref is not None else {}
-        rows.append([_n_text(n), m.get("numpy_decode", rm.get("decode")), rm.get("seconds"),
+        rows.append([size_text(n), m.get("numpy_decode", rm.get("decode")), rm.get("seconds"),
                      f"{rm['peak_rss_bytes'] / GB:.1f}" if rm.get("peak_rss_bytes") else None, m.get("queries"),
                      ", ".join(str(b) for b in m.get("beams") or []) or None, m.get("gpu_search_seconds"),
                      m.get("numpy_search_seconds"), m.get("seconds"), r.status + (f": {r.message}" if r.message
@@ -424,7 +282,7 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
             return f"{int(b):,} ({int(b) / u:.2f} B)"
 
         theirs_map = int(m["marisa_bytes"]) + int(m["marisa_map_bytes"])
-        rows.append([_n_text(size_of(r)), u, per(m["ours_no_map_bytes"]), per(m["marisa_bytes"]),
+        rows.append([size_text(size_of(r)), u, per(m["ours_no_map_bytes"]), per(m["marisa_bytes"]),
                      f"{m['ours_no_map_bytes'] / m['marisa_bytes']:.3f}", per(m["ours_bytes"]), per(theirs_map),
                      f"{m['ours_bytes'] / theirs_map:.3f}", "ok"])
     head = ["N", "distinct keywords", "ours, no map", "marisa-trie, no map", "ratio, no map", "ours, with map",
@@ -436,9 +294,14 @@ def _marisa_sizes(records: Sequence[Record]) -> list[str]:
         "-> input id at ceil(log2 N) bits, packed (not stored by marisa, counted). Ratio: ours / marisa-trie's.", ""]
 
 
-def _bars(records: Sequence[Record]) -> list[str]:
-    lines = ["## Targets", ""]
-    lines += table(["target", "measured", "verdict", "note"], bar_rows(records))
+def _targets(records: Sequence[Record], page: Page) -> list[str]:
+    """The targets of the ``targets.toml`` beside the report or its records (`targets`), judged."""
+    path = find_targets(page.out_dir, page.sources)
+    if path is None:
+        return ["## Targets", "", f"No `{FILE}` beside this report or its records: no verdicts.", ""]
+    beside = "report" if path.parent == Path(page.out_dir) else "records"
+    lines = ["## Targets", "", f"From the `{FILE}` beside the {beside}.", ""]
+    lines += table(["target", "measured", "verdict", "note"], target_rows(records, load_targets(path)))
     return lines + [""]
 
 
@@ -460,7 +323,7 @@ def sections(records: list[Record], page: Page) -> list[str]:
     curve = page.drawn.get(CURVE_NAME)
     stages = page.drawn.get("stages")
     lines = ["Rendered by `flashtrie report` from the records below only.", ""]
-    lines += _provenance(records, page.sources, page.commit) + _environment(records) + _bars(records)
+    lines += _provenance(records, page.sources, page.commit) + _environment(records) + _targets(records, page)
     lines += _curve(records, curve[0] if curve else None) + _largest(records) + _upload(records) + _checks(records)
     lines += _marisa_sizes(records) + _stage_tables(records)
     if stages:

@@ -1,6 +1,7 @@
-"""The steps of the scale pipeline (tools/device/scale.sh); each step appends its records to ``--out`` as it ends.
+"""The steps of the scale pipeline (`flashtrie bench scale`, `pipeline.py`); each step appends its records to
+``--out`` as it ends.
 
-    python -m flashtrie.harness.scale PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
+    flashtrie bench scale-step PROCESS --n 800M --dir /tmp/ftscale/n800M --out scale.jsonl
 
 A process runs a list of steps sharing what they made (the keywords stay in memory from ``gen`` to ``build``,
 so the 17.9 GB keyword file of 800M is neither written nor read back unless ``--save-keywords``):
@@ -122,7 +123,7 @@ def _budgets(items: list[str]) -> dict[str, float]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m flashtrie.harness.scale", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="flashtrie bench scale-step", description=__doc__.splitlines()[0])
     ap.add_argument("process", choices=(*PROCESSES, "fail", "table"))
     ap.add_argument("--n", type=_count, default=800_000_000, help="keywords (800M, 10M, ...)")
     ap.add_argument("--dir", default="/tmp/ftscale", help="where the keyword, query and index files go")
@@ -156,7 +157,7 @@ def render(argv: list[str]) -> int:
     with the commit given by hand where the records' own is wrong (a copied tree)."""
     from flashtrie.harness.report import build_report
 
-    ap = argparse.ArgumentParser(prog="python -m flashtrie.harness.scale render")
+    ap = argparse.ArgumentParser(prog="flashtrie bench scale-step render")
     ap.add_argument("records", nargs="+", help="records files (JSON Lines)")
     ap.add_argument("--out", required=True, help="folder for report.md and the figures")
     ap.add_argument("--commit", help="the commit the run's tree was, given by hand (the records' env.git wrong)")
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     d = Path(args.dir)
     d.mkdir(parents=True, exist_ok=True)
-    rec = Recorder(args.out, args.n, ["python", "-m", "flashtrie.harness.scale", *argv],
+    rec = Recorder(args.out, args.n, ["flashtrie", "bench", "scale-step", *argv],
                    marker=d / "stage.json", budgets=_budgets(args.budget), deadline=args.deadline)
     if args.process == "fail":
         print(f"[scale] {rec.record_failure(args.failed or '?', args.message or 'stopped')}", flush=True)

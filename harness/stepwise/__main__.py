@@ -1,4 +1,5 @@
-"""``python -m flashtrie.harness.stepwise ...``: the stepwise bench, or ``render`` of its records."""
+"""``python -m flashtrie.harness.stepwise ...``: ``flashtrie bench stepwise``, the stepwise bench, or ``render``
+of its records."""
 
 from flashtrie.harness.stepwise.run import main
 

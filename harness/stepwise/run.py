@@ -1,12 +1,12 @@
 """Per-step cost of the stepwise constraint (mask + advance) for autoregressive decoders .
 
-    python -m flashtrie.harness.stepwise --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
-    python -m flashtrie.harness.stepwise render FILE.jsonl [...] --out-dir reports/h200-stepwise   (the report pipeline)
+    flashtrie bench stepwise --out FILE.jsonl [--cases ...] [--shapes 2x70,8x64,1x1000]
+    flashtrie bench stepwise render FILE.jsonl [...] --out-dir reports/h200-stepwise   (the report pipeline)
 
 Every case in one command (about 5 minutes on the H200, most of it
 generating and building the 100M library):
 
-    python -m flashtrie.harness.stepwise --out FILE.jsonl --hf --generate \
+    flashtrie bench stepwise --out FILE.jsonl --hf --generate \
         --sweep-cases fixed:20M:32768,var:10M
 
 ``--max-logits-gb`` skips the shapes whose logits (and bool mask) would take more device memory.
@@ -229,7 +229,7 @@ def render(argv: list[str]) -> int:
     DIR), or one short line per record for a terminal."""
     from flashtrie.harness.report import build_report
 
-    p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise render")
+    p = argparse.ArgumentParser(prog="flashtrie bench stepwise render")
     p.add_argument("records", nargs="+")
     p.add_argument("--out-dir", default="reports/h200-stepwise")
     p.add_argument("--brief", action="store_true", help="print one short line per record instead of the report")
@@ -243,7 +243,7 @@ def render(argv: list[str]) -> int:
 
 def parser() -> argparse.ArgumentParser:
     """The bench's arguments."""
-    p = argparse.ArgumentParser(prog="python -m flashtrie.harness.stepwise", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="flashtrie bench stepwise", description=__doc__.split("\n")[0])
     p.add_argument("--out", required=True, help="JSON Lines records file (appended)")
     p.add_argument("--cases", default=DEFAULT_CASES, help=f"libraries, in order (default {DEFAULT_CASES})")
     p.add_argument("--shapes", default="2x70,8x64,1x1000", help="batch x beams")

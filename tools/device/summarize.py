@@ -1,7 +1,6 @@
 """Short tables of the device checks' result files (tools/device/check.sh).
 
     python3 tools/device/summarize.py gpubuild RESULTS.jsonl
-    python3 tools/device/summarize.py verify DIR
     python3 tools/device/summarize.py queries SCALE.jsonl
     python3 tools/device/summarize.py compare DIR
     python3 tools/device/summarize.py json FILE.json
@@ -9,7 +8,6 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import sys
@@ -53,22 +51,6 @@ def gpubuild(path: str) -> None:
             print(f"compare CPU == GPU at {r['n']:,}: equal={r['equal']} " + "; ".join(
                 f"{k}: cpu {m['cpu_s']} s, gpu {m['gpu_s']} s, diff {m['different_arrays'] + m['different_meta']}"
                 for k, m in r["modes"].items()))
-
-
-def verify(folder: str) -> None:
-    """The verified loads (benchmarks/load_speed.py's JSON files in ``folder``)."""
-    print(f"{'run':<14} {'file':<12} {'cores':>5} {'s':>6} {'GB/s':>6} {'CPU s':>6} | split")
-    for path in [os.path.join(folder, "load.json")] + sorted(glob.glob(os.path.join(folder, "sweep_*.json"))):
-        if not os.path.exists(path):
-            continue
-        name = "default" if path.endswith("load.json") else os.path.basename(path)[6:-5]
-        with open(path) as f:
-            results = json.load(f)["results"]
-        for r in results:
-            split = " ".join(f"{k.split(' (')[0].replace(' ', '_')}={x:.3f}" for k, x in r["split"].items()
-                             if x >= 0.005)
-            print(f"{name:<14} {os.path.basename(r['path']):<12} {r['workers']:>5} {r['seconds']:>6.3f} "
-                  f"{r['gb_per_s']:>6.3f} {r['cpu_seconds']:>6.2f} | {split}")
 
 
 def queries(path: str) -> None:
@@ -132,7 +114,7 @@ def flat(path: str) -> None:
             print(f"| {k} | {v} |")
 
 
-COMMANDS: dict[str, Callable[[str], None]] = {"gpubuild": gpubuild, "verify": verify, "queries": queries,
+COMMANDS: dict[str, Callable[[str], None]] = {"gpubuild": gpubuild, "queries": queries,
                                                "compare": compare, "json": flat}
 
 if __name__ == "__main__":

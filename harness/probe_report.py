@@ -1,0 +1,73 @@
+"""The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``
+and ``load``): one table per measurement, a row per record with its backend, configuration, numbers and status;
+registered with the report pipeline (`harness/report.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .env import summary_line
+from .markdown import fmt, table
+from .records import Record
+from .suites import Metric, Page, Suite, register
+
+__all__ = ["SUITE", "PROBES", "sections"]
+
+#: sweep -> (section title, the metrics shown, in order)
+PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "smoke": ("GPU == numpy, smoke configurations", ("results", "device_ms")),
+    "upload": ("Index load and upload", ("load_s", "searcher_s", "bytes", "copy_seconds", "gb_per_s",
+                                         "derive_seconds", "bytes_per_keyword")),
+    "load": ("Verified loads (best of the repeats)", ("bytes", "seconds", "gb_per_s", "cpu_seconds", "gb_per_cpu_s")),
+}
+
+
+def _owns(r: Record) -> bool:
+    return r.sweep in PROBES
+
+
+def _config_text(c: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in c.items() if v is not None and v is not False) or "–"
+
+
+def _section(sweep: str, recs: Sequence[Record]) -> list[str]:
+    title, shown = PROBES[sweep]
+    rows = [[r.backend, _config_text({**r.workload, **r.config}) if sweep == "load" else _config_text(r.config),
+             *[fmt(r.metrics.get(m)) for m in shown],
+             r.status + (f": {r.message}" if r.message else "")] for r in recs]
+    envs = sorted({summary_line(r.env) for r in recs if r.env})
+    return ([f"## {title}", ""] + [f"Environment: {e}" for e in envs] + [""]
+            + table(["backend", "config", *shown, "status"], rows) + [""])
+
+
+def sections(records: list[Record], page: Page) -> list[str]:
+    """One table per measurement present, in `PROBES` order."""
+    lines: list[str] = []
+    for sweep in PROBES:
+        recs = [r for r in records if r.sweep == sweep]
+        if recs:
+            lines += _section(sweep, recs)
+    return lines
+
+
+def _figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
+    return {}
+
+
+METRICS = {
+    "results": Metric("results returned by the numpy reference in one smoke case", "count"),
+    "device_ms": Metric("device time of the GPU's search call", "ms"),
+    "load_s": Metric("seconds to load the index file (verified or trusted)", "s"),
+    "searcher_s": Metric("seconds to set up GpuSearcher (the upload included)", "s"),
+    "gb_per_s": Metric("the upload's host-to-device copy bandwidth, or a verified load's file bytes per second",
+                       "GB/s"),
+    "bytes_per_keyword": Metric("index bytes per keyword without the id map", "B"),
+    "seconds": Metric("best wall seconds of a verified load", "s"),
+    "cpu_seconds": Metric("least CPU seconds of a verified load", "s"),
+    "gb_per_cpu_s": Metric("file gigabytes per CPU-second of a verified load", "GB/s"),
+}
+
+SUITE = register(Suite(name="probes", title="GPU machine checks", owns=_owns, sections=sections,
+                       figures=_figures, metrics=METRICS))

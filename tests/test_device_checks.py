@@ -1,0 +1,155 @@
+"""The GPU machine's runner (tools/device/check.sh) and its table (tools/device/checks.toml): the table parses,
+every check of the GPU runs is there by name, every measurement it names is a command of `flashtrie bench`,
+and the runner stays thin; the suites it names are reached, and render, through the command line."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from flashtrie.harness.records import Record, append_records, read_records
+from flashtrie.harness.suites import COMMANDS
+
+from flashtrie.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+DEVICE = ROOT / "tools" / "device"
+_spec = importlib.util.spec_from_file_location("device_checks", DEVICE / "checks.py")
+assert _spec is not None and _spec.loader is not None
+checks = importlib.util.module_from_spec(_spec)
+sys.modules["device_checks"] = checks
+_spec.loader.exec_module(checks)
+
+#: every check the GPU runs have used, by name
+NAMES = {"install", "compile", "smoke", "gpu-tests", "sanitizer", "parity", "beam", "batch", "size", "upload",
+         "stepwise", "grid", "probe", "scale", "scale-quick", "gpubuild", "loadq", "verify", "numpylazy", "queries",
+         "launch", "real", "quality", "compare"}
+
+
+def _bench_sweeps() -> set[str]:
+    subs = next(a for a in build_parser()._actions if a.dest == "command")
+    bench = subs.choices["bench"]  # type: ignore[index]
+    return set(next(a for a in bench._actions if a.dest == "sweep").choices)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_runner_lists_every_check_and_refuses_an_unknown_name() -> None:
+    listed = subprocess.run(["bash", str(DEVICE / "check.sh"), "list"], capture_output=True, text=True, check=True)
+    names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert names == set(checks.load()) == NAMES
+    bad = subprocess.run(["bash", str(DEVICE / "check.sh"), "parity", "no-such-check"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "unknown check 'no-such-check'" in bad.stderr
+
+
+def test_every_step_has_a_command_and_a_limit() -> None:
+    for c in checks.load().values():
+        assert c.help and c.steps
+        for s in c.steps:
+            assert s.run and "\n" not in s.run and "\t" not in s.run and 0 < s.timeout <= 600
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_every_step_and_summary_is_a_command_line_bash_parses() -> None:
+    for c in checks.load().values():
+        for cmd in [s.run for s in c.steps] + ([c.summary] if c.summary else []):
+            res = subprocess.run(["bash", "-n", "-c", cmd], capture_output=True, text=True)
+            assert res.returncode == 0, f"{c.name}: {res.stderr}"
+
+
+def test_a_malformed_table_is_refused_naming_the_check(tmp_path: Path) -> None:
+    bad = tmp_path / "checks.toml"
+    bad.write_text('[parity]\nhelp = "x"\nsteps = [{ name = "a", timeout = 9000, run = "true" }]\n')
+    with pytest.raises(ValueError, match="check 'parity', step 'a': timeout 9000"):
+        checks.load(bad)
+
+
+def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: pytest.CaptureFixture[str]) -> None:
+    named = {m for c in checks.load().values() for s in c.steps for m in re.findall(r"flashtrie bench ([\w-]+)", s.run)}
+    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size"} <= named
+    known = _bench_sweeps() | set(COMMANDS)
+    assert named <= known, named - known
+    for name in sorted(named & set(COMMANDS)):
+        with pytest.raises(SystemExit) as e:
+            main(["bench", name, "--help"])
+        assert e.value.code == 0
+        assert capsys.readouterr().out.startswith(f"usage: flashtrie bench {name}")
+
+
+def test_the_runner_is_thin() -> None:
+    shell = sum(len(p.read_text().splitlines()) for p in DEVICE.glob("*.sh"))
+    assert shell <= 150, f"tools/device holds {shell} lines of shell"
+
+
+def test_a_suite_renders_from_records_through_flashtrie_bench(tmp_path: Path) -> None:
+    rec = Record("latency", "gpu-stepwise", sweep="stepwise",
+                 workload={"case": "fixed:1M:2048", "name": "fixed-8", "num_keywords": 1_000_000, "vocab_size": 2048},
+                 config={"batch": 2, "beams": 70, "rows": 140, "states": "root"},
+                 metrics={"graph_fused_us": 12.5, "graph_step_us": 13.5, "host_fused_us": 30.0, "host_us": 40.0,
+                          "sync_fused_us": 60.0},
+                 env={"git": {"commit": "d" * 40}})
+    append_records(tmp_path / "r.jsonl", [rec])
+    assert main(["bench", "stepwise", "render", str(tmp_path / "r.jsonl"), "--out-dir", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| ddddddd | fixed-8 | 1,000,000 | 2,048 | 2x70 | root | 12.5 |" in md
+
+
+def test_a_probe_without_a_gpu_records_why_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes
+
+    monkeypatch.setattr(device_probes, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / "smoke.jsonl"
+    assert main(["bench", "smoke", "--out", str(out), "--keywords", "500"]) == 1
+    assert main(["bench", "upload", "missing.ftrie", "--out", str(out)]) == 1
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert md.startswith("# GPU machine checks")
+    assert md.count("| gpu | – |") == 2 and md.count("skipped: no NVIDIA GPU visible (test) |") == 2
+
+
+def test_probe_records_render_as_tables(tmp_path: Path) -> None:
+    recs = [Record("parity", "gpu", sweep="smoke", config={"beam_width": 4, "length_norm": 0.5},
+                   metrics={"results": 12, "device_ms": 0.25}),
+            Record("parity", "gpu", "mismatch", "query 1: ids differ at rank 3", sweep="smoke",
+                   config={"beam_width": 600}, metrics={"results": 40, "device_ms": 1.5}),
+            Record("build", "gpu", sweep="upload", config={"verify": True},
+                   metrics={"load_s": 1.25, "searcher_s": 0.5, "gb_per_s": 20.0, "bytes_per_keyword": 2.5})]
+    append_records(tmp_path / "r.jsonl", recs)
+    assert main(["report", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "| gpu | beam_width=4, length_norm=0.5 | 12 | 0.25 | ok |" in md
+    assert "| gpu | beam_width=600 | 40 | 1.5 | mismatch: query 1: ids differ at rank 3 |" in md
+    assert "## Index load and upload" in md and "| gpu | verify=True | 1.25 | 0.5 |" in md
+
+
+def test_the_load_suite_records_each_cpu_count_and_renders(tmp_path: Path) -> None:
+    from flashtrie import KeywordSet, NarrowLoudsIndex
+
+    idx = tmp_path / "kw.ftrie"
+    NarrowLoudsIndex.build(KeywordSet.from_sequences([[1, 2], [1, 3], [4]])).save(idx)
+    out = tmp_path / "load.jsonl"
+    assert main(["bench", "load", str(idx), "--out", str(out), "--workers", "1", "--repeats", "2", "--device", "cpu",
+                 "--set", "louds_pass.PIECE_BITS=4096"]) == 0
+    (r,) = read_records(out)
+    assert (r.sweep, r.status, r.config) == ("load", "ok", {"workers": 1, "repeats": 2, "device": "cpu",
+                                                             "louds_pass.PIECE_BITS": 4096})
+    assert r.metrics["seconds"] > 0 and r.metrics["bytes"] == idx.stat().st_size and r.metrics["split"]
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Verified loads (best of the repeats)" in md
+    assert f"| host | bytes={idx.stat().st_size}, index=kw.ftrie, device=cpu, louds_pass.PIECE_BITS=4096, repeats=2, " \
+           "workers=1 |" in md
+
+
+def test_the_load_suite_refuses_a_bad_setting_before_any_record(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "load.jsonl"
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "load", "missing.ftrie", "--out", str(out), "--set", "louds_pass.NO_SUCH=1"])
+    assert e.value.code == 2 and "--set: expected MODULE.CONSTANT=INT" in capsys.readouterr().err
+    assert not out.exists()
