@@ -243,9 +243,9 @@ def _validate(tokens: object, logprobs: object, probabilities: bool | None) -> t
         at = checks.looks_like_probabilities(tok32, lp32, has_padding)
         if at is not None:
             q, t, k = at
-            raise InputError(f"logprobs[{q}, {t}, {k}]: {float(lp32[q, t, k]):.6g} and every other value lie in "
-                             "[0, 1]: these look like probabilities; pass log-probabilities (log p), or "
-                             "probabilities=True to take their logs")
+            raise InputError(f"logprobs[{q}, {t}, {k}]: {float(lp32[q, t, k]):.6g}, and no value is below 0: these "
+                             "look like probabilities; pass log-probabilities (log p), probabilities=True to take "
+                             "their logs, or probabilities=False for model scores taken as given")
     out = np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)  # both are new arrays
     for arr in out:
         arr.flags.writeable = False

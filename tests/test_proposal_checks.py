@@ -88,9 +88,9 @@ def test_nan_and_inf_found_past_padding() -> None:
 def test_probabilities_are_refused_as_the_tsv_reader_refuses_them(tmp_path: Path) -> None:
     tok = np.array([[[1, 2, 3], [2, 4, -1]]])
     probs = np.array([[[0.6, 0.3, 0.1], [0.5, 0.0, -7.0]]])  # -7.0: padding, not a value
-    with pytest.raises(InputError, match=r"logprobs\[0, 0, 0\]: 0.6 and every other value lie in \[0, 1\]: these "
-                                         r"look like probabilities; pass log-probabilities \(log p\), or "
-                                         r"probabilities=True"):
+    with pytest.raises(InputError, match=r"logprobs\[0, 0, 0\]: 0.6, and no value is below 0: these look like "
+                                         r"probabilities; pass log-probabilities \(log p\), probabilities=True "
+                                         r"to take their logs, or probabilities=False"):
         Proposals(tok, probs)
     tsv = tmp_path / "p.tsv"
     tsv.write_text("q\t" + json.dumps({"indices": [[1, 2, 3], [2, 4]],
