@@ -233,14 +233,15 @@ def _validate(tokens: object, logprobs: object, probabilities: bool | None) -> t
         raise InputError(f"tokens: T = {t_n} steps is over the limit {MAX_STEPS}")
     if k_n > MAX_PROPOSALS:
         raise InputError(f"tokens: K = {k_n} proposals per row is over the limit {MAX_PROPOSALS}")
-    tok32 = checks.tokens_u32(tok)
+    scan = checks.tokens_u32(tok)
+    tok32 = scan.tokens
     lp32 = checks.logprobs_f32(lp)
-    checks.check_logprobs(tok32, lp32)
-    has_padding = checks.check_duplicates(tok32)
+    hi = checks.check_logprobs(tok32, lp32)
+    checks.check_duplicates(scan)
     if probabilities:
         lp32 = checks.probabilities_to_logprobs(tok32, lp)
     elif probabilities is None:
-        at = checks.looks_like_probabilities(tok32, lp32, has_padding)
+        at = checks.looks_like_probabilities(tok32, lp32, hi, scan.padded)
         if at is not None:
             q, t, k = at
             raise InputError(f"logprobs[{q}, {t}, {k}]: {float(lp32[q, t, k]):.6g}, and no value is below 0: these "
