@@ -142,9 +142,13 @@ def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -
         sw.sweep_build(ctx, [(keywords, ctx.library)], repeats=args.build_repeats, sweep="build")
 
 
-#: Beams and batch sizes when --beams / --batch-sizes are not given: the serve sweep's, the others'.
-_DEFAULT_BEAMS = {"serve": [100, 1000]}
-_DEFAULT_BATCHES = {"serve": [1, 8, 32, 128]}
+#: Defaults that differ by sweep (the serve sweep's; None: every other sweep's).
+_DEFAULTS: dict[str, dict[str | None, Any]] = {
+    "beams": {"serve": [100, 1000], None: [1, 10, 100, 500, 1000]},
+    "batch_sizes": {"serve": [1, 8, 32, 128], None: [1, 2, 4, 8, 16, 32]},
+    "warmup": {"serve": 5, None: 2},
+    "repeats": {"serve": 200, None: 10},
+}
 
 
 def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
@@ -182,10 +186,9 @@ def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> Non
 def cmd_bench(args: argparse.Namespace) -> int:
     from flashtrie.harness.runs import bench_table
 
-    if args.beams is None:
-        args.beams = _DEFAULT_BEAMS.get(args.sweep, [1, 10, 100, 500, 1000])
-    if args.batch_sizes is None:
-        args.batch_sizes = _DEFAULT_BATCHES.get(args.sweep, [1, 2, 4, 8, 16, 32])
+    for name, by_sweep in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, by_sweep.get(args.sweep, by_sweep[None]))
     _check_bench_inputs(args)
     # the size sweep generates its own libraries; the others have keywords only when --keywords is given
     backends = choose_backends(args, have_keywords=bool(args.keywords) or args.sweep == "size")
@@ -285,8 +288,9 @@ def _add_bench_parser(subs: Any) -> None:
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="generated workloads (size)")
     p.add_argument("--seed", type=nonneg, default=0, help="seed of generated data (size)")
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", type=nonneg, default=2, help="untimed calls before timing")
-    t.add_argument("--repeats", type=count, default=10, help="timed passes over the queries")
+    t.add_argument("--warmup", type=nonneg, default=None, help="untimed calls before timing (default 2; serve: 5)")
+    t.add_argument("--repeats", type=count, default=None,
+                   help="timed passes over the queries (default 10; serve: timed calls per case, 200)")
     t.add_argument("--max-seconds", type=seconds, default=10.0,
                    help="time budget per backend and case (at least one full pass is timed; a backend whose "
                         "last warmup call shows that a pass would take over 6x this is recorded as skipped)")
