@@ -81,6 +81,36 @@ def test_head_rows_hold_the_workload() -> None:
         head_rows(p, queries=1, vocab=4)
 
 
+def test_device_source_gives_each_row_its_top_k() -> None:
+    """The head's per-call work (log_softmax, topk, slot -> token gather), run by torch on the CPU: each row
+    gets the workload row's K best tokens (padding for slots that hold none), logprobs log-softmaxed."""
+    torch = pytest.importorskip("torch")
+    from flashtrie.harness.serve.sources import DeviceSource
+
+    rng = np.random.default_rng(5)
+    tok = np.stack([[rng.permutation(50)[:5] for _ in range(2)] for _ in range(3)]).astype(np.int64) + 100
+    tok[1, 0, 3:] = -1
+    lp = (np.round(np.log(rng.random(tok.shape)) * 64) / 64).astype(np.float32)  # no ties within a row
+    p = Proposals(tok, lp)
+    rows = head_rows(p, queries=6, vocab=40, seed=2)
+    src = DeviceSource(rows, batch=3, k=4, stream=None, device="cpu")
+    for call in range(4):  # the two batches of rows in turn
+        tokens, vals = src()
+        assert tokens.dtype == torch.int32 and vals.dtype == torch.float32 and tuple(tokens.shape) == (3, 2, 4)
+        first = 3 * (call % 2)
+        for b in range(3):
+            q = (first + b) % 3
+            for t in range(2):
+                real = [(float(v), int(x)) for x, v in zip(p.tokens[q, t], p.logprobs[q, t], strict=True) if x != PAD]
+                want = [x for _, x in sorted(real, reverse=True)[:4]]
+                got = tokens[b, t].tolist()
+                assert got[: len(want)] == want and all(x == -1 for x in got[len(want):])
+                row = torch.from_numpy(rows.logits[first + b, t])
+                assert torch.equal(vals[b, t], torch.log_softmax(row, -1).topk(4).values)
+    t, v = src.host_copy()
+    assert t.dtype == np.int64 and v.dtype == np.float32 and Proposals(t, v).shape == (3, 2, 4)
+
+
 def test_host_arrays_are_the_top_k_as_a_head_gives_them() -> None:
     tok = np.array([[[5, 7, -1, 9], [1, 2, 3, 4]]])
     lp = np.array([[[-1.0, -0.5, -0.1, -3.0], [-2.0, -2.0, -0.25, -9.0]]], dtype=np.float32)

@@ -85,12 +85,12 @@ class HostSource:
 
 class DeviceSource:
     """Device proposals: each call runs the head's ``log_softmax`` -> ``topk`` -> gather on ``stream`` (a
-    ``torch.cuda`` stream), over ``rounds`` batches of logits in turn; returns (int32 tokens, float32
-    logprobs) device tensors."""
+    ``torch.cuda`` stream; None: the current one), over the batches of ``rows`` in turn; returns (int32
+    tokens, float32 logprobs) tensors on ``device``."""
 
     kind = "device"
 
-    def __init__(self, rows: HeadRows, batch: int, k: int, stream: Any) -> None:
+    def __init__(self, rows: HeadRows, batch: int, k: int, stream: Any, device: str = "cuda") -> None:
         import torch
 
         n = rows.logits.shape[0] // batch
@@ -98,8 +98,8 @@ class DeviceSource:
             raise InputError(f"head rows: {rows.logits.shape[0]} queries, fewer than one batch of {batch}")
         self.batch, self.k, self.stream = batch, k, stream
         with torch.cuda.stream(stream):
-            lg = torch.from_numpy(rows.logits[: n * batch]).to("cuda", non_blocking=False)
-            st = torch.from_numpy(rows.slot_token[: n * batch]).to("cuda", non_blocking=False)
+            lg = torch.from_numpy(rows.logits[: n * batch]).to(device, non_blocking=False)
+            st = torch.from_numpy(rows.slot_token[: n * batch]).to(device, non_blocking=False)
         self.logits = [lg[i * batch:(i + 1) * batch] for i in range(n)]
         self.slots = [st[i * batch:(i + 1) * batch] for i in range(n)]
         self.calls = 0
@@ -118,5 +118,6 @@ class DeviceSource:
     def host_copy(self) -> tuple[np.ndarray, np.ndarray]:
         """One call's proposals copied to the host: int64 tokens (-1: padding) and float32 logprobs."""
         tokens, vals = self()
-        self.stream.synchronize()
+        if self.stream is not None:
+            self.stream.synchronize()
         return tokens.cpu().numpy().astype(np.int64), vals.cpu().numpy()
