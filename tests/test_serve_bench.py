@@ -4,13 +4,14 @@ device source's input), checked against the workload they hold."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from flashtrie.harness.records import read_records
 from flashtrie.harness.report import by_suite
-from flashtrie.harness.serve.run import CallTimes
+from flashtrie.harness.serve.run import CallTimes, DeviceClock, ServePlan, time_calls
 from flashtrie.harness.serve.sources import head_rows, host_arrays
 from test_cli_io import _files
 
@@ -118,6 +119,35 @@ def test_host_arrays_are_the_top_k_as_a_head_gives_them() -> None:
     assert t.dtype == np.int64 and v.dtype == np.float32 and t.shape == (2, 2, 2)
     assert t[1].tolist() == t[0].tolist() == [[7, 5], [3, 1]]
     assert v[0].tolist() == [[-0.5, -1.0], [-0.25, -2.0]]
+
+
+def test_time_calls_subtracts_waits_and_reads_the_device_clock() -> None:
+    class Event:
+        def __init__(self) -> None:
+            self.records = 0
+
+        def record(self, stream: object) -> None:
+            self.records += 1
+
+        def synchronize(self) -> None:
+            pass
+
+        def elapsed_time(self, other: object) -> float:
+            return 0.125
+
+    stream = type("S", (), {"synchronize": lambda self: None})()
+    searcher = type("G", (), {"last_breakdown": {"wait_ms": 0.5}})()
+    calls: list[int] = []
+
+    def call() -> None:
+        calls.append(1)
+        time.sleep(0.002)
+
+    clock = DeviceClock(Event(), Event(), stream)
+    got = time_calls(call, searcher, ServePlan(warmup=2, repeats=3, max_seconds=10.0), clock)
+    assert len(calls) == 5 and clock.start.records == clock.end.records == 3
+    assert got.device == [0.125] * 3 and all(w >= 2.0 for w in got.wall)
+    assert all(1.5 <= h <= w - 0.5 + 1e-9 for h, w in zip(got.host, got.wall, strict=True))  # waits taken off
 
 
 def test_call_times_metrics() -> None:

@@ -24,7 +24,7 @@ from flashtrie.search_types import SearchConfig, SearchResult, result_difference
 from ..timing import percentiles
 from .sources import DeviceSource, HostSource, head_rows, host_arrays
 
-__all__ = ["ServePlan", "CallTimes", "time_calls", "serve_cases", "PROPOSAL_KINDS"]
+__all__ = ["ServePlan", "CallTimes", "DeviceClock", "time_calls", "serve_cases", "PROPOSAL_KINDS"]
 
 PROPOSAL_KINDS = ("device", "host")
 
@@ -68,13 +68,23 @@ def _wait_ms(searcher: Any) -> float:
     return float((getattr(searcher, "last_breakdown", None) or {}).get("wait_ms", 0.0))
 
 
-def time_calls(call: Callable[[], Any], searcher: Any, plan: ServePlan, events: Any = None) -> CallTimes:
+@dataclass(frozen=True)
+class DeviceClock:
+    """Two timing events (``torch.cuda.Event``) recorded on ``stream`` around each call."""
+
+    start: Any
+    end: Any
+    stream: Any
+
+
+def time_calls(call: Callable[[], Any], searcher: Any, plan: ServePlan, clock: DeviceClock | None = None
+               ) -> CallTimes:
     """``plan.warmup`` untimed calls, then up to ``plan.repeats`` timed ones (at least one; stop after
-    ``plan.max_seconds``).  ``events``: (start, end, synchronise) for device timing, or None."""
+    ``plan.max_seconds``).  ``clock``: device time of each call, which also waits for it (None: host only)."""
     for _ in range(plan.warmup):
         call()
-    if events is not None:
-        events[2]()
+    if clock is not None:
+        clock.stream.synchronize()
     times = CallTimes([], [], [])
     gc_was = gc.isenabled()
     gc.disable()
@@ -82,18 +92,18 @@ def time_calls(call: Callable[[], Any], searcher: Any, plan: ServePlan, events: 
         t_end = time.perf_counter() + plan.max_seconds
         for _ in range(max(plan.repeats, 1)):
             t0 = time.perf_counter_ns()
-            if events is not None:
-                events[0].record(events[3])
+            if clock is not None:
+                clock.start.record(clock.stream)
             call()
             t_ret = time.perf_counter_ns()
-            if events is not None:
-                events[1].record(events[3])
-                events[1].synchronize()
+            if clock is not None:
+                clock.end.record(clock.stream)
+                clock.end.synchronize()
             t1 = time.perf_counter_ns()
             times.wall.append((t1 - t0) / 1e6)
             times.host.append((t_ret - t0) / 1e6 - _wait_ms(searcher))
-            if events is not None:
-                times.device.append(float(events[0].elapsed_time(events[1])))
+            if clock is not None:
+                times.device.append(float(clock.start.elapsed_time(clock.end)))
             if time.perf_counter() > t_end:
                 break
     finally:
@@ -163,7 +173,7 @@ def _fields(workload: Proposals, library_size: int, plan: ServePlan, kind: str, 
 def _one_case(searcher: Any, name: str, kind: str, workload: Proposals, cfg: SearchConfig, batch: int, k: int,
               plan: ServePlan, reference: Any) -> dict[str, Any]:
     """Make the case's source, check it (GPU), time it: the record's status, message and metrics."""
-    events = None
+    clock = None
     if name == "gpu":
         import torch
 
@@ -171,8 +181,7 @@ def _one_case(searcher: Any, name: str, kind: str, workload: Proposals, cfg: Sea
         rounds = max(1, min(4, workload.num_queries // batch))
         dev = DeviceSource(head_rows(workload, rounds * batch, plan.vocab), batch, k, stream)
         source: Any = dev if kind == "device" else HostSource(*dev.host_copy())
-        events = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True),
-                  stream.synchronize, stream)
+        clock = DeviceClock(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True), stream)
     else:
         source = HostSource(*host_arrays(workload, batch, k))
     status, message = "ok", None
@@ -186,5 +195,5 @@ def _one_case(searcher: Any, name: str, kind: str, workload: Proposals, cfg: Sea
     else:
         def call() -> Any:
             return searcher.search(source(), cfg)
-    times = time_calls(call, searcher, plan, events)
+    times = time_calls(call, searcher, plan, clock)
     return {"status": status, "message": message, "metrics": times.metrics(batch)}
