@@ -117,7 +117,8 @@ def _check(searcher: Any, reference: Any, source: Any, config: SearchConfig, n: 
     None when identical, else the first difference."""
     if isinstance(source, DeviceSource):
         tokens, vals = source()
-        res = searcher.search((tokens, vals), config, device_out=True)
+        with source.current():
+            res = searcher.search((tokens, vals), config, device_out=True)
         source.stream.synchronize()
         tok, lp = tokens.cpu().numpy().astype(np.int64), vals.cpu().numpy()
         got = _first(res, n, lambda c: c.get())
@@ -191,7 +192,8 @@ def _one_case(searcher: Any, name: str, kind: str, workload: Proposals, cfg: Sea
             status, message = "mismatch", f"differs from numpy on the same proposals: {diff}"
     if isinstance(source, DeviceSource):
         def call() -> Any:
-            return searcher.search(source(), cfg, device_out=True)
+            with source.current():  # the arrays' DLPack export then orders nothing beyond the stream itself
+                return searcher.search(source(), cfg, device_out=True)
     else:
         def call() -> Any:
             return searcher.search(source(), cfg)

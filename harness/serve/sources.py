@@ -97,22 +97,26 @@ class DeviceSource:
         if n < 1:
             raise InputError(f"head rows: {rows.logits.shape[0]} queries, fewer than one batch of {batch}")
         self.batch, self.k, self.stream = batch, k, stream
-        with torch.cuda.stream(stream):
+        with self.current():
             lg = torch.from_numpy(rows.logits[: n * batch]).to(device, non_blocking=False)
             st = torch.from_numpy(rows.slot_token[: n * batch]).to(device, non_blocking=False)
         self.logits = [lg[i * batch:(i + 1) * batch] for i in range(n)]
         self.slots = [st[i * batch:(i + 1) * batch] for i in range(n)]
         self.calls = 0
 
-    def __call__(self) -> tuple[Any, Any]:
+    def current(self) -> Any:
+        """A context in which ``stream`` is torch's current stream (where the searcher reads the arrays)."""
         import torch
 
+        return torch.cuda.stream(self.stream)
+
+    def __call__(self) -> tuple[Any, Any]:
         i = self.calls % len(self.logits)
         self.calls += 1
-        with torch.cuda.stream(self.stream):
-            lp = torch.log_softmax(self.logits[i], dim=-1)
-            vals, slot = torch.topk(lp, self.k, dim=-1)
-            tokens = torch.gather(self.slots[i], -1, slot)
+        with self.current():
+            lp = self.logits[i].log_softmax(dim=-1)
+            vals, slot = lp.topk(self.k, dim=-1)
+            tokens = self.slots[i].gather(-1, slot)
         return tokens, vals
 
     def host_copy(self) -> tuple[np.ndarray, np.ndarray]:
