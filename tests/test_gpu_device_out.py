@@ -17,7 +17,7 @@ from flashtrie.gpu_impl.inflight import MAX_CALLS, Inflight
 from flashtrie.gpu_impl.results import ERR_BAD_LOGPROB, ERR_DUPLICATE, DeviceArray, DeviceCall, raise_for
 from flashtrie.gpu_impl.workspace import Layout
 from strategies import rows_from_keywords
-from test_gpu_search import _gpu_reason, assert_same, make
+from test_gpu_search import _below_2_31, _gpu_reason, assert_same, make
 
 from flashtrie import InputError, SearchConfig, SearchResult
 
@@ -132,13 +132,13 @@ def test_device_proposals_refused_on_read_with_the_same_messages() -> None:
     rng = np.random.default_rng(21)
     kws = [rng.integers(0, 30, size=int(rng.integers(1, 6))).tolist() for _ in range(1000)]
     ref, searcher = make(kws)
-    p = rows_from_keywords(rng, kws, q_n=3, steps=4, k=16)
+    p = _below_2_31(rows_from_keywords(rng, kws, q_n=3, steps=4, k=16))  # int32 tokens: below 2**31, or -1
     cfg = SearchConfig(beam_width=8, max_results=12)
-    tok = torch.from_numpy(p.tokens.astype(np.int64).astype(np.uint32).view(np.int32).copy()).cuda()
+    tok = torch.from_numpy(p.tokens.view(np.int32).copy()).cuda()
     lp = torch.from_numpy(p.logprobs.copy()).cuda()
     assert_same(_host(searcher.search((tok, lp), cfg, device_out=True)), ref.search(p, cfg))
     bad = lp.clone()
-    q, t = 1, 2
+    q, t = next((q, t) for q in range(3) for t in range(4) if np.count_nonzero(p.tokens[q, t] != PAD) >= 2)
     k = int(np.flatnonzero(p.tokens[q, t] != PAD)[0])
     bad[q, t, k] = float("nan")
     with pytest.raises(InputError) as host_err:
@@ -164,10 +164,10 @@ def test_calls_left_running_in_a_row_keep_their_inputs_and_results() -> None:
     kws = [rng.integers(0, 40, size=int(rng.integers(1, 7))).tolist() for _ in range(3000)]
     ref, searcher = make(kws)
     cfg = SearchConfig(beam_width=16, max_results=16)
-    cases = [rows_from_keywords(rng, kws, q_n=4, steps=5, k=24) for _ in range(6)]
+    cases = [_below_2_31(rows_from_keywords(rng, kws, q_n=4, steps=5, k=24)) for _ in range(6)]
     outs = []
     for p in cases:  # the caller drops its device arrays at once; the searcher keeps them alive
-        tok = torch.from_numpy(p.tokens.astype(np.uint32).view(np.int32).copy()).cuda()
+        tok = torch.from_numpy(p.tokens.view(np.int32).copy()).cuda()
         lp = torch.from_numpy(p.logprobs.copy()).cuda()
         outs.append(searcher.search((tok, lp), cfg, device_out=True))
         del tok, lp
