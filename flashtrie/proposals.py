@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import proposal_checks as checks
 from .errors import InputError
 from .io_util import atomic_write
 from .limits import MAX_PROPOSALS, MAX_STEPS, PAD_TOKEN
-from .tokens import check_token_sequence, is_integer_dtype
+from .tokens import check_token_sequence
 
 __all__ = ["Proposals"]
 
@@ -24,14 +25,21 @@ class Proposals:
 
     Row ``(q, t)`` holds the K tokens proposed for query q at step t, in any order.  Construct with
     ``Proposals(tokens, logprobs)``: signed input with ``-1`` as padding is accepted, everything is
-    validated (shapes, NaN / +inf logprobs, duplicate tokens in a row) before any search.
+    validated (shapes, NaN / +inf logprobs, duplicate tokens in a row) before any search.  Values that
+    look like probabilities (none below 0, some above 0) are refused, as the TSV reader refuses them:
+    ``probabilities=True`` takes the natural logs of probabilities in [0, 1]; ``probabilities=False``
+    states that the values are log-probabilities or model scores as given (non-negative ones included).
     """
 
     tokens: np.ndarray
     logprobs: np.ndarray
+    probabilities: InitVar[bool | None] = None
 
-    def __post_init__(self) -> None:
-        tokens, logprobs = _validate(self.tokens, self.logprobs)
+    def __post_init__(self, probabilities: bool | None) -> None:
+        if probabilities is not None and not isinstance(probabilities, (bool, np.bool_)):
+            raise InputError(f"probabilities: expected True, False or None, got {probabilities!r}")
+        tokens, logprobs = _validate(self.tokens, self.logprobs,
+                                     None if probabilities is None else bool(probabilities))
         object.__setattr__(self, "tokens", tokens)
         object.__setattr__(self, "logprobs", logprobs)
 
@@ -53,7 +61,7 @@ class Proposals:
                 raise IndexError(f"query index {i} out of range for {n} queries")
             i %= n
             sl = slice(i, i + 1)
-        return Proposals(self.tokens[sl], self.logprobs[sl])
+        return Proposals(self.tokens[sl], self.logprobs[sl], probabilities=False)  # already checked
 
     # ------------------------------------------------------------------ public FlashTrie TSV format
     def to_tsv(self, path: str | os.PathLike[str], queries: list[str] | None = None) -> None:
@@ -132,7 +140,7 @@ class Proposals:
         if not probabilities:
             _refuse_probabilities(path, tokens, logprobs, linenos)
         try:
-            return cls(tokens, logprobs), names
+            return cls(tokens, logprobs, probabilities=False), names  # converted or checked above
         except InputError as e:  # only the T / K limits are left to check here
             raise InputError(f"{path}: {e}") from None
 
@@ -212,8 +220,8 @@ def _rectangular(name: str, a: object) -> np.ndarray:
                          f"{str(e).splitlines()[0]}") from None
 
 
-def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]:
-    """Checked copies of the inputs (read-only: a checked row cannot change afterwards)."""
+def _validate(tokens: object, logprobs: object, probabilities: bool | None) -> tuple[np.ndarray, np.ndarray]:
+    """Checked copies of the inputs (read-only: a checked row cannot change afterwards); see `proposal_checks`."""
     tok = _rectangular("tokens", tokens)
     lp = _rectangular("logprobs", logprobs)
     if tok.ndim != 3:
@@ -225,45 +233,21 @@ def _validate(tokens: object, logprobs: object) -> tuple[np.ndarray, np.ndarray]
         raise InputError(f"tokens: T = {t_n} steps is over the limit {MAX_STEPS}")
     if k_n > MAX_PROPOSALS:
         raise InputError(f"tokens: K = {k_n} proposals per row is over the limit {MAX_PROPOSALS}")
-    if tok.size and not is_integer_dtype(tok.dtype):  # bool, timedelta64, datetime64, object, complex ...
-        raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
-    if tok.dtype == np.uint32:
-        tok32 = tok
-    else:
-        if np.issubdtype(tok.dtype, np.unsignedinteger):
-            t64 = tok.astype(np.uint64)
-            bad = np.argwhere(t64 > PAD_TOKEN)
-        else:
-            t64 = tok.astype(np.int64)
-            bad = np.argwhere((t64 < -1) | (t64 > PAD_TOKEN))
-        if bad.size:
-            q, t, k = (int(x) for x in bad[0])
-            raise InputError(f"tokens[{q}, {t}, {k}]: token {int(tok[q, t, k])} is out of range; expected "
-                             f"[0, {PAD_TOKEN - 1}] or padding (-1 / {PAD_TOKEN})")
-        tok32 = (t64.astype(np.int64) & 0xFFFF_FFFF).astype(np.uint32)
-    if tok32 is tok:
-        tok32 = tok.copy()  # the caller's array may change after the checks; ours may not
-    if lp.size and lp.dtype.kind != "f":
-        raise InputError(f"logprobs: expected a float array, got dtype {lp.dtype}")
-    # Rounding to float32 is the documented input precision; a float64 beyond float32's range becomes
-    # ±inf, and +inf is refused below.
-    with np.errstate(over="ignore"):
-        lp32 = lp.astype(np.float32)
-    valid = tok32 != PAD_TOKEN
-    bad = np.argwhere(valid & (np.isnan(lp32) | (lp32 == np.inf)))
-    if bad.size:
-        q, t, k = (int(x) for x in bad[0])
-        raise InputError(f"logprobs[{q}, {t}, {k}]: {lp32[q, t, k]} is not allowed; logprobs must be finite "
-                         "or -inf (NaN and +inf are errors)")
-    if k_n > 1 and tok32.size:
-        srt = np.sort(tok32, axis=2)
-        dup = (srt[:, :, 1:] == srt[:, :, :-1]) & (srt[:, :, 1:] != PAD_TOKEN)
-        bad = np.argwhere(dup)
-        if bad.size:
-            q, t, k = (int(x) for x in bad[0])
-            raise InputError(f"tokens[{q}, {t}, :]: token {int(srt[q, t, k + 1])} appears more than once in "
-                             "one row; each proposed token may appear once per row")
-    out = np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)  # both are new arrays (copies above)
+    scan = checks.tokens_u32(tok)
+    tok32 = scan.tokens
+    lp32 = checks.logprobs_f32(lp)
+    hi = checks.check_logprobs(tok32, lp32)
+    checks.check_duplicates(scan)
+    if probabilities:
+        lp32 = checks.probabilities_to_logprobs(tok32, lp)
+    elif probabilities is None:
+        at = checks.looks_like_probabilities(tok32, lp32, hi, scan.padded)
+        if at is not None:
+            q, t, k = at
+            raise InputError(f"logprobs[{q}, {t}, {k}]: {float(lp32[q, t, k]):.6g}, and no value is below 0: these "
+                             "look like probabilities; pass log-probabilities (log p), probabilities=True to take "
+                             "their logs, or probabilities=False for model scores taken as given")
+    out = np.ascontiguousarray(tok32), np.ascontiguousarray(lp32)  # both are new arrays
     for arr in out:
         arr.flags.writeable = False
     return out

@@ -16,8 +16,8 @@ from .workspace import Layout
 if TYPE_CHECKING:
     from .context import GpuContext
 
-__all__ = ["DeviceArray", "raise_for", "host_results", "device_results", "results_to_device", "step_stats",
-           "STAT_NAMES", "ERR_BAD_LOGPROB", "ERR_DUPLICATE", "ERR_OVERFLOW", "ERR_BAD_TOKEN"]
+__all__ = ["DeviceArray", "DeviceCall", "raise_for", "host_results", "device_results", "results_to_device",
+           "step_stats", "STAT_NAMES", "ERR_BAD_LOGPROB", "ERR_DUPLICATE", "ERR_OVERFLOW", "ERR_BAD_TOKEN"]
 
 #: the bits of the kernel's error word (`flashtrie.gpu_impl.layout.CONSTANTS`, kernels/constants.cuh)
 ERR_BAD_LOGPROB, ERR_DUPLICATE, ERR_OVERFLOW, ERR_BAD_TOKEN = (
@@ -28,20 +28,63 @@ _FIELDS = (("keyword_ids", "out_ids", np.int64), ("scores", "out_scores", np.flo
            ("norm_scores", "out_norms", np.float32), ("lengths", "out_lens", np.int32))
 
 
+class DeviceCall:
+    """A search whose results were left on the device without a synchronisation: its result buffer (laid out
+    as the workspace's output, the kernel's error word and step counters included) and the device arrays it
+    read, kept alive until its results are read.  Reading the error word synchronises, once."""
+
+    def __init__(self, buffer: Any, lo: Layout, ctx: GpuContext, keep: list[Any]) -> None:
+        self.buffer, self.lo, self.ctx = buffer, lo, ctx
+        self._keep: list[Any] | None = keep
+        self._err: int | None = None
+
+    def _read(self, name: str, dtype: Any) -> np.ndarray:
+        out = np.empty(self.lo.sizes[name] // np.dtype(dtype).itemsize, dtype=dtype)
+        self.ctx.make_current()
+        self.ctx.download(out, int(self.buffer.handle) + self.lo.offsets[name])
+        self.ctx.stream.sync()
+        self._keep = None  # the search is done with its inputs
+        return out
+
+    def error(self) -> int:
+        """The kernel's error word (0: none); the first read waits for the search."""
+        if self._err is None:
+            self._err = int(self._read("out_err", np.uint32)[0])
+        return self._err
+
+    def check(self) -> None:
+        """Raise what the search's error word reports (`raise_for`): a refused input, checked on the device."""
+        raise_for(self.error())
+
+    def stats(self) -> np.ndarray:
+        """The kernel's step counters ``[T, 4]`` (uint32) of this search."""
+        return self._read("out_stats", np.uint32).reshape(-1, len(STAT_NAMES))
+
+
 class DeviceArray:
     """A device array left on the GPU by ``search(..., device_out=True)``.
 
     Exposes ``__cuda_array_interface__`` (wrap it with ``cupy.asarray`` or ``torch.as_tensor``; its
     ``stream`` is the searcher's, so a consumer orders its reads after the search) and ``get()`` to copy
-    it to a numpy array.  It keeps its memory alive.
+    it to a numpy array.  It keeps its memory alive.  The search that made it was not waited for: ``get()``
+    and ``check()`` raise the `InputError` of device proposals the kernel refused (NaN / +inf logprobs,
+    duplicate or negative tokens); a consumer that reads through ``__cuda_array_interface__`` calls
+    ``check()`` first (results of a refused input are not defined).
     """
 
-    def __init__(self, buffer: Any, offset: int, shape: tuple[int, ...], dtype: np.dtype, ctx: GpuContext):
+    def __init__(self, buffer: Any, offset: int, shape: tuple[int, ...], dtype: np.dtype, ctx: GpuContext,
+                 call: DeviceCall | None = None):
         self._buffer = buffer
         self._ptr = int(buffer.handle) + offset
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
         self._ctx = ctx
+        self._call = call
+
+    def check(self) -> None:
+        """Wait for the search that made this array and raise the error it found, if any."""
+        if self._call is not None:
+            self._call.check()
 
     @property
     def nbytes(self) -> int:
@@ -53,7 +96,8 @@ class DeviceArray:
                 "strides": None, "stream": int(self._ctx.stream.handle)}
 
     def get(self) -> np.ndarray:
-        """Copy to a new numpy array."""
+        """Copy to a new numpy array (after `check`)."""
+        self.check()
         out = np.empty(self.shape, dtype=self.dtype)
         if out.nbytes:
             self._ctx.make_current()
@@ -87,10 +131,11 @@ def host_results(arrays: dict[str, np.ndarray]) -> SearchResult:
     return _result([arrays[name].copy() for _, name, _ in _FIELDS] + [arrays["out_nres"].copy()])
 
 
-def device_results(buf: Any, lo: Layout, q_n: int, r: int, ctx: GpuContext) -> SearchResult:
-    """The results in device buffer ``buf`` (laid out as ``lo``), as `DeviceArray`s."""
-    cols = [DeviceArray(buf, lo.offsets[name], (q_n, r), np.dtype(dt), ctx) for _, name, dt in _FIELDS]
-    return _result([*cols, DeviceArray(buf, lo.offsets["out_nres"], (q_n,), np.dtype(np.int32), ctx)])
+def device_results(call: DeviceCall, q_n: int, r: int) -> SearchResult:
+    """The results of ``call`` (in its device buffer), as `DeviceArray`s."""
+    buf, lo, ctx = call.buffer, call.lo, call.ctx
+    cols = [DeviceArray(buf, lo.offsets[name], (q_n, r), np.dtype(dt), ctx, call) for _, name, dt in _FIELDS]
+    return _result([*cols, DeviceArray(buf, lo.offsets["out_nres"], (q_n,), np.dtype(np.int32), ctx, call)])
 
 
 def results_to_device(res: SearchResult, ctx: GpuContext) -> SearchResult:

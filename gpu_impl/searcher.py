@@ -12,15 +12,17 @@ proposals per row K <= 16384, T <= 255, and an index whose keywords are at most 
 request whose workspace does not fit in device memory is refused with `DeviceError`.
 
 Proposals may be a `Proposals`, a ``(tokens, logprobs)`` pair of numpy arrays, or a pair of device arrays
-(see `intake`).  Device input is validated on the device: NaN / +inf logprobs and duplicate tokens in a
-row raise `InputError` after the launch and no results are returned; int32 tokens must be in
-[0, 2**31 - 1] or -1 (padding), and other negative values raise `InputError` the same way.
+(see `intake`).  Device input is validated on the device, with no copy to the host: NaN / +inf logprobs and
+duplicate tokens in a row raise `InputError` when the results are read (host results: when the call waits
+for them; ``device_out=True``: when a `DeviceArray` is read, the call itself returns without waiting), and
+no results are given; int32 tokens must be in [0, 2**31 - 1] or -1 (padding), and other negative values
+raise `InputError` the same way.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,10 +45,11 @@ from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
 from .context import GpuContext, check, value
 from .index_upload import GPU_MAX_KEYWORD_LENGTH, upload_index
+from .inflight import Inflight
 from .intake import Intake, pack_start_states, take_proposals
 from .launch import Launcher, load_kernels
 from .layout import KERNEL_PARAMS, PARAMS
-from .results import DeviceArray, device_results, host_results, raise_for, results_to_device, step_stats
+from .results import DeviceArray, DeviceCall, device_results, host_results, raise_for, results_to_device, step_stats
 from .workspace import THREADS, Shape, Workspace, build_workspace, caps, grid_size, layouts, pow2, shared_bytes
 
 __all__ = ["GpuSearcher", "DeviceArray", "GPU_MAX_BEAM", "GPU_MAX_RESULTS", "GPU_MAX_PROPOSALS",
@@ -109,13 +112,15 @@ class GpuSearcher:
         self._smem_optin = self.ctx.smem_optin
         self._blocks_per_sm = blocks_per_sm
         self.stage_inputs = bool(stage_inputs)
-        self.last_device_ms: float = float("nan")
+        self._device_ms: float | None = float("nan")  # None: the last call's events are not read yet
+        self._inflight = Inflight()
         self.last_host_ms: float = float("nan")
         #: host time of the last call by part: preparing the upload, enqueueing copies and the launch,
         #: waiting for the stream, unpacking the results (ms)
         self.last_breakdown: dict[str, float] = {}
         self._stats: SearchStats | None = None
-        self._stats_raw: tuple[np.ndarray, int, int] | None = None  # (out_stats [T, 4], Q, B), built lazily
+        #: (out_stats [T, 4] or what reads it, Q, B), built lazily
+        self._stats_raw: tuple[np.ndarray | Callable[[], np.ndarray], int, int] | None = None
         self._ws: Workspace | None = None
         self._ln_cache: dict[float, np.ndarray] = {}
         self._derived: dict[tuple[float, float, float], _Derived] = {}
@@ -133,11 +138,25 @@ class GpuSearcher:
         self.max_degree_nonroot = self._index.max_degree_nonroot
 
     @property
+    def last_device_ms(self) -> float:
+        """Device time of the last call (CUDA events around the kernel), ms; waits for a call left running."""
+        if self._device_ms is None:
+            e0, e1 = self.ctx.events
+            e1.sync()
+            self._device_ms = float(e1 - e0)
+        return self._device_ms
+
+    @last_device_ms.setter
+    def last_device_ms(self, ms: float) -> None:
+        self._device_ms = ms
+
+    @property
     def last_stats(self) -> SearchStats | None:
-        """The kernel's per-step counters of the last call (`results.STAT_NAMES`), built on first access."""
+        """The kernel's per-step counters of the last call (`results.STAT_NAMES`), built on first access (for
+        a call left running on the device, read then)."""
         if self._stats is None and self._stats_raw is not None:
             raw, q_n, b = self._stats_raw
-            self._stats = step_stats(raw, q_n, b)
+            self._stats = step_stats(raw() if callable(raw) else raw, q_n, b)
         return self._stats
 
     def _set_stats(self, raw: np.ndarray, q_n: int, b: int) -> None:
@@ -211,7 +230,13 @@ class GpuSearcher:
     # ------------------------------------------------------------------------------------ search
     def search(self, proposals: Proposals | tuple[Any, Any], config: SearchConfig,
                prefixes: Sequence[Sequence[int]] | None = None, *, device_out: bool = False) -> SearchResult:
-        """Run the search; results as numpy arrays, or as `DeviceArray`s with ``device_out=True``."""
+        """Run the search; results as numpy arrays, or as `DeviceArray`s with ``device_out=True``.
+
+        With ``device_out`` the call returns once the search is enqueued on the searcher's stream, without a
+        synchronisation: device proposals the kernel refuses raise their `InputError` when the results are
+        read (``DeviceArray.get`` / ``check``); ``last_device_ms`` and ``last_stats`` wait for the search when
+        read.  Device proposals must stay unchanged until the results are read (they are kept alive).
+        """
         t_start = time.perf_counter()
         if not isinstance(config, SearchConfig):
             raise InputError(f"config: expected a SearchConfig, got {type(config).__name__}")
@@ -238,26 +263,44 @@ class GpuSearcher:
         ws = self._ws
         if ws is None or ws.key != (*shape_key, not intake.on_device):
             ws = self._workspace(Shape(q_n, t_n, k_n, b, r, not intake.on_device))
+        self._inflight.before_staging()
         upload_end = self._stage(ws, intake, derived, starts)
         t_prep = time.perf_counter()
         out_buf = self._enqueue(ws, intake, upload_end, device_out)
         t_enq = time.perf_counter()
-        try:
-            self.stream.sync()
-        except Exception as e:
-            raise DeviceError(f"the search kernel failed: {e}") from e
-        t_wait = time.perf_counter()
-        e0, e1 = self.ctx.events
-        self.last_device_ms = float(e1 - e0)
-        arrays = ws.out_arrays
-        raise_for(int(arrays["out_err"][0]))
-        res = device_results(out_buf, ws.lo, q_n, r, self.ctx) if device_out else host_results(arrays)
-        self._set_stats(arrays["out_stats"].copy(), q_n, b)
+        if device_out:
+            res, t_wait = self._left_running(ws, intake, out_buf, q_n, b), t_enq
+        else:
+            res, t_wait = self._host_results(ws, q_n, b)
         t_end = time.perf_counter()
         self.last_host_ms = (t_end - t_start) * 1e3
         self.last_breakdown = {"prep_ms": (t_prep - t_start) * 1e3, "enqueue_ms": (t_enq - t_prep) * 1e3,
                                "wait_ms": (t_wait - t_enq) * 1e3, "post_ms": (t_end - t_wait) * 1e3}
         return res
+
+    def _host_results(self, ws: Workspace, q_n: int, b: int) -> tuple[SearchResult, float]:
+        """Wait for the call, raise what its error word reports, and copy its results out of the pinned mirror;
+        also returns when the wait ended (``perf_counter``)."""
+        try:
+            self.stream.sync()
+        except Exception as e:
+            raise DeviceError(f"the search kernel failed: {e}") from e
+        t_waited = time.perf_counter()
+        e0, e1 = self.ctx.events
+        self.last_device_ms = float(e1 - e0)
+        arrays = ws.out_arrays
+        raise_for(int(arrays["out_err"][0]))
+        self._set_stats(arrays["out_stats"].copy(), q_n, b)
+        return host_results(arrays), t_waited
+
+    def _left_running(self, ws: Workspace, intake: Intake, out_buf: Any, q_n: int, b: int) -> SearchResult:
+        """The results of a call not waited for, as `DeviceArray`s: its error word, counters and device time
+        are read when asked for; the device arrays it reads are kept alive until it is done."""
+        call = DeviceCall(out_buf, ws.lo, self.ctx, intake.keep)
+        self._inflight.add(self.ctx.events[0], self.stream.record(), intake.keep)
+        self._device_ms = None
+        self._stats, self._stats_raw = None, (call.stats, q_n, b)
+        return device_results(call, q_n, ws.shape.r)
 
     def _empty(self, q_n: int, t_n: int, b: int, r: int, device_out: bool, t_start: float) -> SearchResult:
         """The result of a call with no work (Q, T or K is 0)."""
@@ -336,10 +379,8 @@ class GpuSearcher:
         if not device_out:
             check(driver.cuMemcpyDtoHAsync(out_host, out, lo.total, sh), "cuMemcpyDtoHAsync")
             return None
-        out_buf = ctx.allocate(lo.total, "device results")
+        out_buf = ctx.allocate(lo.total, "device results")  # the error word and step counters with them
         ctx.copy(int(out_buf.handle), out, lo.total)
-        for name in ("out_err", "out_stats"):  # the error word and the step statistics come to the host
-            ctx.copy(out_host + lo.offsets[name], out + lo.offsets[name], lo.sizes[name])
         return out_buf
 
     def __repr__(self) -> str:

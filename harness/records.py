@@ -33,7 +33,7 @@ __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_rec
            "iter_records", "validate_record", "new_run_id", "DamagedRecordWarning"]
 
 SCHEMA = "flashtrie.record/1"
-KINDS = ("latency", "throughput", "build", "quality", "parity", "search")
+KINDS = ("latency", "throughput", "build", "quality", "parity", "search", "serve")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

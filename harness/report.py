@@ -26,6 +26,7 @@ from .markdown import command_text, table
 from .plots import FIGURES
 from .records import Record, read_records
 from .scale import report as _scale  # noqa: F401 - registers its suite
+from .serve import report as _serve  # noqa: F401 - registers its suite
 from .stepwise import report as _stepwise  # noqa: F401 - registers its suite
 from .suites import SUITES, Page, Suite, suite_of
 

@@ -240,7 +240,7 @@ def truncate_proposals(p: Proposals, k: int) -> Proposals:
     order = np.lexsort((p.tokens, -lp.astype(np.float64), pad_last), axis=-1)[..., :k]
     tok = np.take_along_axis(p.tokens, order, axis=-1)
     lps = np.take_along_axis(p.logprobs, order, axis=-1)
-    return Proposals(tok, lps)
+    return Proposals(tok, lps, probabilities=False)  # a part of checked proposals, not a guess to make
 
 
 #: bytes held per (query, step, proposal) of a tiled batch: the token, the logprob and the searchers' copies
@@ -255,4 +255,4 @@ def tiled_batch_bytes(batch: int, steps: int, k: int) -> int:
 def tile_proposals(p: Proposals, batch: int, start: int = 0) -> Proposals:
     """A batch of ``batch`` queries taken cyclically from ``p`` starting at query ``start``."""
     idx = (np.arange(batch) + start) % p.num_queries
-    return Proposals(p.tokens[idx], p.logprobs[idx])
+    return Proposals(p.tokens[idx], p.logprobs[idx], probabilities=False)  # a part of checked proposals

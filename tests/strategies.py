@@ -148,7 +148,7 @@ def proposals_for(rnd: random.Random, kws: list[list[int]], prefix_lengths: list
             for j, x in enumerate(entries):
                 tokens[q, t, j] = x
                 logprobs[q, t, j] = rnd.choice(PAD_LOGPROBS if x in (-1, PAD) else palette)
-    return Proposals(tokens, logprobs)
+    return Proposals(tokens, logprobs, probabilities=False)  # a positive palette value is a model score
 
 
 @st.composite

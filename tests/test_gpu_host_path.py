@@ -22,18 +22,26 @@ pytest.importorskip("cuda.core")
 
 
 class _Event:
+    is_done = True
+
     def __sub__(self, other: object) -> float:
         return 0.25
+
+    def sync(self) -> None:
+        pass
 
 
 class _Stream:
     handle = 1234
 
-    def record(self, event: object) -> None:
-        pass
+    def __init__(self) -> None:
+        self.syncs = 0
+
+    def record(self, event: object = None) -> object:
+        return event if event is not None else _Event()
 
     def sync(self) -> None:
-        pass
+        self.syncs += 1
 
 
 def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) -> object:
@@ -41,6 +49,8 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     from cuda.core import Buffer
     from flashtrie.gpu_impl import searcher as S
     from flashtrie.gpu_impl.context import GpuContext
+    from flashtrie.gpu_impl.inflight import Inflight
+    from flashtrie.gpu_impl.workspace import Workspace
 
     base = [1 << 40]
 
@@ -64,6 +74,7 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     s._loaded = types.SimpleNamespace(shared_allowed={})
     s.stage_inputs, s.last_breakdown, s._ws, s._ln_cache = True, {}, None, {}
     s._stats = s._stats_raw = None
+    s._inflight = Inflight()
     s._derived, s._checked = {}, set()
     s._stream_handle = s._stream_int = 1234
     s.launches = []  # every launch as (stream, entry point, grid, block, parameters, shared bytes)
@@ -171,3 +182,34 @@ def test_searchers_sharing_the_kernel_only_ever_raise_its_shared_memory(recorder
     b._workspace(Shape(1, 2, 4096, 2048, 2048))  # 48 KiB: needs its own attribute, but a's allows it
     b._workspace(Shape(1, 2, 8192, 8192, 8192))  # more than a's: raised
     assert allowed == [65536, 131072] and a._loaded.shared_allowed == {"flashtrie_search": 131072}
+
+
+def test_device_results_are_not_waited_for(recorder, monkeypatch) -> None:
+    """``device_out=True`` enqueues the search and returns: no synchronisation until a result is read, and then
+    the error word read from the call's own result buffer decides (here: a duplicate token found on the device)."""
+    from flashtrie.gpu_impl.results import ERR_DUPLICATE
+
+    from flashtrie import InputError
+
+    rng = np.random.default_rng(7)
+    kws = [rng.integers(0, 20, size=int(rng.integers(1, 6))).tolist() for _ in range(100)]
+    s = _fake_searcher(NarrowLoudsIndex.build(KeywordSet.from_sequences(kws)), [], monkeypatch)
+    copies: list[tuple[int, int, int]] = []
+    reads: list[int] = []
+    s.ctx.copy = lambda dst, src, n: copies.append((int(dst), int(src), int(n)))
+
+    def download(host: np.ndarray, src: int) -> None:
+        reads.append(int(src))
+        host.fill(0)
+        host.reshape(-1)[0] = ERR_DUPLICATE if host.dtype == np.uint32 and host.size == 1 else 0
+
+    s.ctx.download = download
+    p = rows_from_keywords(rng, kws, q_n=2, steps=3, k=6)
+    res = s.search(p, SearchConfig(beam_width=3), device_out=True)
+    assert s.stream.syncs == 0 and not reads
+    (dst, src, n), = copies  # the whole output, error word and counters included, into the result's buffer
+    assert n == s._ws.lo.total and s.last_breakdown["wait_ms"] == 0.0
+    with pytest.raises(InputError, match="more than once in one row \\(checked on the device\\)"):
+        res.keyword_ids.get()
+    assert s.stream.syncs == 1 and reads == [dst + s._ws.lo.offsets["out_err"]]
+    assert s.last_stats.steps == 3 and s.stream.syncs == 2  # the counters, read when asked for

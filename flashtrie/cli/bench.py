@@ -55,7 +55,7 @@ def _suite_lines() -> str:
 def _check_bench_inputs(args: argparse.Namespace) -> None:
     what = args.sweep
     check_output_file(args.output, "--output", (args.keywords, args.index, args.queries))
-    if what in ("beam", "batch", "quality", "all") and not args.queries:
+    if what in ("beam", "batch", "quality", "all", "serve") and not args.queries:
         raise InputError(f"--queries: 'bench {what}' needs a query workload: --queries FILE (a .npz from "
                          "'flashtrie gen-queries', or a proposal TSV)")
     if what in ("build", "quality", "all") and not args.keywords:
@@ -159,9 +159,53 @@ def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -
         sw.sweep_build(ctx, [(keywords, ctx.library)], repeats=args.build_repeats, sweep="build")
 
 
+#: Defaults that differ by sweep (the serve sweep's; None: every other sweep's).
+_DEFAULTS: dict[str, dict[str | None, Any]] = {
+    "beams": {"serve": [100, 1000], None: [1, 10, 100, 500, 1000]},
+    "batch_sizes": {"serve": [1, 8, 32, 128], None: [1, 2, 4, 8, 16, 32]},
+    "warmup": {"serve": 5, None: 2},
+    "repeats": {"serve": 200, None: 10},
+}
+
+
+def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
+    """The serving benchmark on one library (--index, or built from --keywords) and --queries."""
+    from flashtrie.harness.backends import close_searchers
+    from flashtrie.harness.serve.run import ServePlan, serve_cases
+    from flashtrie.harness.workloads import describe_keywords
+
+    if "gpu" not in backends and "device" in args.proposals:
+        if args.proposals == ["device"]:
+            raise InputError("--proposals: device proposals are made on the GPU, and the gpu backend is not among "
+                             f"the backends run here ({', '.join(backends)}); use --proposals host")
+        if not args.quiet:
+            say("note: device proposals skipped: they are made on the GPU (the gpu backend is not run here)")
+    keywords, index, workload = load_inputs(args, need_index=True,
+                                            need_keywords=any(needs_keywords(b) for b in backends))
+    ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
+                   {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
+    plan = ServePlan(beams=args.beams, batch_sizes=args.batch_sizes, proposals=args.proposals, vocab=args.vocab,
+                     warmup=args.warmup, repeats=args.repeats, max_seconds=args.max_seconds,
+                     length_norm=args.length_norm)
+    made, failed = ctx.make_searchers(backends, keywords, index)
+    if failed:
+        raise InputError("--backends: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+    reference = None
+    if "gpu" in made:
+        reference = made.get("numpy") or ctx.make_searchers(["numpy"], keywords, index)[0].get("numpy")
+    try:
+        ctx.emit(serve_cases(made, workload.proposals, int(index.num_keywords), plan, ctx.record, reference,
+                             progress=say if ctx.progress else None))
+    finally:
+        close_searchers(made)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     from flashtrie.harness.runs import bench_table
 
+    for name, by_sweep in _DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, by_sweep.get(args.sweep, by_sweep[None]))
     _check_bench_inputs(args)
     # the size sweep generates its own libraries; the others have keywords only when --keywords is given
     backends = choose_backends(args, have_keywords=bool(args.keywords) or args.sweep == "size")
@@ -172,6 +216,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _sweep_build(args, ctx)
     elif args.sweep == "size":
         _sweep_size(args, ctx, backends)
+    elif args.sweep == "serve":
+        _sweep_serve(args, ctx, backends)
     else:
         _sweeps_on_inputs(args, ctx, backends)
     if ctx.records:  # the result of the command, on stdout (--quiet silences progress only)
@@ -209,6 +255,11 @@ def _add_bench_parser(subs: Any) -> None:
           build    build time and bytes: narrow-LOUDS index vs a marisa-trie BinaryTrie of the keywords
           quality  Precision@k / Recall@k vs beam width: constrained vs unconstrained decoding + filtering
           all      beam, batch, quality and build on the given inputs
+          serve    serving: fresh proposals every call, searched where they are made (GPU: a model head's
+                   top-K on the device, searched from device arrays, results left there; every backend:
+                   a Proposals built from host arrays per call); records of kind 'serve' with mean / p99
+                   ms, queries/s and host µs per query; one library per run (--index or --keywords),
+                   --beams default 100,1000 and --batch-sizes 1,8,32,128 here
 
         Each case compares every backend's results exactly (ids, order, float32 bits); a case that differs
         is recorded as 'mismatch' and the command exits with status 1.  Records store the speed-up over
@@ -225,7 +276,8 @@ def _add_bench_parser(subs: Any) -> None:
         example:  flashtrie bench beam --keywords data/kw.npz --queries data/q.npz --beams 1,10,100 \\
                       -o results/beam.jsonl
         """.replace("{suites}", _suite_lines()), cmd_bench)
-    p.add_argument("sweep", choices=("beam", "batch", "size", "build", "quality", "all"), help="what to sweep")
+    p.add_argument("sweep", choices=("beam", "batch", "size", "build", "quality", "all", "serve"),
+                   help="what to sweep")
     g = p.add_argument_group("inputs")
     g.add_argument("--keywords", "-k", metavar="FILE",
                    help="keyword library; needed by the marisa backend and by the build, quality and all sweeps")
@@ -238,10 +290,16 @@ def _add_bench_parser(subs: Any) -> None:
                    help="a proposal TSV's \"probs\" are probabilities: take their logs")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--beams", type=beam_widths, default=[1, 10, 100, 500, 1000], help="beam widths (beam, quality)")
+    p.add_argument("--beams", type=beam_widths, default=None,
+                   help="beam widths (beam, quality: default 1,10,100,500,1000; serve: 100,1000)")
     p.add_argument("--beam", "-B", type=beam_width, default=100, help="beam width for the batch and size sweeps")
     p.add_argument("--batch-size", type=count, default=1, help="queries per call in the beam sweep")
-    p.add_argument("--batch-sizes", type=ints, default=[1, 2, 4, 8, 16, 32], help="batch sizes (batch)")
+    p.add_argument("--batch-sizes", type=ints, default=None,
+                   help="batch sizes (batch: default 1,2,4,8,16,32; serve: 1,8,32,128)")
+    p.add_argument("--proposals", type=_proposal_kinds, default=["device", "host"],
+                   help="serve: where each call's proposals are made: device (GPU only), host, or both (default)")
+    p.add_argument("--vocab", type=count, default=32_768,
+                   help="serve: the vocabulary V of the GPU head's logits [batch, T, V] (default 32768)")
     p.add_argument("--sizes", type=ints, default=[10_000, 100_000, 1_000_000], help="library sizes (size)")
     p.add_argument("--ks", type=ints, default=[10, 100], help="k of Precision@k / Recall@k (quality)")
     p.add_argument("--length-norm", type=alpha, default=0.0, help="length normalisation alpha")
@@ -250,14 +308,23 @@ def _add_bench_parser(subs: Any) -> None:
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="generated workloads (size)")
     p.add_argument("--seed", type=nonneg, default=0, help="seed of generated data (size)")
     t = p.add_argument_group("timing")
-    t.add_argument("--warmup", type=nonneg, default=2, help="untimed calls before timing")
-    t.add_argument("--repeats", type=count, default=10, help="timed passes over the queries")
+    t.add_argument("--warmup", type=nonneg, default=None, help="untimed calls before timing (default 2; serve: 5)")
+    t.add_argument("--repeats", type=count, default=None,
+                   help="timed passes over the queries (default 10; serve: timed calls per case, 200)")
     t.add_argument("--max-seconds", type=seconds, default=10.0,
                    help="time budget per backend and case (at least one full pass is timed; a backend whose "
                         "last warmup call shows that a pass would take over 6x this is recorded as skipped)")
     t.add_argument("--stats-queries", type=nonneg, default=8,
                    help="queries replayed to measure valid-proposal fraction and beam fill")
     t.add_argument("--build-repeats", type=count, default=1, help="builds per library (best is kept)")
+
+
+def _proposal_kinds(text: str) -> list[str]:
+    kinds = [t for t in text.replace(" ", "").split(",") if t]
+    bad = [t for t in kinds if t not in ("device", "host")]
+    if not kinds or bad:
+        raise argparse.ArgumentTypeError(f"expected device, host or device,host, got {text!r}")
+    return list(dict.fromkeys(kinds))
 
 
 def add_parsers(subs: Any) -> None:
