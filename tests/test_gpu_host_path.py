@@ -50,7 +50,6 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     from flashtrie.gpu_impl import searcher as S
     from flashtrie.gpu_impl.context import GpuContext
     from flashtrie.gpu_impl.inflight import Inflight
-    from flashtrie.gpu_impl.workspace import Workspace
 
     base = [1 << 40]
 
