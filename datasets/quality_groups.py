@@ -105,14 +105,15 @@ def wordnet_hyponym_groups(folder: str | Path = WORDNET_DIR) -> Groups:
 
 def country_city_groups(min_population: int = MIN_CITY_POPULATION) -> Groups:
     """The ``countries`` groups (module docstring), before the size rule."""
-    from .real.geonames import _source, city_identifiers
+    from .real.geonames import city_identifiers, geonames_source
 
-    cities, countries = _source()
+    cities, countries = geonames_source()
     big = {k: c for k, c in cities.items() if int(c.get("population") or 0) >= min_population}
     texts = city_identifiers(big, countries)
     groups: dict[str, list[str]] = defaultdict(list)
     for c, t in zip(sorted(big.values(), key=lambda c: int(c["geonameid"])), texts, strict=True):
-        groups[countries.get(c["countrycode"], c["countrycode"])].append(t)
+        code = str(c["countrycode"])
+        groups[countries.get(code, code)].append(t)
     return dict(groups)
 
 

