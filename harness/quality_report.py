@@ -148,6 +148,9 @@ def _main_curve(panel: dict[str, list[Record]]) -> str | None:
 
 
 def _ci(m: dict[str, Any], key: str) -> str:
+    """The value with its interval where recorded ("-" where the records predate the metric)."""
+    if key not in m:
+        return "-"
     lo_hi = m.get(f"{key}_ci")
     return f"{m[key]:.3f} [{lo_hi[0]:.3f}, {lo_hi[1]:.3f}]" if lo_hi else f"{m[key]:.3f}"
 
@@ -176,11 +179,15 @@ def _summary(curves: dict[tuple[str, str], dict[str, list[Record]]]) -> list[str
                          "| not measured at both beams | | | |")
             continue
         a, b = at[100].metrics, at[wide].metrics
-        d, lo, hi = paired_difference(a["per_query"]["precision@100"], b["per_query"]["precision@100"])
+        if "per_query" in a and "per_query" in b:
+            d, lo, hi = paired_difference(a["per_query"]["precision@100"], b["per_query"]["precision@100"])
+            diff = f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+        else:
+            diff = f"{b['precision@100'] - a['precision@100']:+.3f} (no per-query values recorded)"
         unc = {r.config["beam_width"]: r for lab, rs in panel.items() if "unconstrained" in lab for r in rs}
         free = f"{unc[wide].metrics['precision@100']:.3f}" if wide in unc else "not measured"
         lines.append(f"| {task} | {model.upper()}, {label} | {_ci(a, 'precision@100')} | "
-                     f"{_ci(b, 'precision@100')} ({wide}) | {d:+.3f} [{lo:+.3f}, {hi:+.3f}] | "
+                     f"{_ci(b, 'precision@100')} ({wide}) | {diff} | "
                      f"{a.get('precision@100_ceiling', float('nan')):.3f} | {_latency(at[100]):.3f} / "
                      f"{_latency(at[wide]):.3f} | {free} |")
     return lines + [""]
