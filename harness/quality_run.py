@@ -88,7 +88,7 @@ def smoke_config(cfg: QualityConfig) -> QualityConfig:
 
 _BEAMS = (1, 10, 30, 100, 300, 1000)
 #: planned training steps (each model; the stopping rule's evidence is in the records)
-CPU_STEPS, FULL_STEPS = 200, 1200
+CPU_STEPS, FULL_STEPS = 200, 1000
 CONFIGS = {
     "toy": QualityConfig("toy", 300, ar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5),
                          nar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5), eval_queries=12,
@@ -99,7 +99,7 @@ CONFIGS = {
                          nar_beams=(1, 10, 100, 300, 1000), ar_beams=(1, 10, 100), budget_s=20.0, ar_rows=2000,
                          sweep_s=30.0),
     # The H200 plan: 4 models x FULL_STEPS steps of 1,024 at about 15-20 steps/s (the earlier H200 run's
-    # rate at 256; launch-bound, so the batch is nearly free) = 4 x 60-80 s, and 4 sweeps of at most 40 s:
+    # rate at 256; launch-bound, so the batch is nearly free) = 4 x 50-70 s, and 4 sweeps of about 40 s:
     # under 8 minutes with start-up.
     "full": QualityConfig("full", 30000, ar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)),
                           nar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)), eval_queries=200,
