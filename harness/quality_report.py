@@ -59,7 +59,7 @@ def summary_table(records: Sequence[Record], beams: Sequence[int] = (1, 10, 100,
         key = (r.config["task"], r.config["model"], r.backend, r.config["mode"])
         if r.status == "ok":
             widest[key] = max(widest.get(key, 0), r.config["beam_width"])
-    head = f"{'task':<9}{'model':<6}{'backend':<14}{'mode':<22}{'beam':>5}{'P@10':>7}{'P@100':>7}{'R@100':>7}" \
+    head = f"{'task':<11}{'model':<6}{'backend':<14}{'mode':<22}{'beam':>5}{'P@10':>7}{'P@100':>7}{'R@100':>7}" \
            f"{'hit@1':>7}{'ms/query':>10}"
     lines = [head, "-" * len(head)]
     for r in sorted(recs, key=lambda r: (r.config["task"], r.config["model"], r.backend, r.config["beam_width"])):
@@ -67,7 +67,7 @@ def summary_table(records: Sequence[Record], beams: Sequence[int] = (1, 10, 100,
         beam = r.config["beam_width"]
         if beam not in beams and beam != widest.get(key):
             continue
-        row = f"{key[0]:<9}{key[1]:<6}{key[2]:<14}{key[3]:<22}{beam:>5}"
+        row = f"{key[0]:<11}{key[1]:<6}{key[2]:<14}{key[3]:<22}{beam:>5}"
         if r.status != "ok":
             lines.append(f"{row}  {r.status}: {r.message}")
             continue
