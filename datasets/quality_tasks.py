@@ -55,7 +55,8 @@ from flashtrie.keywords import KeywordSet
 from .real import RealLibrary
 
 __all__ = ["PAD", "SEP", "EOS", "FIRST_TOKEN", "TASK_FORMAT", "SPLITS", "TASKS", "MAX_CITIES_PER_NAME", "Split",
-           "Task", "build_task", "city_subset", "synset_subset", "task_from_library", "save_task", "load_task"]
+           "Task", "build_task", "compact_vocab", "check_distinct", "city_subset", "synset_subset", "task_from_library",
+           "save_task", "load_task"]
 
 PAD, SEP, EOS = 0, 1, 2
 #: the first model token that stands for a source token
@@ -104,11 +105,28 @@ class Task:
     def sizes(self) -> dict[str, Any]:
         """Data sizes for records and reports."""
         rel = {k: np.array([r.size for r in s.relevant]) for k, s in self.splits.items()}
-        return {"identifiers": len(self.library), "vocab": self.vocab_size, "max_id_tokens": self.library.max_length,
-                "max_query_tokens": self.max_query_length, **{f"{k}_queries": len(s) for k, s in self.splits.items()},
-                "test_mean_relevant": float(rel["test"].mean()) if rel["test"].size else 0.0,
-                "test_max_relevant": int(rel["test"].max()) if rel["test"].size else 0,
-                "train_pairs": int(rel["train"].sum()) + len(self.library)}
+        out: dict[str, Any] = {"identifiers": len(self.library), "vocab": self.vocab_size,
+                               "max_id_tokens": self.library.max_length, "max_query_tokens": self.max_query_length,
+                               **{f"{k}_queries": len(s) for k, s in self.splits.items()},
+                               "train_pairs": int(rel["train"].sum()) + len(self.library)}
+        for k in ("train", "test"):
+            r = rel[k]
+            out.update({f"{k}_mean_relevant": float(r.mean()) if r.size else 0.0,
+                        f"{k}_median_relevant": float(np.median(r)) if r.size else 0.0,
+                        f"{k}_max_relevant": int(r.max()) if r.size else 0,
+                        f"{k}_precision@100_ceiling": float(np.minimum(r, 100).mean() / 100) if r.size else 0.0})
+        return out
+
+    def known(self, split: str) -> list[np.ndarray]:
+        """Per query of ``split``, the relevant ids the other splits give the same query text: the ids the
+        filtered setting removes from its ranked list (none where splits hold different queries)."""
+        other: dict[str, list[np.ndarray]] = {}
+        for k, s in self.splits.items():
+            if k != split:
+                for t, r in zip(s.texts, s.relevant, strict=True):
+                    other.setdefault(t, []).append(r)
+        empty = np.zeros(0, np.int64)
+        return [np.unique(np.concatenate(other[t])) if t in other else empty for t in self.splits[split].texts]
 
 
 def _latin(text: str) -> bool:
@@ -200,9 +218,9 @@ def build_task(name: str, texts: Sequence[str], tokens: Sequence[Sequence[int] |
         if bad:
             raise InputError(f"queries[{q!r}]: identifier id {bad[0]} is out of range [0, {n})")
     src_q = tokenize(qtexts)
-    vocab, to_model = _compact_vocab([*tokens, *src_q])
+    vocab, to_model = compact_vocab([*tokens, *src_q])
     library = KeywordSet.from_sequences([to_model(s) for s in tokens])
-    _check_distinct(library, texts)
+    check_distinct(library, texts)
     rel = {q: np.unique(np.asarray(queries[q], dtype=np.int64)) for q in qtexts}
     kinds = {q: "one" if rel[q].size == 1 else "several" for q in qtexts}
     parts = _split(qtexts, seed, val_f, test_f, kinds)
@@ -223,7 +241,7 @@ def _empty_set() -> KeywordSet:
     return KeywordSet(np.zeros(0, np.uint32), np.zeros(1, np.int64))
 
 
-def _compact_vocab(seqs: Sequence[Sequence[int] | np.ndarray]
+def compact_vocab(seqs: Sequence[Sequence[int] | np.ndarray]
                    ) -> tuple[np.ndarray, Callable[[Sequence[int] | np.ndarray], list[int]]]:
     """The source tokens in use, sorted, after the reserved ids; and the map of a sequence into it."""
     used = np.unique(np.fromiter((t for s in seqs for t in s), dtype=np.int64))
@@ -232,7 +250,7 @@ def _compact_vocab(seqs: Sequence[Sequence[int] | np.ndarray]
     return vocab, lambda s: [lookup[int(t)] for t in s]
 
 
-def _check_distinct(library: KeywordSet, texts: Sequence[str]) -> None:
+def check_distinct(library: KeywordSet, texts: Sequence[str]) -> None:
     seen: dict[bytes, int] = {}
     for i in range(len(library)):
         key = library[i].tobytes()

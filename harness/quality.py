@@ -1,12 +1,9 @@
 """Retrieval quality vs beam width: trie-constrained search vs unconstrained decoding then filtering.
 
 Metrics, per query q with ground truth G_q (the workload's ``relevant`` ids, mapped to the id a search
-returns for an identical keyword) and results ranked best first:
-
-* Precision@k = |top-k ∩ G_q| / k  (missing results count as misses, so a short result list is penalised);
-* Recall@k    = |top-k ∩ G_q| / |G_q|  (queries with empty G_q are left out of the mean).
-
-Both are averaged over queries.  The unconstrained baseline is defined in
+returns for an identical keyword) and results ranked best first: Precision@k, Recall@k, nDCG@k and hit@1 as
+`flashtrie.harness.quality_metrics` defines them (their one definition), averaged over queries.
+The unconstrained baseline is defined in
 `flashtrie.harness.unconstrained.unconstrained_search`: beam search over the raw proposals without the
 trie, keeping the top-B sequences of each length by summed logprob, then keeping those that are whole
 keywords.
@@ -18,36 +15,18 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-import numpy as np
 
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.progress import progress as progress_bar
 from flashtrie.search_types import SearchConfig, SearchResult
 
+from .quality_metrics import mean_metrics
 from .records import Record
 from .unconstrained import KeywordTable, unconstrained_search
 from .workloads import relevant_sets, truncate_proposals, workload_params
 
-__all__ = ["precision_recall_at_k", "quality_sweep"]
-
-
-def precision_recall_at_k(result: SearchResult, relevant: Sequence[np.ndarray], k: int) -> tuple[float, float]:
-    """Mean Precision@k and Recall@k of ``result`` against per-query relevant id sets."""
-    if k < 1:
-        raise ValueError(f"k: expected >= 1, got {k}")
-    precisions, recalls = [], []
-    for q in range(result.shape[0]):
-        g = np.unique(np.asarray(relevant[q], dtype=np.int64))
-        g = g[g >= 0]
-        n = min(int(result.num_results[q]), k)
-        hits = int(np.isin(result.keyword_ids[q, :n], g).sum()) if n else 0
-        precisions.append(hits / k)
-        if g.size:
-            recalls.append(hits / g.size)
-    p = float(np.mean(precisions)) if precisions else float("nan")
-    r = float(np.mean(recalls)) if recalls else float("nan")
-    return p, r
+__all__ = ["quality_sweep"]
 
 
 def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Sequence[int], ks: Sequence[int],
@@ -83,11 +62,9 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
                                            message=f"{type(e).__name__}: {e}", sweep="beam_width",
                                            workload=wl, config={**config, "mode": mode}))
                 continue
-            metrics: dict[str, Any] = {"mean_results": float(res.num_results.mean())}
-            for k in ks:
-                p, r = precision_recall_at_k(res, canon, int(k))
-                metrics[f"precision@{k}"] = p
-                metrics[f"recall@{k}"] = r
+            lists = [res.keyword_ids[q, :int(res.num_results[q])] for q in range(res.shape[0])]
+            metrics: dict[str, Any] = {"mean_results": float(res.num_results.mean()),
+                                       **mean_metrics(lists, canon, [int(k) for k in ks])}
             records.append(make_record(kind="quality", backend=backend, sweep="beam_width", workload=wl,
                                        config={**config, "mode": mode}, metrics=metrics))
     return records

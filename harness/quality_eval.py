@@ -4,10 +4,12 @@
   searchers run them against the library with `EOS` appended to every identifier (so an identifier ends
   where the model puts `EOS`); the unconstrained baseline is `flashtrie.harness.unconstrained`'s beam search
   over the same proposals, then keeping whole identifiers.  Latency: the search alone, per query.
-* AR (`ar_decode`): ``generate(num_beams=B, num_return_sequences=min(B, 100), length_penalty=0)`` (results
+* AR (`ar_decode`): ``generate(num_beams=B, num_return_sequences=B, length_penalty=0)`` (results
   ranked by summed log-probability, like the searchers with ``length_norm`` 0), with
   `flashtrie.hf.TrieLogitsProcessor` (constrained) or without it (then non-identifiers are dropped).
   Latency: the whole ``generate`` call (model included) per query.
+
+A beam of B returns B results per query (R = B), for both models.
 """
 
 from __future__ import annotations
@@ -29,10 +31,8 @@ from flashtrie.search_types import SearchResult
 from .quality_train import pad_rows
 
 __all__ = ["nar_library", "nar_proposals", "ranked_lists", "ar_decode", "eval_sample",
-           "timed", "truncated", "MAX_RESULTS"]
+           "timed", "truncated"]
 
-#: results kept per query (the metrics need the top 100)
-MAX_RESULTS = 100
 
 
 def eval_sample(split: Split, n: int, seed: int) -> np.ndarray:
@@ -119,7 +119,7 @@ def ar_decode(model: Any, queries: Sequence[np.ndarray], index: NarrowLoudsIndex
     ``TrieLogitsProcessor`` (reset before each call) or None (unconstrained, then filtered)."""
     from transformers import LogitsProcessorList
 
-    n_ret = min(beam, MAX_RESULTS)
+    n_ret = beam
     per_call = max(1, rows_per_call // beam)
     out: list[np.ndarray] = []
     sync = device.startswith("cuda")

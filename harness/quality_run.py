@@ -5,12 +5,15 @@ backend, beam, mode).
 `CONFIGS` holds the sizes: ``toy`` runs in seconds on a CPU (CI), ``cpu`` in minutes on a CPU, ``full``
 trains both models on both tasks and runs every measurement in one command on one H200.
 
-Time guards, so that a run ends within ``deadline_s``: each task gets an equal share; within it each
-model's training stops at ``TRAIN_SHARE`` / models of the share (the steps run are recorded), and each
-model's sweep gets an equal part of what is left.  A measurement started after its sweep's time, or whose
-predicted time (the backend's previous beam scaled by B x K, or by B for ``generate``) is over
-``budget_s``, is recorded as ``skipped``: where the CPU runs out of budget and the GPU does not is part of
-the answer.
+Training is not time-guarded: each model trains its planned steps (``steps_run == steps`` in the records;
+the validation curve and the stopping rule's step say whether the plan passed convergence).  The sweeps are:
+each gets ``sweep_s`` seconds, and a measurement started after them, or whose predicted time (the backend's
+previous beam scaled by B x K, or by B for ``generate``) is over ``budget_s``, is recorded as ``skipped``:
+where the CPU runs out of budget and the GPU does not is part of the answer.  The run's time is then at
+most the training plus ``sweep_s`` per sweep (the plan of the ``full`` config is in `CONFIGS`' comment).
+
+``smoke`` (`smoke_config`) runs a config's code path with a few training steps and queries: a check that
+the full config will not fail on the device, not a measurement.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from flashtrie.index import NarrowLoudsIndex
 from flashtrie.search_types import SearchConfig, result_difference
 
 from .quality_eval import (
-    MAX_RESULTS,
     ar_decode,
     eval_sample,
     nar_library,
@@ -38,16 +40,13 @@ from .quality_eval import (
     timed,
     truncated,
 )
-from .quality_metrics import KS, mean_metrics, precision_ceiling
+from .quality_metrics import KS, mean_metrics, per_query, precision_ceiling
 from .quality_models import ModelSize
 from .quality_train import TrainConfig, Trained, save_checkpoint, train_ar, train_nar
 from .records import Record, append_records
 from .unconstrained import KeywordTable, unconstrained_search
 
-__all__ = ["QualityConfig", "CONFIGS", "TRAIN_SHARE", "run_quality", "measure_task"]
-
-#: the part of a task's time its models' training may take (the rest measures)
-TRAIN_SHARE = 0.6
+__all__ = ["QualityConfig", "CONFIGS", "run_quality", "measure_task", "smoke_config", "eval_sets", "EvalSet"]
 
 
 @dataclass(frozen=True)
@@ -63,43 +62,99 @@ class QualityConfig:
     ar_beams: tuple[int, ...]
     budget_s: float  # the most one measurement (one backend, beam and mode over the sample) may take
     ar_rows: int  # beam rows per generate() call
-    deadline_s: float = 1e9  # after this many seconds of the run, what is left is recorded as skipped
+    sweep_s: float = 1e9  # after this many seconds of a sweep, what is left is recorded as skipped
     seed: int = 0
+    smoke: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "identifiers": self.identifiers, "eval_queries": self.eval_queries,
                 "nar_beams": list(self.nar_beams), "ar_beams": list(self.ar_beams), "budget_s": self.budget_s,
-                "deadline_s": self.deadline_s, "seed": self.seed}
+                "sweep_s": self.sweep_s, "seed": self.seed, "smoke": self.smoke,
+                "train": {k: {"steps": c.steps, "batch_size": c.batch_size, "lr": c.lr, "eval_every": c.eval_every,
+                              **c.size.to_dict()} for k, c in (("ar", self.ar), ("nar", self.nar))}}
 
 
-def _train(steps: int, batch: int, lr: float, size: ModelSize) -> TrainConfig:
-    return TrainConfig(steps, batch, lr, warmup=max(1, steps // 20), size=size)
+def _train(steps: int, batch: int, lr: float, size: ModelSize, eval_every: int = 50) -> TrainConfig:
+    return TrainConfig(steps, batch, lr, warmup=max(1, steps // 20), size=size, eval_every=eval_every)
 
 
-_BEAMS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+def smoke_config(cfg: QualityConfig) -> QualityConfig:
+    """``cfg``'s code path with 6 training steps and 4 queries (its beams and sizes otherwise)."""
+    def tiny(t: TrainConfig) -> TrainConfig:
+        return replace(t, steps=6, warmup=1, eval_every=3, val_pairs=64, batch_size=min(t.batch_size, 32))
+
+    return replace(cfg, ar=tiny(cfg.ar), nar=tiny(cfg.nar), eval_queries=4, smoke=True)
+
+
+_BEAMS = (1, 10, 30, 100, 300, 1000)
+#: planned training steps (each model; the stopping rule's evidence is in the records)
+CPU_STEPS, FULL_STEPS = 200, 1000
 CONFIGS = {
-    "toy": QualityConfig("toy", 300, ar=_train(20, 16, 3e-3, ModelSize(32, 1, 2)),
-                         nar=_train(20, 16, 3e-3, ModelSize(32, 1, 2)), eval_queries=12,
+    "toy": QualityConfig("toy", 300, ar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5),
+                         nar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5), eval_queries=12,
                          nar_beams=(1, 4, 16, 64), ar_beams=(1, 4), budget_s=60.0, ar_rows=256),
-    "cpu": QualityConfig("cpu", 3000, ar=_train(2000, 64, 2e-3, ModelSize(128, 2, 4)),
-                         nar=_train(2000, 64, 2e-3, ModelSize(128, 2, 4)), eval_queries=100,
-                         nar_beams=(1, 10, 100, 1000), ar_beams=(1, 10, 100), budget_s=60.0, ar_rows=1000,
-                         deadline_s=1080.0),
-    "full": QualityConfig("full", 20000, ar=_train(3000, 256, 2e-3, ModelSize(256, 3, 4)),
-                          nar=_train(3000, 256, 2e-3, ModelSize(256, 3, 4)), eval_queries=200,
-                          nar_beams=_BEAMS, ar_beams=_BEAMS[:-1], budget_s=10.0, ar_rows=16384,
-                          deadline_s=400.0),
+    "cpu": QualityConfig("cpu", 3000, ar=replace(_train(CPU_STEPS, 32, 2e-3, ModelSize(96, 2, 4), 20), val_pairs=512),
+                         nar=replace(_train(CPU_STEPS, 32, 2e-3, ModelSize(96, 2, 4), 20), val_pairs=512),
+                         eval_queries=100,
+                         nar_beams=(1, 10, 100, 300, 1000), ar_beams=(1, 10, 100), budget_s=20.0, ar_rows=2000,
+                         sweep_s=30.0),
+    # The H200 plan: 4 models x FULL_STEPS steps of 1,024 at about 15-20 steps/s (the earlier H200 run's
+    # rate at 256; launch-bound, so the batch is nearly free) = 4 x 50-70 s, and 4 sweeps of about 40 s:
+    # under 8 minutes with start-up.
+    "full": QualityConfig("full", 30000, ar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)),
+                          nar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)), eval_queries=200,
+                          nar_beams=_BEAMS, ar_beams=_BEAMS, budget_s=12.0, ar_rows=32768, sweep_s=40.0),
 }
 
 
-def _metrics(lists: list[np.ndarray], relevant: list[np.ndarray], kinds: list[str]) -> dict[str, Any]:
-    out: dict[str, Any] = mean_metrics(lists, relevant)
-    out.update({f"precision@{k}_ceiling": precision_ceiling(relevant, k) for k in KS})
-    by_kind = {}
-    for k in sorted(set(kinds)):
-        sel = [i for i, x in enumerate(kinds) if x == k]
-        by_kind[k] = {**mean_metrics([lists[i] for i in sel], [relevant[i] for i in sel]), "queries": len(sel)}
-    out["by_kind"] = by_kind
+#: the widest beam at which the AR model's numpy processor runs beside the GPU's (their lists compared)
+PARITY_BEAM = 100
+#: the metrics whose per-query values the records keep (for paired differences between beams)
+PER_QUERY = ("precision@10", "precision@100", "recall@100", "ndcg@100")
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """The measured queries of one split: their relevant ids and the known ids the filtered setting removes."""
+
+    relevant: list[np.ndarray]
+    exclude: list[np.ndarray]
+    kinds: list[str]
+
+
+def eval_sets(task: Task, pick: np.ndarray) -> dict[str, EvalSet]:
+    """The held-out evaluation (``test``: the test pairs; a query's train and validation identifiers are
+    removed from its ranked list) and, where the splits share their queries (pairs held out), the training
+    evaluation (``train``: the train pairs; validation and test identifiers removed) of the queries ``pick``."""
+    out = {}
+    for split in ("test", "train"):
+        s = task.splits[split]
+        if split == "train" and s.texts != task.splits["test"].texts:
+            continue
+        known = task.known(split)
+        out[split] = EvalSet([s.relevant[int(i)] for i in pick], [known[int(i)] for i in pick],
+                             [s.kinds[int(i)] if s.kinds else "" for i in pick])
+    return out
+
+
+def _one(lists: list[np.ndarray], ev: EvalSet) -> dict[str, Any]:
+    out: dict[str, Any] = mean_metrics(lists, ev.relevant, KS, ev.exclude, intervals=True)
+    out.update({f"precision@{k}_ceiling": precision_ceiling(ev.relevant, k) for k in KS})
+    per = per_query(lists, ev.relevant, KS, ev.exclude)
+    out["per_query"] = {k: [None if v is None else round(v, 5) for v in per[k]] for k in PER_QUERY}
+    kinds = sorted(set(ev.kinds))
+    if len(kinds) > 1:
+        out["by_kind"] = {k: {**mean_metrics([lists[i] for i, x in enumerate(ev.kinds) if x == k],
+                                             [ev.relevant[i] for i, x in enumerate(ev.kinds) if x == k]),
+                              "queries": ev.kinds.count(k)} for k in kinds}
+    return out
+
+
+def _metrics(lists: list[np.ndarray], sets: dict[str, EvalSet]) -> dict[str, Any]:
+    """The held-out metrics at the top level; the training pairs' under ``train_pairs``."""
+    out = _one(lists, sets["test"])
+    if "train" in sets:
+        out["train_pairs"] = _one(lists, sets["train"])
     return out
 
 
@@ -110,8 +165,7 @@ class _Ctx:
     task: Task
     cfg: QualityConfig
     device: str
-    relevant: list[np.ndarray]
-    kinds: list[str]
+    sets: dict[str, EvalSet]
     make: Callable[..., Record]
     progress: Callable[[str], None]
     deadline: float = float("inf")  # time.monotonic() after which measurements are skipped
@@ -119,9 +173,9 @@ class _Ctx:
     def record(self, model: Trained, backend: str, mode: str, beam: int, k: int | None, metrics: dict[str, Any] | None,
                status: str = "ok", message: str | None = None) -> Record:
         config = {"task": self.task.name, "model": model.kind, "mode": mode, "beam_width": beam, "K": k,
-                  "max_results": MAX_RESULTS, "device": self.device, "run_config": self.cfg.to_dict(),
+                  "max_results": beam, "device": self.device, "run_config": self.cfg.to_dict(),
                   "model_info": model.describe()}
-        workload = {"name": self.task.name, **self.task.sizes(), "eval_queries": len(self.relevant),
+        workload = {"name": self.task.name, **self.task.sizes(), "eval_queries": len(self.sets["test"].relevant),
                     "task_info": self.task.info}
         return self.make(kind="quality", backend=backend, status=status, message=message, sweep="beam_width",
                          workload=workload, config=config, metrics=metrics or {})
@@ -160,7 +214,7 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
     last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.nar_beams:
         k = min(beam, tokens.shape[2])
-        props, cfg = truncated(tokens, lps, k), SearchConfig(beam_width=beam, max_results=MAX_RESULTS)
+        props, cfg = truncated(tokens, lps, k), SearchConfig(beam_width=beam)
         got = {}
         for name, run in runs.items():
             mode = "unconstrained+filter" if name == "unconstrained" else "constrained"
@@ -173,7 +227,7 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
             res, secs = timed(lambda run=run, props=props, cfg=cfg: run(props, cfg), False)
             last[name] = (beam * k, secs)
             got[name] = res
-            m = {**_metrics(ranked_lists(res), ctx.relevant, ctx.kinds), "latency_ms_per_query":
+            m = {**_metrics(ranked_lists(res), ctx.sets), "latency_ms_per_query":
                  secs * 1e3 / len(queries), "model_ms_per_query": model_ms}
             if name == "gpu" and "numpy" in got:
                 m["identical_to_numpy"] = result_difference(got["numpy"], res) is None
@@ -189,7 +243,8 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
 
     index = NarrowLoudsIndex.build(ctx.task.library)
     backends = ["gpu", "numpy"] if ctx.device.startswith("cuda") else ["numpy"]
-    runs: list[tuple[str, str | None]] = [(f"hf+{b}", b) for b in backends] + [("hf", None)]
+    runs: list[tuple[str, str | None]] = [(f"hf+{backends[0]}", backends[0]), ("hf", None)] + [
+        (f"hf+{b}", b) for b in backends[1:]]
     records: list[Record] = []
     last: dict[str, tuple[float, float]] = {}
     for beam in ctx.cfg.ar_beams:
@@ -197,6 +252,8 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
         for name, backend in runs:
             mode = "constrained" if backend else "unconstrained+filter"
             why = _over(ctx, last, name, beam)
+            if name == "hf+numpy" and "hf+gpu" in got and beam > PARITY_BEAM:
+                why = f"numpy's processor checks the GPU's up to beam {PARITY_BEAM} (the sweep's time goes to the GPU)"
             if why is not None:
                 records.append(ctx.record(model, name, mode, beam, None, None, "skipped", why))
                 continue
@@ -205,7 +262,7 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
                                     ctx.task.library.max_length + 1)
             last[name] = (beam, secs)
             got[name] = lists
-            m = {**_metrics(lists, ctx.relevant, ctx.kinds), "latency_ms_per_query": secs * 1e3 / len(queries)}
+            m = {**_metrics(lists, ctx.sets), "latency_ms_per_query": secs * 1e3 / len(queries)}
             if name == "hf+numpy" and "hf+gpu" in got:
                 m["identical_to_gpu"] = all(np.array_equal(a, b) for a, b in zip(got["hf+gpu"], lists, strict=True))
             records.append(ctx.record(model, name, mode, beam, None, m))
@@ -216,30 +273,30 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
 
 def measure_task(task: Task, cfg: QualityConfig, device: str, cache: str | os.PathLike[str],
                  make: Callable[..., Record], progress: Callable[[str], None],
-                 models: Sequence[str] = ("nar", "ar"), seconds: float = float("inf"),
+                 models: Sequence[str] = ("nar", "ar"),
                  emit: Callable[[list[Record]], object] | None = None) -> list[Record]:
-    """Train the models on ``task`` and measure them, in ``seconds`` at most (the time guards: each
-    model's training stops at its share; each sweep skips what is left at its share).  ``emit`` gets each
-    sweep's records as soon as it ends."""
-    end = time.monotonic() + seconds
+    """Train the models on ``task`` (their planned steps) and measure them (each sweep in ``cfg.sweep_s``
+    at most).  ``emit`` gets each sweep's records as soon as it ends."""
     test = task.splits["test"]
     pick = eval_sample(test, cfg.eval_queries, cfg.seed)
     queries = [test.queries[int(i)] for i in pick]
     trained: dict[str, Trained] = {}
-    share = TRAIN_SHARE * seconds / len(models)
     for kind in models:
-        train_cfg = cfg.nar if kind == "nar" else cfg.ar
         train = train_nar if kind == "nar" else train_ar
-        t = train(task, replace(train_cfg, max_seconds=min(train_cfg.max_seconds, share)), cfg.seed, device, progress)
+        t = train(task, cfg.nar if kind == "nar" else cfg.ar, cfg.seed, device, progress)
         save_checkpoint(t, cache, f"{task.name}-{kind}-{cfg.name}")
-        progress(f"{task.name} {kind.upper()}: {t.parameters:,} parameters, {len(t.losses)} steps in "
-                 f"{t.seconds:.1f} s, final loss {t.losses[-1]:.3f}, sha256 {t.sha256[:12]}")
+        d = t.describe()
+        stop = d["stopping_step"]
+        progress(f"{task.name} {kind.upper()}: {t.parameters:,} parameters, {len(t.losses)} of {t.config.steps} steps "
+                 f"in {t.seconds:.1f} s, final loss {t.losses[-1]:.3f}, best validation loss "
+                 f"{d['best_val_loss'] or float('nan'):.4f} at step {d['best_step']}; the stopping rule "
+                 + (f"stops at step {stop}: the plan passes it" if stop else
+                    "does NOT stop within the plan: more steps would still help"))
         trained[kind] = t
     records: list[Record] = []
-    for j, kind in enumerate(models):
-        deadline = time.monotonic() + (end - time.monotonic()) / (len(models) - j)
-        ctx = _Ctx(task, cfg, device, [test.relevant[int(i)] for i in pick],
-                   [test.kinds[int(i)] if test.kinds else "" for i in pick], make, progress, deadline)
+    for kind in models:
+        deadline = time.monotonic() + cfg.sweep_s
+        ctx = _Ctx(task, cfg, device, eval_sets(task, pick), make, progress, deadline)
         recs = (_nar_sweep if kind == "nar" else _ar_sweep)(ctx, trained[kind], queries)
         if emit is not None:
             emit(recs)
@@ -250,17 +307,14 @@ def measure_task(task: Task, cfg: QualityConfig, device: str, cache: str | os.Pa
 def run_quality(tasks: Sequence[Task], cfg: QualityConfig, *, out: str | os.PathLike[str] | None, cache: str,
                 make: Callable[..., Record], progress: Callable[[str], None], device: str | None = None
                 ) -> list[Record]:
-    """`measure_task` for every task, each in an equal share of ``cfg.deadline_s``; records are appended to
-    ``out`` after each sweep."""
+    """`measure_task` for every task; records are appended to ``out`` after each sweep."""
     dev = device or ("cuda" if torch.cuda.is_available() else "cpu")
     if dev.startswith("cuda"):
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     records: list[Record] = []
-    end = time.monotonic() + cfg.deadline_s
-    for j, task in enumerate(tasks):
+    for task in tasks:
         progress(f"task {task.name}: {task.sizes()}")
-        seconds = (end - time.monotonic()) / (len(tasks) - j)
-        records += measure_task(task, cfg, dev, cache, make, progress, seconds=seconds,
+        records += measure_task(task, cfg, dev, cache, make, progress,
                                 emit=None if out is None else lambda recs: append_records(out, recs))
     return records

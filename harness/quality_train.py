@@ -4,8 +4,12 @@ Training examples (`training_examples`): every identifier's own tokens -> itself
 a closed set the model learns), and the train split's (query, relevant identifier) pairs: a query with
 several relevant identifiers is one example per identifier, so a model learns to spread its probability
 over all of them.  On CUDA the forward pass runs under bf16 autocast (weights and optimizer in float32).
-Both models train with AdamW, a linear warm-up then a linear decay, for a fixed number of steps; the example
-order comes from a numpy generator seeded with ``seed``, the weights from ``torch.manual_seed(seed)``, and
+Both models train with AdamW, a linear warm-up then a linear decay, for a fixed number of steps (the plan);
+every ``eval_every`` steps the loss on the validation pairs (the same loss, without gradients, on a fixed
+sample of them) is recorded, and the weights of the lowest validation loss are the model that is measured.
+The stopping rule `stopping_step` (patience on the validation loss with a minimum improvement) says where
+training could have stopped; the plan's steps are chosen to pass it, and the records carry both.  The
+example order comes from a numpy generator seeded with ``seed``, the weights from ``torch.manual_seed(seed)``, and
 deterministic algorithms are asked for (`seed_everything`), so a run on one machine repeats its losses.
 Checkpoints go to a cache folder (never into the repository); their sha256 goes into the records.
 """
@@ -26,7 +30,8 @@ from flashtrie.datasets.quality_tasks import EOS, PAD, SEP, Task
 
 from .quality_models import ModelSize, NarHead, count_parameters, make_ar_model
 
-__all__ = ["TrainConfig", "Trained", "seed_everything", "training_examples", "pad_rows", "train_ar", "train_nar",
+__all__ = ["TrainConfig", "Trained", "seed_everything", "training_examples", "validation_examples", "pad_rows",
+           "stopping_step", "STOPPING_RULE", "train_ar", "train_nar",
            "save_checkpoint"]
 
 
@@ -40,6 +45,8 @@ class TrainConfig:
     warmup: int = 100
     size: ModelSize = field(default_factory=ModelSize)
     max_seconds: float = float("inf")  # the time guard: training stops after this many seconds
+    eval_every: int = 50  # steps between validation losses
+    val_pairs: int = 2048  # validation pairs in the loss sample
 
 
 @dataclass
@@ -54,13 +61,41 @@ class Trained:
     config: TrainConfig
     sha256: str = ""
     path: str = ""
+    val_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, validation loss)
 
     def describe(self) -> dict[str, Any]:
+        best = min(self.val_curve, key=lambda x: x[1]) if self.val_curve else (None, None)
+        every = max(1, len(self.losses) // 200)
         return {"kind": self.kind, "parameters": self.parameters, "train_seconds": round(self.seconds, 3),
                 "steps": self.config.steps, "steps_run": len(self.losses), "batch_size": self.config.batch_size,
                 "lr": self.config.lr,
                 **self.config.size.to_dict(), "final_loss": self.losses[-1] if self.losses else None,
-                "checkpoint_sha256": self.sha256}
+                "train_curve": [[i + 1, round(float(np.mean(self.losses[i + 1 - every:i + 1])), 5)]
+                                for i in range(every - 1, len(self.losses), every)],
+                "val_curve": [[a, round(b, 5)] for a, b in self.val_curve], "best_step": best[0],
+                "best_val_loss": best[1], "stopping_rule": STOPPING_RULE,
+                "stopping_step": stopping_step(self.val_curve), "checkpoint_sha256": self.sha256}
+
+
+#: the stopping rule's patience (validation losses) and minimum relative improvement
+PATIENCE, MIN_DELTA = 5, 0.005
+STOPPING_RULE = (f"stop when the validation loss has not improved on its best by more than {MIN_DELTA:.1%} for "
+                 f"{PATIENCE} evaluations in a row; the model measured is the one of the best validation loss")
+
+
+def stopping_step(curve: list[tuple[int, float]], patience: int = PATIENCE, min_delta: float = MIN_DELTA
+                  ) -> int | None:
+    """The step at which the rule (`STOPPING_RULE`) stops on ``curve`` [(step, validation loss)], or None
+    when it would still be training at the curve's end."""
+    best, since = float("inf"), 0
+    for step, loss in curve:
+        if loss < best * (1 - min_delta):
+            best, since = loss, 0
+        else:
+            since += 1
+            if since >= patience:
+                return int(step)
+    return None
 
 
 def seed_everything(seed: int) -> None:
@@ -81,6 +116,35 @@ def training_examples(task: Task) -> tuple[list[np.ndarray], np.ndarray]:
     ids = np.concatenate(split.relevant) if len(split) else np.zeros(0, np.int64)
     inputs = lib + [split.queries[int(i)] for i in q]
     return inputs, np.concatenate([np.arange(len(lib), dtype=np.int64), ids])
+
+
+def validation_examples(task: Task, limit: int, seed: int) -> tuple[list[np.ndarray], np.ndarray]:
+    """(model inputs, identifier ids) of up to ``limit`` validation pairs (a seeded sample, fixed for the run)."""
+    split = task.splits["validation"]
+    q = np.repeat(np.arange(len(split), dtype=np.int64), [r.size for r in split.relevant])
+    ids = np.concatenate(split.relevant) if len(split) else np.zeros(0, np.int64)
+    if ids.size > limit:
+        keep = np.sort(np.random.default_rng(seed + 2).choice(ids.size, size=limit, replace=False))
+        q, ids = q[keep], ids[keep]
+    return [split.queries[int(i)] for i in q], ids
+
+
+def _examples(task: Task, cfg: TrainConfig, seed: int, device: str
+              ) -> tuple[torch.Tensor, torch.Tensor, int, np.ndarray]:
+    """Model inputs and identifier ids on ``device``: the training examples, then the validation sample;
+    the number of training examples and the validation rows' indices."""
+    inputs, ids = training_examples(task)
+    v_in, v_ids = validation_examples(task, cfg.val_pairs, seed)
+    src = pad_rows(inputs + v_in).to(device)
+    all_ids = torch.from_numpy(np.concatenate([ids, v_ids])).to(device)
+    return src, all_ids, int(ids.size), np.arange(ids.size, ids.size + v_ids.size)
+
+
+def _mean_loss(loss_of: Callable[[np.ndarray], Any], rows: np.ndarray, chunk: int) -> Callable[[], float] | None:
+    """The validation loss: the mean of ``loss_of`` over chunks of ``rows`` (None without rows)."""
+    if rows.size == 0:
+        return None
+    return lambda: float(np.mean([float(loss_of(rows[a:a + chunk])) for a in range(0, rows.size, chunk)]))
 
 
 def pad_rows(rows: list[np.ndarray], width: int | None = None, fill: int = PAD) -> torch.Tensor:
@@ -107,9 +171,12 @@ def _schedule(cfg: TrainConfig) -> Callable[[int], float]:
 
 
 def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, loss_of: Callable[[np.ndarray], Any],
-          progress: Callable[[str], None] | None, what: str) -> tuple[list[float], float]:
-    """The shared training loop: seeded batches of example indices, AdamW, the schedule, and the time guard
-    (training stops after ``cfg.max_seconds``; the losses say how many steps ran); (losses, seconds)."""
+          progress: Callable[[str], None] | None, what: str, val_loss: Callable[[], float] | None = None
+          ) -> tuple[list[float], float, list[tuple[int, float]]]:
+    """The shared training loop: seeded batches of example indices, AdamW, the schedule, the validation
+    loss every ``cfg.eval_every`` steps (the best weights are restored at the end) and the time guard
+    (training stops after ``cfg.max_seconds``; the losses say how many steps ran); (losses, seconds,
+    validation curve)."""
     if n_pairs == 0:
         raise ValueError("the task has no training examples")
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
@@ -118,6 +185,8 @@ def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, los
     order = rng.permutation(n_pairs)
     pos, losses, pending = 0, [], []
     cuda = next(model.parameters()).is_cuda
+    curve: list[tuple[int, float]] = []
+    best: dict[str, torch.Tensor] | None = None
     model.train()
     t0 = time.perf_counter()
     every = max(1, min(50, cfg.steps // 10))
@@ -134,12 +203,21 @@ def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, los
         opt.step()
         sched.step()
         pending.append(loss.detach())
+        if val_loss is not None and ((step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps):
+            model.eval()
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16, enabled=cuda):
+                v = float(val_loss())
+            model.train()
+            if not curve or v < min(c for _, c in curve):
+                best = {k: t.detach().clone() for k, t in model.state_dict().items()}
+            curve.append((step + 1, v))
         if (step + 1) % every == 0 or step + 1 == cfg.steps:
             losses += torch.stack(pending).float().cpu().tolist()  # one device sync per `every` steps
             pending = []
             secs = time.perf_counter() - t0
             if progress and (step + 1) % (every * 10 if cfg.steps > 500 else every) == 0:
-                progress(f"{what}: step {step + 1}/{cfg.steps} loss {np.mean(losses[-every:]):.3f} ({secs:.0f} s)")
+                val = f", validation {curve[-1][1]:.3f}" if curve else ""
+                progress(f"{what}: step {step + 1}/{cfg.steps} loss {np.mean(losses[-every:]):.3f}{val} ({secs:.0f} s)")
             if secs > cfg.max_seconds:
                 if progress:
                     progress(f"{what}: stopped at step {step + 1} of {cfg.steps}: the {cfg.max_seconds:.0f} s "
@@ -147,8 +225,10 @@ def _loop(model: torch.nn.Module, cfg: TrainConfig, n_pairs: int, seed: int, los
                 break
     if cuda:
         torch.cuda.synchronize()
+    if best is not None:
+        model.load_state_dict(best)
     model.eval()
-    return losses, time.perf_counter() - t0
+    return losses, time.perf_counter() - t0, curve
 
 
 def train_ar(task: Task, cfg: TrainConfig, seed: int, device: str,
@@ -156,12 +236,10 @@ def train_ar(task: Task, cfg: TrainConfig, seed: int, device: str,
     """Train the BART model on `training_examples` (teacher forcing; labels = identifier + `EOS`)."""
     seed_everything(seed)
     model = make_ar_model(task.vocab_size, task.max_query_length, task.library.max_length + 2, cfg.size).to(device)
-    inputs, ids = training_examples(task)
-    src_all = pad_rows(inputs).to(device)
+    src_all, ids_t, n_train, val_rows = _examples(task, cfg, seed, device)
     lib = [task.library[i] for i in range(len(task.library))]
     labels_all = pad_rows([np.append(t, EOS) for t in lib], fill=-100).to(device)
     dec_all = pad_rows([np.concatenate([[SEP], t]) for t in lib]).to(device)
-    ids_t = torch.from_numpy(ids).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
         b = torch.from_numpy(batch).to(device)
@@ -171,8 +249,9 @@ def train_ar(task: Task, cfg: TrainConfig, seed: int, device: str,
         return model(input_ids=src, attention_mask=src != PAD, decoder_input_ids=dec_all[tgt, :width].contiguous(),
                      labels=labels[:, :width].contiguous()).loss
 
-    losses, secs = _loop(model, cfg, ids.size, seed, loss_of, progress, f"{task.name} AR")
-    return Trained(model, "ar", secs, losses, count_parameters(model), cfg)
+    losses, secs, curve = _loop(model, cfg, n_train, seed, loss_of, progress, f"{task.name} AR",
+                                _mean_loss(loss_of, val_rows, cfg.batch_size))
+    return Trained(model, "ar", secs, losses, count_parameters(model), cfg, val_curve=curve)
 
 
 def nar_targets(task: Task) -> tuple[np.ndarray, int]:
@@ -192,10 +271,8 @@ def train_nar(task: Task, cfg: TrainConfig, seed: int, device: str,
     seed_everything(seed)
     targets, steps = nar_targets(task)
     model = NarHead(task.vocab_size, task.max_query_length, steps, cfg.size).to(device)
-    inputs, ids = training_examples(task)
-    src_all = pad_rows(inputs).to(device)
+    src_all, ids_t, n_train, val_rows = _examples(task, cfg, seed, device)
     tgt_all = torch.from_numpy(targets).to(device)
-    ids_t = torch.from_numpy(ids).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
         b = torch.from_numpy(batch).to(device)
@@ -204,8 +281,9 @@ def train_nar(task: Task, cfg: TrainConfig, seed: int, device: str,
         return torch.nn.functional.cross_entropy(model.logits(model.hidden(_trim(src_all[b]))[keep]).float(),
                                                  tgt[keep])
 
-    losses, secs = _loop(model, cfg, ids.size, seed, loss_of, progress, f"{task.name} NAR")
-    return Trained(model, "nar", secs, losses, count_parameters(model), cfg)
+    losses, secs, curve = _loop(model, cfg, n_train, seed, loss_of, progress, f"{task.name} NAR",
+                                _mean_loss(loss_of, val_rows, cfg.batch_size))
+    return Trained(model, "nar", secs, losses, count_parameters(model), cfg, val_curve=curve)
 
 
 def save_checkpoint(trained: Trained, folder: str | os.PathLike[str], name: str) -> None:

