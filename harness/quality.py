@@ -15,7 +15,6 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
-
 from flashtrie.errors import InputError
 from flashtrie.keywords import KeywordSet
 from flashtrie.progress import progress as progress_bar
