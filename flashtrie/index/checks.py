@@ -23,7 +23,7 @@ import numpy as np
 from .. import arrays
 from ..cpus import in_parallel, usable_cpus
 from ..errors import DeviceError, InputError
-from ..limits import MAX_TOKEN
+from ..limits import MAX_KEYWORDS, MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
 from .fingerprint import FINGERPRINT_KEY, is_fingerprint
 from .louds_levels import louds_facts_levels
@@ -42,6 +42,12 @@ COUNT_FIELDS = ("num_nodes", "num_keywords", "num_unique", "max_keyword_length",
 ID_ORDERS = ("input", "index")
 VERIFY_DEVICES = ("auto", "cpu", "gpu")
 _COUNT_LIMIT = 2**48
+
+
+def field_problem(name: str, stored: Any, says: str) -> str:
+    """The message of a metadata field that disagrees with the arrays: the field, its stored value, and
+    what the arrays say."""
+    return f"metadata {name} = {stored}, but {says}"
 
 
 def meta_problem(meta: dict[str, Any]) -> str | None:
@@ -69,7 +75,10 @@ def _bitvector_sizes(ix: NarrowLoudsIndex) -> str | None:
     for name, nbits in {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}.items():
         bv: BitVector = getattr(ix, name)
         nwords = num_words(nbits)
-        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
+        if bv.nbits != nbits:
+            return field_problem(f"{name}.nbits", bv.nbits, f"{nbits} bits belong to "
+                                 f"{n} nodes (num_nodes; labels_lo has {ix.labels_lo.size} entries)")
+        if bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
             return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
         if not bv.padding_is_clear():
             return f"bit vector {name}: bits set past its end"
@@ -88,30 +97,43 @@ def _packed_sizes(ix: NarrowLoudsIndex) -> str | None:
     for name in PACKED:
         pk: PackedInts = getattr(ix, name)
         if not 0 <= pk.width <= 32 or pk.words.shape != (PackedInts.num_words(pk.size, pk.width),):
-            return f"packed array {name}: {pk.size} values of {pk.width} bits in {pk.words.size} words"
+            return (f"metadata {name}.width = {pk.width} and {name}.size = {pk.size}, but {name}.words holds "
+                    f"{pk.words.size} words")
         if (pk.size == 0) != (pk.width == 0) and name in ("labels_hi", "keyword_ids"):
-            return f"packed array {name}: {pk.size} values of {pk.width} bits"
+            return field_problem(f"{name}.width", pk.width, f"{name} holds {pk.size} values")
         if name in want_size and pk.size != want_size[name]:
-            return f"packed array {name}: {pk.size} values, expected {want_size[name]}"
+            return field_problem(f"{name}.size", pk.size, f"the bits give {want_size[name]} values")
         if not pk.padding_is_clear():
-            return f"packed array {name}: bits set past its end"
+            return field_problem(f"{name}.size", pk.size, f"{name}.words has bits set past {pk.size} values of "
+                                 f"{pk.width} bits")
     kid = ix.keyword_ids
     if ix.id_order == "index" and kid.size:
-        return "keyword ids in index order need no map, yet the file has one"
+        return field_problem("id_order", "'index'", "the file has an id map (index-order ids are the ranks)")
     if kid.size not in (0, ix.terminal.num_ones):
-        return f"packed array keyword_ids: {kid.size} values for {ix.terminal.num_ones} keyword ends"
+        return field_problem("keyword_ids.size", kid.size, f"the terminal bits hold {ix.terminal.num_ones} "
+                             "keyword ends (one id each, or no map)")
     if kid.width > max(1, (ix.num_keywords - 1).bit_length()):
-        return f"keyword ids of {kid.width} bits for {ix.num_keywords} keywords"
+        return (f"metadata keyword_ids.width = {kid.width} and num_keywords = {ix.num_keywords} disagree: ids "
+                f"below {ix.num_keywords} need at most {max(1, (ix.num_keywords - 1).bit_length())} bits")
     return None
 
 
 def _counts(ix: NarrowLoudsIndex) -> str | None:
     n = ix.num_nodes
-    if n < 2 or ix.num_unique < 1 or ix.num_keywords < ix.num_unique or ix.max_keyword_length < 1:
-        return (f"counts nodes={n}, keywords={ix.num_keywords}, unique={ix.num_unique}, "
-                f"max length={ix.max_keyword_length}")
     if ix.labels_lo.shape != (n,):
-        return f"labels_lo has {ix.labels_lo.size} entries for {n} nodes"
+        return field_problem("num_nodes", n, f"labels_lo has {ix.labels_lo.size} entries (one per node)")
+    if n < 2:
+        return field_problem("num_nodes", n, "a trie of one keyword or more has at least 2 nodes")
+    if ix.num_unique < 1:
+        return field_problem("num_unique", ix.num_unique, "an index holds at least one keyword")
+    if ix.num_keywords > MAX_KEYWORDS:
+        return field_problem("num_keywords", ix.num_keywords, f"an index holds at most {MAX_KEYWORDS} keywords "
+                             "(ids are stored in at most 32 bits)")
+    if ix.num_keywords < ix.num_unique:
+        return field_problem("num_keywords", ix.num_keywords, f"it counts at least the num_unique = "
+                             f"{ix.num_unique} distinct keywords")
+    if ix.max_keyword_length < 1:
+        return field_problem("max_keyword_length", ix.max_keyword_length, "every keyword has a token")
     return None
 
 
@@ -131,29 +153,43 @@ def _bounds(ix: NarrowLoudsIndex, tails: tuple[np.ndarray, int, int, int, int], 
         return problem
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
     md, mdn = m["max_degree"], m["max_degree_nonroot"]
-    if root < 1 or md != max(root, mdn) or mdn > n - 1 - root:
-        return f"degrees: root {root}, max {md}, max below the root {mdn} for {n} nodes"
+    if root < 1:
+        return f"the root has {root} children"
+    if md != max(root, mdn):
+        return field_problem("max_degree", md, f"the root has {root} children and max_degree_nonroot is {mdn}")
+    if mdn > n - 1 - root:
+        return field_problem("max_degree_nonroot", mdn, f"{n} nodes leave at most {n - 1 - root} children "
+                             "below the root's")
     mt = ix.max_token
-    if mt > MAX_TOKEN or ix.suffix.width != max(1, mt.bit_length()) \
-            or ix.labels_hi.width > max(0, mt.bit_length() - 16):
-        return (f"max_token {mt} disagrees with the suffix width {ix.suffix.width} "
-                f"or the labels_hi width {ix.labels_hi.width}")
+    if mt > MAX_TOKEN:
+        return field_problem("max_token", mt, f"a token is at most {MAX_TOKEN}")
+    if ix.suffix.width != max(1, mt.bit_length()):
+        return field_problem("suffix.width", ix.suffix.width, f"max_token = {mt} needs "
+                             f"{max(1, mt.bit_length())} bits")
+    if ix.labels_hi.width > max(0, mt.bit_length() - 16):
+        return field_problem("labels_hi.width", ix.labels_hi.width, f"max_token = {mt} leaves at most "
+                             f"{max(0, mt.bit_length() - 16)} bits above the low 16")
     if ix.terminal.num_ones != ix.num_unique:
-        return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
+        return field_problem("num_unique", ix.num_unique, f"the terminal bits hold {ix.terminal.num_ones} "
+                             "keyword ends")
     if ix.labels_hi.width > 16:
         return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
     linked = ix.link_starts.size - 1
     if tails[3] != 0 or tails[4] != ix.suffix.size or (linked > 0 and tails[1] < 1):
-        return "link_starts do not cover the suffix store"
+        return (f"link_starts do not cover the suffix store (first {tails[3]}, last {tails[4]}, "
+                f"suffix.size = {ix.suffix.size})")
+    if ix.link_starts.width != ix.suffix.size.bit_length():
+        return field_problem("link_starts.width", ix.link_starts.width, f"starts up to suffix.size = "
+                             f"{ix.suffix.size} take {ix.suffix.size.bit_length()} bits")
     longest_edge = 1 + tails[2] if linked > 0 else 1
     L = ix.max_keyword_length
     height = len(levels) - 2  # level_starts stops past L + 1 levels
     if height > L or longest_edge > L:
-        return (f"max_keyword_length {L} is shorter than a path of the trie (trie height "
-                f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
+        return field_problem("max_keyword_length", L, f"a path of the trie is longer (trie height "
+                             f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
     if L > height + ix.suffix.size:
-        return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
-                f"{height} and its {ix.suffix.size} tail tokens allow")
+        return field_problem("max_keyword_length", L, f"the trie height {height} and its {ix.suffix.size} "
+                             f"tail tokens allow at most {height + ix.suffix.size}")
     if levels[-1] != n:  # (when they all are, the last node's code ends at the last bit)
         return f"LOUDS: nodes [{levels[-1]}, {n}) cannot be reached from the root"
     return None
@@ -369,22 +405,32 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
             pool.shutdown()
     clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)" + (" and token and id scans" if pool else ""))
     if facts.longest > L:
-        return f"max_keyword_length is {L}, a keyword has more tokens"
-    if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):
-        return (f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives "
-                f"{facts.max_degree} / {facts.max_degree_nonroot}")
+        return field_problem("max_keyword_length", L, "a keyword has more tokens")
+    if facts.max_degree != ix.max_degree:
+        return field_problem("max_degree", ix.max_degree, f"the LOUDS gives {facts.max_degree}")
+    if facts.max_degree_nonroot != ix.max_degree_nonroot:
+        return field_problem("max_degree_nonroot", ix.max_degree_nonroot, f"the LOUDS gives "
+                             f"{facts.max_degree_nonroot}")
     if facts.leaf_not_end >= 0:
         return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
     if facts.longest != L:
-        return f"max_keyword_length is {L}, the longest keyword has {facts.longest} tokens"
-    label = _max_label(ix, workers, max(scan["lo"]), PackedInts.where_combined(scan["hi"]))
+        return field_problem("max_keyword_length", L, f"the longest keyword has {facts.longest} tokens")
+    top_where = PackedInts.where_combined(scan["hi"])
+    label = _max_label(ix, workers, max(scan["lo"]), top_where)
     tail = max(scan["suffix"], default=0)
     clock("largest token")
     if max(label, tail) != ix.max_token:
-        return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
-    if ix.keyword_ids.size and max(scan["ids"], default=0) >= ix.num_keywords:
-        return f"a keyword id is not below the {ix.num_keywords} keywords"
-    problem = children_problem(ix, scan["children"]) or distinct_ids(ix, max(scan["ids"], default=0), workers)
+        return field_problem("max_token", ix.max_token, f"the largest token is {max(label, tail)}")
+    if ix.labels_hi.width != top_where[0].bit_length():
+        return field_problem("labels_hi.width", ix.labels_hi.width, f"its largest value {top_where[0]} takes "
+                             f"{top_where[0].bit_length()} bits")
+    top_id = max(scan["ids"], default=0)
+    if ix.keyword_ids.size and top_id >= ix.num_keywords:
+        return field_problem("num_keywords", ix.num_keywords, f"the id map holds the id {top_id}")
+    if ix.keyword_ids.size and ix.keyword_ids.width != top_id.bit_length():
+        return field_problem("keyword_ids.width", ix.keyword_ids.width, f"its largest id {top_id} takes "
+                             f"{top_id.bit_length()} bits")
+    problem = children_problem(ix, scan["children"]) or distinct_ids(ix, top_id, workers)
     clock("distinct keyword ids")
     return problem
 

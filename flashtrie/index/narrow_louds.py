@@ -30,7 +30,14 @@ from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 from .packed import PackedInts
-from .text_arrays import TEXT_ARRAY_DTYPES, load_text_store, text_arrays, text_content_problem, text_count
+from .text_arrays import (
+    TEXT_ARRAY_DTYPES,
+    load_text_store,
+    text_arrays,
+    text_content_problem,
+    text_count,
+    text_count_claim,
+)
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
@@ -212,7 +219,9 @@ class NarrowLoudsIndex:
             problem, layout = layout_problem(idx)
             if not problem:
                 idx._texts, problem = load_text_store(arrays, text_count(idx.id_order, idx.num_keywords,
-                                                                         idx.num_unique))
+                                                                         idx.num_unique),
+                                                      text_count_claim(idx.id_order, idx.num_keywords,
+                                                                       idx.num_unique))
             t2 = time.perf_counter()
             if timings is not None:
                 timings.update({"header and table": t1 - t0, "cheap checks": t2 - t1})
