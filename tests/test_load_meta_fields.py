@@ -146,3 +146,32 @@ def test_more_keywords_than_the_limit_are_refused_before_any_work(monkeypatch):
     monkeypatch.setattr(builder, "MAX_KEYWORDS", 3)
     with pytest.raises(InputError, match="keywords: 4 keywords are over the limit 3"):
         NarrowLoudsIndex.build(KeywordSet.from_sequences([[1], [2], [3], [4]]))
+
+
+def test_verdicts_keep_their_order_whatever_finishes_first(tmp_path, monkeypatch):
+    """The checksums, rank directories, scans and child checks run at once on one pool: a file is still refused
+    for the first problem in the documented order (a checksum mismatch before a rank directory that the same
+    damage breaks, and before a piece that raised on the damaged bits)."""
+    from flashtrie.index import verify_run
+
+    ix = _index()
+    path = tmp_path / "a.ftrie"
+    ix.save(path)
+    raw = bytearray(path.read_bytes())
+    rank = ix.louds.rank
+    at = raw.find(rank.tobytes())
+    assert at > 0
+    raw[at + rank.nbytes - 1] ^= 0x10  # the end entry of the LOUDS directory: its checksum and its count
+    path.write_bytes(bytes(raw))
+
+    def broken(_ix):
+        def piece():
+            raise IndexError("a piece read past its word")
+        return [piece]
+
+    monkeypatch.setattr(verify_run, "child_tasks", broken)
+    with pytest.raises(IndexFormatError, match="array louds.rank is corrupt .checksum mismatch"):
+        NarrowLoudsIndex.load(path, verify_device="cpu")
+    ix.save(path)  # intact: the piece's error is the verdict, named as damage
+    with pytest.raises(IndexFormatError, match="directories do not match its bits .IndexError: a piece read past"):
+        NarrowLoudsIndex.load(path, verify_device="cpu")

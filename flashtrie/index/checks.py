@@ -2,17 +2,15 @@
 
 `meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
-file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
-recomputes every rank directory, select0 hint and degree, the longest keyword and the largest
-token from the bits, checks the order of siblings, the wide labels, the inner nodes (`structure`) and
-bounds the keyword ids and, with an id map, that they are distinct.  Each returns what is wrong, or None.
+file that declares huge arrays is refused before its data is read.  The pieces of the full checks
+(``verify=True``: every rank directory, select0 hint, the largest token and label parts) are here;
+`verify_run.content_problem` schedules them with the LOUDS pass, the child checks (`structure`) and the
+checksums.  Each returns what is wrong, or None.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -26,10 +24,9 @@ from ..errors import DeviceError, InputError
 from ..limits import MAX_KEYWORDS, MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
 from .fingerprint import FINGERPRINT_KEY, is_fingerprint
-from .louds_levels import louds_facts_levels
-from .louds_pass import LoudsFacts, level_starts, louds_facts, tail_lengths
+from .louds_pass import level_starts, tail_lengths
 from .packed import PackedInts
-from .structure import child_tasks, children_problem, distinct_ids, root_problem
+from .structure import root_problem
 
 if TYPE_CHECKING:
     from .narrow_louds import NarrowLoudsIndex
@@ -297,31 +294,6 @@ def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
     return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
 
 
-def _scan_groups(ix: NarrowLoudsIndex, ranks: bool, tokens: bool) -> dict[str, list[Callable[[], Any]]]:
-    """The tasks of the checks that need only the bits: the four rank directories (``ranks``: results per
-    `_rank_tasks` piece); the largest low label part, the largest high part and where it is, the largest
-    tail token and the largest keyword id (``tokens``)."""
-    groups: dict[str, list[Callable[[], Any]]] = {b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS} if ranks else {}
-    if tokens:
-        groups.update(lo=_label_lo_tasks(ix), suffix=ix.suffix.max_tasks(), ids=ix.keyword_ids.max_tasks(),
-                      hi=ix.labels_hi.where_tasks())
-    return groups
-
-
-def _grouped(groups: dict[str, list[Callable[[], Any]]], flat: list[Any]) -> dict[str, list[Any]]:
-    """The results of the flattened ``groups`` (in their order), per group."""
-    out, k = {}, 0
-    for name, tasks in groups.items():
-        out[name], k = flat[k : k + len(tasks)], k + len(tasks)
-    return out
-
-
-def _scans(ix: NarrowLoudsIndex, workers: int, *, ranks: bool = True, tokens: bool = True) -> dict[str, Any]:
-    """`_scan_groups` as one pool of pieces on threads."""
-    groups = _scan_groups(ix, ranks, tokens)
-    return _grouped(groups, in_parallel([t for g in groups.values() for t in g], workers))
-
-
 #: Nodes from which ``verify_device='auto'`` runs the LOUDS pass on the GPU: below, the CPU pass takes well under a
 #: second, less than a fresh process's cupy start-up (import, CUDA context, first-use compilation: about 1 s).
 VERIFY_GPU_MIN_NODES = 1 << 24
@@ -347,102 +319,3 @@ def verify_module(device: str, num_nodes: int) -> ModuleType | None:
             raise DeviceError(f"verify_device 'gpu' needs cupy and a usable GPU ({str(e).split(';')[0]}); "
                               f"verify_device='cpu' or 'auto' verifies on the CPU") from e
         return None
-
-
-def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleType | None,
-                required: bool) -> tuple[LoudsFacts, str]:
-    """`louds_facts` on CPU threads, or level by level on ``xp`` (cupy) where given; where the GPU runs out of
-    memory, falls back to the CPU unless the GPU was ``required`` (then a `DeviceError`).  Returns the facts
-    and where they were found (for the timings)."""
-    args = (ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, ix.max_keyword_length)
-    if xp is not None:
-        try:
-            return louds_facts_levels(xp, *args), " on the GPU"
-        except MemoryError as e:
-            if required:
-                raise DeviceError(f"verify_device 'gpu': the GPU ran out of memory for the LOUDS pass of "
-                                  f"{ix.num_nodes:,} nodes ({str(e)[:80]}); verify_device='auto' or 'cpu' "
-                                  f"verifies on the CPU") from e
-        finally:
-            if hasattr(xp, "get_default_memory_pool"):  # cupy keeps the freed blocks otherwise
-                xp.get_default_memory_pool().free_all_blocks()
-    return louds_facts(*args, workers), ""
-
-
-def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
-                    timings: dict[str, float] | None = None, xp: ModuleType | None = None,
-                    xp_required: bool = False) -> str | None:
-    """Full checks against the bits (after `layout_problem` passed and the checksums matched).
-
-    ``timings`` (optional) receives the seconds of each check; ``xp`` (cupy, optional: see
-    `verify_module`) runs the LOUDS pass on the GPU, with the same answers (``xp_required``: no CPU fallback
-    where the GPU runs out of memory)."""
-    workers = workers or usable_cpus()
-    clock = _Clock(timings)
-    scan = _scans(ix, workers, tokens=xp is None)  # with the GPU: the token scans run beside its pass
-    clock("rank directories, token and id scans" if xp is None else "rank directories")
-    for name in BITVECTORS:
-        bv = getattr(ix, name)
-        if not (_rank_results_match(bv, scan[name]) and (bv.select0_hints is None or _hints_match(bv, workers))):
-            return f"bit vector {name}: its rank directory does not match its bits"
-    clock("select0 hints")
-    L = ix.max_keyword_length
-    pool, pending = None, {}
-    if xp is None:
-        scan["children"] = in_parallel(child_tasks(ix), workers)
-        clock("sibling order, wide labels, inner nodes")
-    else:  # the CPU threads scan the tokens and the children while the GPU walks the LOUDS
-        groups = {**_scan_groups(ix, False, True), "children": child_tasks(ix)}
-        pool = ThreadPoolExecutor(max(1, workers))
-        pending = {name: [pool.submit(t) for t in tasks] for name, tasks in groups.items()}
-    try:
-        facts, on = _louds_pass(ix, layout, workers, xp, xp_required)
-    except ValueError as e:
-        return f"LOUDS: {e}"
-    finally:
-        if pool is not None:
-            scan.update({name: [f.result() for f in fs] for name, fs in pending.items()})
-            pool.shutdown()
-    clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)" + (" and token and id scans" if pool else ""))
-    if facts.longest > L:
-        return field_problem("max_keyword_length", L, "a keyword has more tokens")
-    if facts.max_degree != ix.max_degree:
-        return field_problem("max_degree", ix.max_degree, f"the LOUDS gives {facts.max_degree}")
-    if facts.max_degree_nonroot != ix.max_degree_nonroot:
-        return field_problem("max_degree_nonroot", ix.max_degree_nonroot, f"the LOUDS gives "
-                             f"{facts.max_degree_nonroot}")
-    if facts.leaf_not_end >= 0:
-        return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
-    if facts.longest != L:
-        return field_problem("max_keyword_length", L, f"the longest keyword has {facts.longest} tokens")
-    top_where = PackedInts.where_combined(scan["hi"])
-    label = _max_label(ix, workers, max(scan["lo"]), top_where)
-    tail = max(scan["suffix"], default=0)
-    clock("largest token")
-    if max(label, tail) != ix.max_token:
-        return field_problem("max_token", ix.max_token, f"the largest token is {max(label, tail)}")
-    if ix.labels_hi.width != top_where[0].bit_length():
-        return field_problem("labels_hi.width", ix.labels_hi.width, f"its largest value {top_where[0]} takes "
-                             f"{top_where[0].bit_length()} bits")
-    top_id = max(scan["ids"], default=0)
-    if ix.keyword_ids.size and top_id >= ix.num_keywords:
-        return field_problem("num_keywords", ix.num_keywords, f"the id map holds the id {top_id}")
-    if ix.keyword_ids.size and ix.keyword_ids.width != top_id.bit_length():
-        return field_problem("keyword_ids.width", ix.keyword_ids.width, f"its largest id {top_id} takes "
-                             f"{top_id.bit_length()} bits")
-    problem = children_problem(ix, scan["children"]) or distinct_ids(ix, top_id, workers)
-    clock("distinct keyword ids")
-    return problem
-
-
-class _Clock:
-    """Adds the seconds since the last call under a name, when there is a dict to fill."""
-
-    def __init__(self, timings: dict[str, float] | None) -> None:
-        self.timings, self.t = timings, time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        if self.timings is not None:
-            t = time.perf_counter()
-            self.timings[name] = self.timings.get(name, 0.0) + t - self.t
-            self.t = t

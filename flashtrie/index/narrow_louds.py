@@ -21,7 +21,6 @@ from .checks import (
     BITVECTORS,
     PACKED,
     check_verify_device,
-    content_problem,
     layout_problem,
     meta_problem,
     verify_module,
@@ -38,6 +37,7 @@ from .text_arrays import (
     text_count,
     text_count_claim,
 )
+from .verify_run import content_problem
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
@@ -226,12 +226,9 @@ class NarrowLoudsIndex:
             if timings is not None:
                 timings.update({"header and table": t1 - t0, "cheap checks": t2 - t1})
             if not problem and verify:
-                f.verify()
-                if timings is not None:
-                    timings["checksums"] = time.perf_counter() - t2
                 assert layout is not None
-                problem = content_problem(idx, layout, timings=timings, xp=xp,
-                                          xp_required=verify_device == "gpu") or text_content_problem(idx._texts)
+                problem = content_problem(idx, layout, timings=timings, xp=xp, xp_required=verify_device == "gpu",
+                                          checksums=f.checksum_work()) or text_content_problem(idx._texts)
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:
