@@ -121,23 +121,25 @@ def distinct_ids(ix: NarrowLoudsIndex, top: int, workers: int, seen: np.ndarray 
     kid = ix.keyword_ids
     if kid.size == 0:
         return None
-    if seen is not None:
-        step = max(1, ID_CHUNK)
-        dup = kid.size - sum(in_parallel([partial(lambda a: int(np.count_nonzero(seen[a : a + step])), a)
-                                          for a in range(0, seen.size, step)], workers))
-    elif top + 1 > 8 * kid.size + (1 << 20):
+    if seen is None and top + 1 > 8 * kid.size + (1 << 20):
         ids = np.sort(kid.to_array(workers))
-        dup = int(np.count_nonzero(ids[1:] == ids[:-1]))
-    else:
-        seen = np.zeros(top + 1, dtype=bool)
+        return _duplicates_message(int(np.count_nonzero(ids[1:] == ids[:-1])))
+    if seen is None:
+        table = np.zeros(top + 1, dtype=bool)
 
         def mark(part: PackedInts) -> None:
             v = np.zeros(part.size, dtype=np.int64)
             part._decode_into(v)
-            seen[v] = True
+            table[v] = True
 
         in_parallel([partial(mark, part) for part in kid._parts()], workers)
-        step = max(1, ID_CHUNK)
-        dup = kid.size - sum(in_parallel([partial(lambda a: int(np.count_nonzero(seen[a : a + step])), a)
-                                          for a in range(0, seen.size, step)], workers))
+        seen = table
+    marks = seen
+    step = max(1, ID_CHUNK)
+    dup = kid.size - sum(in_parallel([partial(lambda a: int(np.count_nonzero(marks[a : a + step])), a)
+                                      for a in range(0, marks.size, step)], workers))
+    return _duplicates_message(dup)
+
+
+def _duplicates_message(dup: int) -> str | None:
     return f"{dup} keyword ids appear more than once in the id map" if dup else None
