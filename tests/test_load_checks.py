@@ -143,6 +143,7 @@ def test_label_and_rank_checks_in_pieces(monkeypatch, chunk):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     monkeypatch.setattr(checks, "NODE_CHUNK", chunk)
     monkeypatch.setattr(checks, "RANK_CHUNK_WORDS", chunk // 8)
+    monkeypatch.setattr(checks, "SELECT_CHUNK", chunk // 64)  # one lookup per piece, or all in one
     _, layout = checks.layout_problem(ix)
     assert verify_run.content_problem(ix, layout, 2) is None
     assert checks._max_label(ix, 2) == int(ix.labels(np.arange(1, ix.num_nodes)).max())

@@ -211,6 +211,8 @@ RANK_CHUNK_WORDS = 1 << 20
 NODE_CHUNK = 1 << 23
 #: Hints per thread task of the select0-hint check (each hint costs a few dozen reads).
 HINT_CHUNK = 1 << 18
+#: select1 calls per thread task where the nodes holding the largest wide label part are looked up.
+SELECT_CHUNK = 1 << 18
 
 
 def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
@@ -291,7 +293,13 @@ def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
     if ix.labels_hi.size == 0:
         return lo
     top, ranks = top_where or ix.labels_hi.max_and_where(workers)
-    return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
+    labels_lo = np.asarray(ix.labels_lo)
+
+    def low_part(a: int) -> int:  # the largest low part of the flagged nodes ranks[a : a + SELECT_CHUNK]
+        return int(labels_lo[ix.hi_flag.select1(ranks[a : a + SELECT_CHUNK])].max())
+
+    lows = in_parallel([partial(low_part, a) for a in range(0, ranks.size, SELECT_CHUNK)], workers)
+    return max(top << 16 | max(lows), lo)
 
 
 #: Nodes from which ``verify_device='auto'`` runs the LOUDS pass on the GPU: below, the CPU pass takes well under a
