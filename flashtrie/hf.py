@@ -87,6 +87,8 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"flashtrie.hf needs torch and transformers: pip install 'flashtrie[hf]' ({e})") from e
 
 from .errors import InputError
+from .generated import generated_keywords
+from .generated import prompt_lengths as _prompt_lengths
 from .index import NarrowLoudsIndex
 from .stepwise import DEAD, StepStates, TrieStepper, eos_ids
 
@@ -378,22 +380,6 @@ def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequen
     return allowed
 
 
-def _prompt_lengths(p: int | Sequence[int] | None) -> int | list[int] | None:
-    if p is None:
-        return None
-    if isinstance(p, (int, np.integer)) and not isinstance(p, bool):
-        if p < 0:
-            raise InputError(f"prompt_length: expected a non-negative integer, got {p}")
-        return int(p)
-    try:
-        vals = list(cast(Sequence[int], p))
-    except TypeError:
-        raise InputError(f"prompt_length: expected an int or a sequence of ints, got {p!r}") from None
-    if not vals or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 for v in vals):
-        raise InputError(f"prompt_length: expected an int or a non-empty sequence of non-negative ints, got {p!r}")
-    return [int(v) for v in vals]
-
-
 def _count(v: Any, name: str, low: int) -> int:
     if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
         raise InputError(f"{name}: expected an integer of at least {low}, got {v!r}")
@@ -425,52 +411,3 @@ def _unsatisfiable(out: torch.Tensor, group: int, lowest: bool) -> torch.Tensor:
 def _forced(allow: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The hook's forced rows: 0 at the allowed tokens, -inf elsewhere."""
     return torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(~allow, -float("inf"))
-
-
-def generated_keywords(index: NarrowLoudsIndex, sequences: Any, eos_token_id: int | Sequence[int],
-                       prompt_length: int | Sequence[int]) -> np.ndarray:
-    """The keyword id each row of ``generate()``'s output spells, -1 where it spells none (int64, one per row).
-
-    Row r's continuation ``sequences[r, prompt_length:]`` must be a whole keyword followed by EOS (any of the
-    ``eos_token_id`` ids); what follows the first EOS (``generate()``'s padding, equal to EOS or not) is not
-    read.  -1 where no EOS follows the prompt (the row was cut by ``max_new_tokens``), where EOS comes before a
-    keyword ends, or where a token leaves the trie.  ``sequences``: a ``[rows, L]`` torch tensor or numpy array
-    of token ids (with beams or ``num_return_sequences``, rows = batch x sequences); ``prompt_length``: an int,
-    one per row, or one per batch item (repeated over its rows), as for `TrieLogitsProcessor`; 1 for an
-    encoder-decoder model's decoder start token.  Vectorised: one `TrieStepper.advance` per column.
-    """
-    from .stepwise import check_eos
-
-    if not isinstance(index, NarrowLoudsIndex):
-        raise InputError(f"index: expected a flashtrie.NarrowLoudsIndex, got {type(index).__name__}")
-    eos = eos_ids(eos_token_id)
-    if not eos:
-        raise InputError("eos_token_id: expected the EOS token id (or ids) that ends each keyword")
-    seq = sequences.detach().cpu().numpy() if isinstance(sequences, torch.Tensor) else np.asarray(sequences)
-    if seq.ndim != 2 or (seq.size and (not np.issubdtype(seq.dtype, np.integer) or seq.dtype == np.bool_)):
-        raise InputError(f"sequences: expected a 2-D integer array [rows, length], got {seq.dtype}{list(seq.shape)}")
-    if prompt_length is None:
-        raise InputError("prompt_length: expected the prompt's length (an int, or one per row or batch item)")
-    rows, width = seq.shape
-    p = _prompt_lengths(prompt_length)
-    assert p is not None  # (prompt_length is not None)
-    if isinstance(p, int):
-        begin = np.full(rows, p, dtype=np.int64)
-    else:
-        if rows % len(p):
-            raise InputError(f"prompt_length: {len(p)} values do not divide the {rows} rows of sequences")
-        begin = np.repeat(np.asarray(p, dtype=np.int64), rows // len(p))
-    if rows and int(begin.max()) > width:
-        raise InputError(f"prompt_length: {int(begin.max())} is longer than the sequences ({width} tokens)")
-    check_eos(index, eos)
-    after = np.arange(width, dtype=np.int64)[None, :] >= begin[:, None]
-    is_eos = np.isin(seq, np.asarray(eos, dtype=np.int64)) & after
-    has_eos = is_eos.any(axis=1)
-    end = np.where(has_eos, np.argmax(is_eos, axis=1), width)
-    stepper = TrieStepper(index)
-    states = stepper.walk(seq.astype(np.int64, copy=False), begin=begin, end=end)
-    out = np.full(rows, -1, dtype=np.int64)
-    whole = np.flatnonzero(has_eos & stepper.ends(states))
-    if whole.size:
-        out[whole] = index.keyword_ids_of(states.node[whole])
-    return out

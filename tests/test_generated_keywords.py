@@ -73,8 +73,17 @@ def test_matches_a_plain_reading_of_each_row(index, rows, prompt, eos):
 def test_bad_input_refused(index):
     rows = np.array([[5, 6, EOS]])
     for kw, match in [
-        (dict(sequences=rows[0]), "2-D integer"),
-        (dict(sequences=rows.astype(float)), "2-D integer"),
+        (dict(sequences=rows[0]), "sequences: expected a 2-D array"),
+        (dict(sequences=rows.astype(float)), "sequences: expected integer token ids, got dtype float64"),
+        (dict(sequences=rows.astype(bool)), "sequences: expected integer token ids, got dtype bool"),
+        (dict(sequences=rows.astype(object)), "sequences: expected integer token ids, got dtype object"),
+        (dict(sequences=torch.tensor([[5.0, 6.0]])), r"sequences: .* torch.float32\[1, 2\]"),
+        (dict(sequences=torch.tensor([[5.0, 6.0]], dtype=torch.bfloat16)), "sequences: .* torch.bfloat16"),
+        (dict(sequences=torch.tensor([[True]])), "sequences: .* torch.bool"),
+        (dict(sequences=[[5, 6, EOS], [5, EOS]]), "sequences: .*rows of one length"),
+        (dict(sequences=[[5, 6], "ab"]), "sequences: "),
+        (dict(sequences=[[2**70, 1]]), "sequences: expected integer token ids, got dtype object"),
+        (dict(prompt_length=[1, True]), "prompt_length"),
         (dict(prompt_length=4), "longer than the sequences"),
         (dict(prompt_length=-1), "prompt_length"),
         (dict(prompt_length=None), "prompt_length"),
@@ -110,3 +119,75 @@ def test_constrained_generate_gives_back_whole_keywords_and_strings():
             assert all(index.text(int(i)) in names for i in ids)
         else:  # 4 new tokens: "red" + EOS fits; longer keywords are cut
             assert all(i == -1 or names[i] == "red" for i in ids.tolist())
+
+
+@pytest.mark.parametrize("make", [lambda: np.zeros((3, 0)), lambda: np.zeros((3, 0), dtype=np.int32),
+                                  lambda: torch.zeros((3, 0)), lambda: torch.zeros((3, 0), dtype=torch.int64),
+                                  lambda: [[], [], []]])
+def test_rows_of_length_zero_spell_nothing(index, make):
+    got = generated_keywords(index, make(), EOS, 0)
+    assert got.dtype == np.int64 and got.tolist() == [-1, -1, -1]
+    assert generated_keywords(index, np.zeros((0, 4), dtype=np.int64), EOS, 2).tolist() == []
+
+
+NUMPY_INTS = [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64]
+TORCH_INTS = [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8] + [
+    getattr(torch, n) for n in ("uint16", "uint32", "uint64") if hasattr(torch, n)]
+
+
+def test_every_integer_dtype_reads_the_same(index):
+    rows = np.array([[3, 5, 6, EOS, PAD], [3, 8, EOS, 9, 9], [3, 13, 5, EOS, EOS], [3, 9, 10, 11, 12]])
+    want = [0, 2, 4, -1]
+    for dt in NUMPY_INTS:
+        assert generated_keywords(index, rows.astype(dt), EOS, 1).tolist() == want, dt
+    for dt in TORCH_INTS:
+        assert generated_keywords(index, torch.from_numpy(rows).to(dt), EOS, 1).tolist() == want, dt
+
+
+def test_values_outside_the_token_range_spell_no_keyword(index):
+    """A value that is no token (negative, or past MAX_TOKEN, in whatever dtype) leaves the trie before EOS and
+    is never taken for EOS (int8's -1 and 255 as uint8 are different values; uint64's 2**64 - 1 does not wrap
+    into -1 = a match of anything)."""
+    base = np.array([[5, 6, EOS], [8, EOS, 0], [9, 9, 9]])
+    for dt, bad in [(np.int8, -1), (np.int16, -32768), (np.int64, -(2**63)), (np.int64, 2**32 - 1),
+                    (np.int64, 2**40 + 8), (np.uint64, 2**64 - 1), (np.uint64, 2**63 + 8), (np.uint32, 2**32 - 1)]:
+        rows = base.astype(dt)
+        rows[0, 1] = bad  # inside row 0's keyword: no keyword
+        rows[1, 2] = bad  # after row 1's EOS: not read
+        assert generated_keywords(index, rows, EOS, 0).tolist() == [-1, 2, -1], (dt, bad)
+    t = torch.tensor([[5, -1, EOS], [8, EOS, -5]], dtype=torch.int64)
+    assert generated_keywords(index, t, EOS, 0).tolist() == [-1, 2]
+
+
+TOKENS = [EOS, PAD, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, -1, -200, 2**32 - 1, 2**33 + 5]
+
+
+def brute(rows, eos, begin):
+    """Each row the slow way, over Python ints: the values after the prompt up to the first EOS, one keyword."""
+    out = []
+    for row, b in zip(rows, begin, strict=True):
+        rest = [int(x) for x in row[b:]]
+        cut = next((i for i, x in enumerate(rest) if x in eos), None)
+        out.append(KWS.index(rest[:cut]) if cut is not None and rest[:cut] in KWS else -1)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 9), st.integers(0, 7), st.data())
+def test_any_dtype_matches_a_brute_force_reading(index, n_rows, width, data):
+    dt = data.draw(st.sampled_from(NUMPY_INTS + ["torch-int64", "torch-int32", "torch-uint8", "list"]))
+    info = np.iinfo(np.int64 if isinstance(dt, str) else dt)
+    pool = [v for v in TOKENS if info.min <= v <= info.max] if dt not in ("torch-int32", "torch-uint8") else \
+        [v for v in TOKENS if 0 <= v < 128 or (dt == "torch-int32" and -2**31 <= v < 2**31)]
+    rows = data.draw(st.lists(st.lists(st.sampled_from(pool), min_size=width, max_size=width),
+                              min_size=n_rows, max_size=n_rows))
+    prompt = data.draw(st.integers(0, width) | st.lists(st.integers(0, width), min_size=n_rows or 1,
+                                                         max_size=n_rows or 1))
+    begin = [prompt] * n_rows if isinstance(prompt, int) else prompt[:n_rows]
+    if dt == "list":
+        seq = rows if n_rows and width else np.zeros((n_rows, width), dtype=np.int64)
+    elif isinstance(dt, str):
+        seq = torch.tensor(rows, dtype=getattr(torch, dt.split("-")[1])).reshape(n_rows, width)
+    else:
+        seq = np.array(rows, dtype=dt).reshape(n_rows, width)
+    assert generated_keywords(index, seq, EOS, prompt).tolist() == brute(rows, (EOS,), begin)

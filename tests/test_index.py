@@ -492,7 +492,7 @@ def test_rank_directory_recomputed_when_verifying(tmp_path, small_index):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda d: d["meta"].__setitem__("labels_hi.width", 17), "labels_hi: .* of 17 bits"),
+    (lambda d: d["meta"].__setitem__("labels_hi.width", 17), "labels_hi.width = 17 .* labels_hi.words holds"),
     (lambda d: d["meta"].__setitem__("num_keywords", d["meta"]["num_keywords"] - 1), "inconsistent index"),
     (lambda d: d["arrays"][0].__setitem__("shape", [d["arrays"][0]["shape"][0] + 1]), "does not match"),
 ])

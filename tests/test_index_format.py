@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
 from flashtrie.index import fileformat
 from flashtrie.io_util import STALE_TEMP_SECONDS, atomic_write, remove_stale_temporaries
+from flashtrie.limits import MAX_KEYWORDS
 
 DATA = Path(__file__).resolve().parent / "data"
 PREFIX = struct.Struct("<8sIIQ")
@@ -169,16 +170,18 @@ CRAFTED = {
     "huge float": (_meta("max_keyword_length", 1e300), "corrupt metadata"),
     "huge int": (_meta("num_keywords", 2**64 + 344), "corrupt header"),
     "bigger than int64 wraps": (_meta("num_nodes", 2**62), "corrupt metadata"),
-    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length 1000000000 is over"),
+    "long keyword claim": (_meta("max_keyword_length", 10**9), "max_keyword_length = 1000000000, but the trie "
+                                                               "height 2 and its 744 tail tokens allow at most 746"),
     "long keyword claim as float": (_meta("max_keyword_length", 1e9), "corrupt metadata"),
     "keyword claim one longer": (lambda d: d["meta"].__setitem__("max_keyword_length", 7), "longest keyword has 6"),
-    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length 1 is shorter than a path of the "
-                                                            r"trie \(trie height over 1, longest edge"),
+    "short keyword claim": (_meta("max_keyword_length", 1), "max_keyword_length = 1, but a path of the trie is "
+                                                            r"longer \(trie height over 1, longest edge"),
     "max_token too small": (lambda d: d["meta"].__setitem__("max_token", d["meta"]["max_token"] // 2), "max_token"),
-    "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "degrees"),
-    "max_degree_nonroot": (lambda d: d["meta"].__setitem__("max_degree_nonroot", 0), "below the root"),
+    "max_degree": (lambda d: d["meta"].__setitem__("max_degree", d["meta"]["max_degree"] + 1), "max_degree = 298"),
+    "max_degree_nonroot": (lambda d: d["meta"].__setitem__("max_degree_nonroot", 0),
+                           "max_degree_nonroot = 0, but the LOUDS gives 2"),
     "id order": (_meta("id_order", "sorted"), "id_order"),
-    "index ids with a map": (_meta("id_order", "index"), "no map"),
+    "index ids with a map": (_meta("id_order", "index"), "id_order = 'index', but the file has an id map"),
     "unknown meta": (_meta("extra", 1), "unknown"),
     "missing meta": (lambda d: d["meta"].pop("max_degree"), "missing"),
     "shape wraps int64": (_entry(0, "shape", [8, 2**61 + 43]), "is not one count"),
@@ -242,7 +245,7 @@ def test_header_length_over_the_limit(tmp_path):
 
 @pytest.mark.parametrize("array, edit, match", [
     ("terminal.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
-    ("keyword_ids.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "bits set past its end"),
+    ("keyword_ids.words", lambda b: b.__setitem__(len(b) - 1, 0x80), "keyword_ids.size = 300, but .* bits set past"),
     ("louds.select0", lambda b: b.__setitem__(0, 0xFF), "select0 hints"),
 ])
 def test_arrays_crafted_with_valid_checksums(tmp_path, saved, array, edit, match):
@@ -287,12 +290,12 @@ def test_every_array_is_covered_by_checksums_and_padding(tmp_path, saved):
 
 def test_a_crafted_keyword_count_does_not_size_the_id_inverse(tmp_path, saved, monkeypatch):
     """num_keywords only bounds the ids; keyword(i) through the map needs memory for the map, not 8 bytes
-    per claimed keyword (2**40 of them: an 8 TB np.full before the fix)."""
+    per claimed keyword (2**32 of them, the most a file may claim: a 32 GB np.full)."""
     path, raw = saved
     good = NarrowLoudsIndex.load(path)
     assert good.keyword_ids.size
     doc, data = split(raw)
-    doc["meta"]["num_keywords"] = 2**40
+    doc["meta"]["num_keywords"] = MAX_KEYWORDS
     bad = tmp_path / "count.ftrie"
     bad.write_bytes(assemble(doc, data))
     ix = NarrowLoudsIndex.load(bad)  # nothing in the arrays disproves the count (duplicates are not stored)
@@ -303,7 +306,7 @@ def test_a_crafted_keyword_count_does_not_size_the_id_inverse(tmp_path, saved, m
     for i in (int(ids[0]), int(ids.max()), int(ids.min())):
         assert ix.keyword(i).tolist() == good.keyword(i).tolist()
     with pytest.raises(InputError, match="duplicate"):
-        ix.keyword(2**39)
+        ix.keyword(2**31)
 
 
 def test_sparse_keyword_ids_use_the_sorted_inverse():

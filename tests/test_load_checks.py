@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import checks, louds_levels, louds_pass, structure
+from flashtrie.index import checks, louds_levels, louds_pass, structure, verify_run
 from flashtrie.index.bits import BitVector, rank_entries
 from flashtrie.index.packed import PackedInts
 from flashtrie.limits import MAX_TOKEN
@@ -143,8 +143,9 @@ def test_label_and_rank_checks_in_pieces(monkeypatch, chunk):
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
     monkeypatch.setattr(checks, "NODE_CHUNK", chunk)
     monkeypatch.setattr(checks, "RANK_CHUNK_WORDS", chunk // 8)
+    monkeypatch.setattr(checks, "SELECT_CHUNK", chunk // 64)  # one lookup per piece, or all in one
     _, layout = checks.layout_problem(ix)
-    assert checks.content_problem(ix, layout, 2) is None
+    assert verify_run.content_problem(ix, layout, 2) is None
     assert checks._max_label(ix, 2) == int(ix.labels(np.arange(1, ix.num_nodes)).max())
     rank = ix.terminal.rank.copy()
     rank[rank.size // 2] ^= np.uint64(1 << 40)  # a sub-block count in the middle of the directory
@@ -219,7 +220,7 @@ def _problems(ix: NarrowLoudsIndex, xp=None) -> str | None:
     with the LOUDS pass level by level on ``xp`` where given (as on the GPU)."""
     try:
         problem, layout = checks.layout_problem(ix)
-        return problem or checks.content_problem(ix, layout, 3, xp=xp)
+        return problem or verify_run.content_problem(ix, layout, 3, xp=xp)
     except Exception as e:  # noqa: BLE001 - compared, not hidden: both settings must raise the same
         return f"{type(e).__name__}: {e}"
 
@@ -345,11 +346,11 @@ def test_gpu_out_of_memory_falls_back_only_for_auto(monkeypatch):
     def oom(*_args):
         raise MemoryError("out of memory (faked)")
 
-    monkeypatch.setattr(checks, "louds_facts_levels", oom)
+    monkeypatch.setattr(verify_run, "louds_facts_levels", oom)
     _, layout = checks.layout_problem(ix)
-    assert checks.content_problem(ix, layout, xp=np) is None
+    assert verify_run.content_problem(ix, layout, xp=np) is None
     with pytest.raises(DeviceError, match="ran out of memory"):
-        checks.content_problem(ix, layout, xp=np, xp_required=True)
+        verify_run.content_problem(ix, layout, xp=np, xp_required=True)
 
 
 def test_a_bad_leaf_is_refused_on_every_verify_device(tmp_path):
@@ -379,3 +380,18 @@ def test_gpu_pass_finds_the_same_problems(name, where, bit):
         [rng.integers(0, 70_000, size=int(rng.integers(1, 6))).tolist() for _ in range(400)]))
     bad = _flipped(ix, name, where, bit)
     assert _problems(bad, cupy) == _problems(bad)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=300), st.integers(0, 32), st.data())
+def test_packed_value_ranges_match_single_reads(values, extra, data):
+    """`PackedInts.values` (a range decoded from its period, as the child checks read wide labels) gives what
+    `get` reads one by one, for any start, length and width; a range past the end is refused."""
+    width = min(32, max(1, max(values, default=0).bit_length()) + extra % 3)
+    pk = PackedInts.from_values(np.array(values, dtype=np.int64), width=width)
+    start = data.draw(st.integers(0, len(values)))
+    count = data.draw(st.integers(0, len(values) - start))
+    want = pk.get(np.arange(start, start + count, dtype=np.int64))
+    np.testing.assert_array_equal(pk.values(start, count), want)
+    with pytest.raises(IndexError):
+        pk.values(start, len(values) - start + 1)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_load_checks import _rebuilt
 
 from flashtrie import IndexFormatError, KeywordSet, NarrowLoudsIndex
-from flashtrie.index import checks, structure
+from flashtrie.index import checks, structure, verify_run
 from flashtrie.index.bits import BitVector
 from flashtrie.index.packed import PackedInts
 
@@ -30,7 +30,7 @@ def _refused(path: str, match: str) -> None:
 
 def _problem(ix: NarrowLoudsIndex, xp=None) -> str | None:
     problem, layout = checks.layout_problem(ix)
-    return problem or checks.content_problem(ix, layout, 2, xp=xp)
+    return problem or verify_run.content_problem(ix, layout, 2, xp=xp)
 
 
 def test_swapped_sibling_labels_are_refused(tmp_path):

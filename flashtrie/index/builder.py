@@ -25,6 +25,7 @@ import numpy as np
 from ..cpus import in_parallel, usable_cpus
 from ..errors import InputError
 from ..keywords import KeywordSet
+from ..limits import MAX_KEYWORDS
 from .build_assemble import BuiltArrays, assemble, finish
 from .build_sort import sorted_unique
 from .build_trie import Preorder, join_parts, level_order, preorder
@@ -96,6 +97,9 @@ def check_build_request(keywords: object, ids: str) -> None:
         raise InputError(f"ids: expected 'input' or 'index', got {ids!r}")
     if len(keywords) == 0:
         raise InputError("keywords: the keyword set is empty; an index needs at least one keyword")
+    if len(keywords) > MAX_KEYWORDS:
+        raise InputError(f"keywords: {len(keywords):,} keywords are over the limit {MAX_KEYWORDS:,} (an id is "
+                         "stored in at most 32 bits)")
 
 
 def build_arrays(ks: KeywordSet, progress: Progress | None = None, ids: str = "input") -> BuiltArrays:

@@ -2,17 +2,15 @@
 
 `meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
-file that declares huge arrays is refused before its data is read.  `content_problem` (``verify=True``)
-recomputes every rank directory, select0 hint and degree, the longest keyword and the largest
-token from the bits, checks the order of siblings, the wide labels, the inner nodes (`structure`) and
-bounds the keyword ids and, with an id map, that they are distinct.  Each returns what is wrong, or None.
+file that declares huge arrays is refused before its data is read.  The pieces of the full checks
+(``verify=True``: every rank directory, select0 hint, the largest token and label parts) are here;
+`verify_run.content_problem` schedules them with the LOUDS pass, the child checks (`structure`) and the
+checksums.  Each returns what is wrong, or None.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -23,13 +21,12 @@ import numpy as np
 from .. import arrays
 from ..cpus import in_parallel, usable_cpus
 from ..errors import DeviceError, InputError
-from ..limits import MAX_TOKEN
+from ..limits import MAX_KEYWORDS, MAX_TOKEN
 from .bits import ABS_BITS, BLOCK_BITS, BLOCK_WORDS, HINT_STEP, BitVector, num_words, rank_entries
 from .fingerprint import FINGERPRINT_KEY, is_fingerprint
-from .louds_levels import louds_facts_levels
-from .louds_pass import LoudsFacts, level_starts, louds_facts, tail_lengths
+from .louds_pass import level_starts, tail_lengths
 from .packed import PackedInts
-from .structure import child_tasks, children_problem, distinct_ids, root_problem
+from .structure import root_problem
 
 if TYPE_CHECKING:
     from .narrow_louds import NarrowLoudsIndex
@@ -42,6 +39,12 @@ COUNT_FIELDS = ("num_nodes", "num_keywords", "num_unique", "max_keyword_length",
 ID_ORDERS = ("input", "index")
 VERIFY_DEVICES = ("auto", "cpu", "gpu")
 _COUNT_LIMIT = 2**48
+
+
+def field_problem(name: str, stored: Any, says: str) -> str:
+    """The message of a metadata field that disagrees with the arrays: the field, its stored value, and
+    what the arrays say."""
+    return f"metadata {name} = {stored}, but {says}"
 
 
 def meta_problem(meta: dict[str, Any]) -> str | None:
@@ -69,7 +72,10 @@ def _bitvector_sizes(ix: NarrowLoudsIndex) -> str | None:
     for name, nbits in {"louds": 2 * n - 1, "hi_flag": n, "linked": n, "terminal": n}.items():
         bv: BitVector = getattr(ix, name)
         nwords = num_words(nbits)
-        if bv.nbits != nbits or bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
+        if bv.nbits != nbits:
+            return field_problem(f"{name}.nbits", bv.nbits, f"{nbits} bits belong to "
+                                 f"{n} nodes (num_nodes; labels_lo has {ix.labels_lo.size} entries)")
+        if bv.words.shape != (nwords,) or bv.rank.shape != (nwords // BLOCK_WORDS + 1,):
             return f"bit vector {name}: {bv.nbits} bits in {bv.words.size} words, expected {nbits} in {nwords}"
         if not bv.padding_is_clear():
             return f"bit vector {name}: bits set past its end"
@@ -88,30 +94,43 @@ def _packed_sizes(ix: NarrowLoudsIndex) -> str | None:
     for name in PACKED:
         pk: PackedInts = getattr(ix, name)
         if not 0 <= pk.width <= 32 or pk.words.shape != (PackedInts.num_words(pk.size, pk.width),):
-            return f"packed array {name}: {pk.size} values of {pk.width} bits in {pk.words.size} words"
+            return (f"metadata {name}.width = {pk.width} and {name}.size = {pk.size}, but {name}.words holds "
+                    f"{pk.words.size} words")
         if (pk.size == 0) != (pk.width == 0) and name in ("labels_hi", "keyword_ids"):
-            return f"packed array {name}: {pk.size} values of {pk.width} bits"
+            return field_problem(f"{name}.width", pk.width, f"{name} holds {pk.size} values")
         if name in want_size and pk.size != want_size[name]:
-            return f"packed array {name}: {pk.size} values, expected {want_size[name]}"
+            return field_problem(f"{name}.size", pk.size, f"the bits give {want_size[name]} values")
         if not pk.padding_is_clear():
-            return f"packed array {name}: bits set past its end"
+            return field_problem(f"{name}.size", pk.size, f"{name}.words has bits set past {pk.size} values of "
+                                 f"{pk.width} bits")
     kid = ix.keyword_ids
     if ix.id_order == "index" and kid.size:
-        return "keyword ids in index order need no map, yet the file has one"
+        return field_problem("id_order", "'index'", "the file has an id map (index-order ids are the ranks)")
     if kid.size not in (0, ix.terminal.num_ones):
-        return f"packed array keyword_ids: {kid.size} values for {ix.terminal.num_ones} keyword ends"
+        return field_problem("keyword_ids.size", kid.size, f"the terminal bits hold {ix.terminal.num_ones} "
+                             "keyword ends (one id each, or no map)")
     if kid.width > max(1, (ix.num_keywords - 1).bit_length()):
-        return f"keyword ids of {kid.width} bits for {ix.num_keywords} keywords"
+        return (f"metadata keyword_ids.width = {kid.width} and num_keywords = {ix.num_keywords} disagree: ids "
+                f"below {ix.num_keywords} need at most {max(1, (ix.num_keywords - 1).bit_length())} bits")
     return None
 
 
 def _counts(ix: NarrowLoudsIndex) -> str | None:
     n = ix.num_nodes
-    if n < 2 or ix.num_unique < 1 or ix.num_keywords < ix.num_unique or ix.max_keyword_length < 1:
-        return (f"counts nodes={n}, keywords={ix.num_keywords}, unique={ix.num_unique}, "
-                f"max length={ix.max_keyword_length}")
     if ix.labels_lo.shape != (n,):
-        return f"labels_lo has {ix.labels_lo.size} entries for {n} nodes"
+        return field_problem("num_nodes", n, f"labels_lo has {ix.labels_lo.size} entries (one per node)")
+    if n < 2:
+        return field_problem("num_nodes", n, "a trie of one keyword or more has at least 2 nodes")
+    if ix.num_unique < 1:
+        return field_problem("num_unique", ix.num_unique, "an index holds at least one keyword")
+    if ix.num_keywords > MAX_KEYWORDS:
+        return field_problem("num_keywords", ix.num_keywords, f"an index holds at most {MAX_KEYWORDS} keywords "
+                             "(ids are stored in at most 32 bits)")
+    if ix.num_keywords < ix.num_unique:
+        return field_problem("num_keywords", ix.num_keywords, f"it counts at least the num_unique = "
+                             f"{ix.num_unique} distinct keywords")
+    if ix.max_keyword_length < 1:
+        return field_problem("max_keyword_length", ix.max_keyword_length, "every keyword has a token")
     return None
 
 
@@ -131,29 +150,43 @@ def _bounds(ix: NarrowLoudsIndex, tails: tuple[np.ndarray, int, int, int, int], 
         return problem
     root = int(ix.louds.select0(np.array([0]))[0])  # ones before the first zero: the root's degree
     md, mdn = m["max_degree"], m["max_degree_nonroot"]
-    if root < 1 or md != max(root, mdn) or mdn > n - 1 - root:
-        return f"degrees: root {root}, max {md}, max below the root {mdn} for {n} nodes"
+    if root < 1:
+        return f"the root has {root} children"
+    if md != max(root, mdn):
+        return field_problem("max_degree", md, f"the root has {root} children and max_degree_nonroot is {mdn}")
+    if mdn > n - 1 - root:
+        return field_problem("max_degree_nonroot", mdn, f"{n} nodes leave at most {n - 1 - root} children "
+                             "below the root's")
     mt = ix.max_token
-    if mt > MAX_TOKEN or ix.suffix.width != max(1, mt.bit_length()) \
-            or ix.labels_hi.width > max(0, mt.bit_length() - 16):
-        return (f"max_token {mt} disagrees with the suffix width {ix.suffix.width} "
-                f"or the labels_hi width {ix.labels_hi.width}")
+    if mt > MAX_TOKEN:
+        return field_problem("max_token", mt, f"a token is at most {MAX_TOKEN}")
+    if ix.suffix.width != max(1, mt.bit_length()):
+        return field_problem("suffix.width", ix.suffix.width, f"max_token = {mt} needs "
+                             f"{max(1, mt.bit_length())} bits")
+    if ix.labels_hi.width > max(0, mt.bit_length() - 16):
+        return field_problem("labels_hi.width", ix.labels_hi.width, f"max_token = {mt} leaves at most "
+                             f"{max(0, mt.bit_length() - 16)} bits above the low 16")
     if ix.terminal.num_ones != ix.num_unique:
-        return f"{ix.terminal.num_ones} keyword ends for {ix.num_unique} unique keywords"
+        return field_problem("num_unique", ix.num_unique, f"the terminal bits hold {ix.terminal.num_ones} "
+                             "keyword ends")
     if ix.labels_hi.width > 16:
         return f"labels_hi is {ix.labels_hi.width} bits wide (at most 16)"
     linked = ix.link_starts.size - 1
     if tails[3] != 0 or tails[4] != ix.suffix.size or (linked > 0 and tails[1] < 1):
-        return "link_starts do not cover the suffix store"
+        return (f"link_starts do not cover the suffix store (first {tails[3]}, last {tails[4]}, "
+                f"suffix.size = {ix.suffix.size})")
+    if ix.link_starts.width != ix.suffix.size.bit_length():
+        return field_problem("link_starts.width", ix.link_starts.width, f"starts up to suffix.size = "
+                             f"{ix.suffix.size} take {ix.suffix.size.bit_length()} bits")
     longest_edge = 1 + tails[2] if linked > 0 else 1
     L = ix.max_keyword_length
     height = len(levels) - 2  # level_starts stops past L + 1 levels
     if height > L or longest_edge > L:
-        return (f"max_keyword_length {L} is shorter than a path of the trie (trie height "
-                f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
+        return field_problem("max_keyword_length", L, f"a path of the trie is longer (trie height "
+                             f"{f'over {L}' if height > L else height}, longest edge {longest_edge})")
     if L > height + ix.suffix.size:
-        return (f"max_keyword_length {L} is over {height + ix.suffix.size}, the most that the trie height "
-                f"{height} and its {ix.suffix.size} tail tokens allow")
+        return field_problem("max_keyword_length", L, f"the trie height {height} and its {ix.suffix.size} "
+                             f"tail tokens allow at most {height + ix.suffix.size}")
     if levels[-1] != n:  # (when they all are, the last node's code ends at the last bit)
         return f"LOUDS: nodes [{levels[-1]}, {n}) cannot be reached from the root"
     return None
@@ -178,6 +211,8 @@ RANK_CHUNK_WORDS = 1 << 20
 NODE_CHUNK = 1 << 23
 #: Hints per thread task of the select0-hint check (each hint costs a few dozen reads).
 HINT_CHUNK = 1 << 18
+#: select1 calls per thread task where the nodes holding the largest wide label part are looked up.
+SELECT_CHUNK = 1 << 18
 
 
 def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
@@ -258,32 +293,13 @@ def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
     if ix.labels_hi.size == 0:
         return lo
     top, ranks = top_where or ix.labels_hi.max_and_where(workers)
-    return max(top << 16 | int(ix.labels_lo[ix.hi_flag.select1(ranks)].max()), lo)
+    labels_lo = np.asarray(ix.labels_lo)
 
+    def low_part(a: int) -> int:  # the largest low part of the flagged nodes ranks[a : a + SELECT_CHUNK]
+        return int(labels_lo[ix.hi_flag.select1(ranks[a : a + SELECT_CHUNK])].max())
 
-def _scan_groups(ix: NarrowLoudsIndex, ranks: bool, tokens: bool) -> dict[str, list[Callable[[], Any]]]:
-    """The tasks of the checks that need only the bits: the four rank directories (``ranks``: results per
-    `_rank_tasks` piece); the largest low label part, the largest high part and where it is, the largest
-    tail token and the largest keyword id (``tokens``)."""
-    groups: dict[str, list[Callable[[], Any]]] = {b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS} if ranks else {}
-    if tokens:
-        groups.update(lo=_label_lo_tasks(ix), suffix=ix.suffix.max_tasks(), ids=ix.keyword_ids.max_tasks(),
-                      hi=ix.labels_hi.where_tasks())
-    return groups
-
-
-def _grouped(groups: dict[str, list[Callable[[], Any]]], flat: list[Any]) -> dict[str, list[Any]]:
-    """The results of the flattened ``groups`` (in their order), per group."""
-    out, k = {}, 0
-    for name, tasks in groups.items():
-        out[name], k = flat[k : k + len(tasks)], k + len(tasks)
-    return out
-
-
-def _scans(ix: NarrowLoudsIndex, workers: int, *, ranks: bool = True, tokens: bool = True) -> dict[str, Any]:
-    """`_scan_groups` as one pool of pieces on threads."""
-    groups = _scan_groups(ix, ranks, tokens)
-    return _grouped(groups, in_parallel([t for g in groups.values() for t in g], workers))
+    lows = in_parallel([partial(low_part, a) for a in range(0, ranks.size, SELECT_CHUNK)], workers)
+    return max(top << 16 | max(lows), lo)
 
 
 #: Nodes from which ``verify_device='auto'`` runs the LOUDS pass on the GPU: below, the CPU pass takes well under a
@@ -311,92 +327,3 @@ def verify_module(device: str, num_nodes: int) -> ModuleType | None:
             raise DeviceError(f"verify_device 'gpu' needs cupy and a usable GPU ({str(e).split(';')[0]}); "
                               f"verify_device='cpu' or 'auto' verifies on the CPU") from e
         return None
-
-
-def _louds_pass(ix: NarrowLoudsIndex, layout: Layout, workers: int, xp: ModuleType | None,
-                required: bool) -> tuple[LoudsFacts, str]:
-    """`louds_facts` on CPU threads, or level by level on ``xp`` (cupy) where given; where the GPU runs out of
-    memory, falls back to the CPU unless the GPU was ``required`` (then a `DeviceError`).  Returns the facts
-    and where they were found (for the timings)."""
-    args = (ix.louds, ix.linked, ix.terminal, layout.tails, layout.levels, ix.max_keyword_length)
-    if xp is not None:
-        try:
-            return louds_facts_levels(xp, *args), " on the GPU"
-        except MemoryError as e:
-            if required:
-                raise DeviceError(f"verify_device 'gpu': the GPU ran out of memory for the LOUDS pass of "
-                                  f"{ix.num_nodes:,} nodes ({str(e)[:80]}); verify_device='auto' or 'cpu' "
-                                  f"verifies on the CPU") from e
-        finally:
-            if hasattr(xp, "get_default_memory_pool"):  # cupy keeps the freed blocks otherwise
-                xp.get_default_memory_pool().free_all_blocks()
-    return louds_facts(*args, workers), ""
-
-
-def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = None,
-                    timings: dict[str, float] | None = None, xp: ModuleType | None = None,
-                    xp_required: bool = False) -> str | None:
-    """Full checks against the bits (after `layout_problem` passed and the checksums matched).
-
-    ``timings`` (optional) receives the seconds of each check; ``xp`` (cupy, optional: see
-    `verify_module`) runs the LOUDS pass on the GPU, with the same answers (``xp_required``: no CPU fallback
-    where the GPU runs out of memory)."""
-    workers = workers or usable_cpus()
-    clock = _Clock(timings)
-    scan = _scans(ix, workers, tokens=xp is None)  # with the GPU: the token scans run beside its pass
-    clock("rank directories, token and id scans" if xp is None else "rank directories")
-    for name in BITVECTORS:
-        bv = getattr(ix, name)
-        if not (_rank_results_match(bv, scan[name]) and (bv.select0_hints is None or _hints_match(bv, workers))):
-            return f"bit vector {name}: its rank directory does not match its bits"
-    clock("select0 hints")
-    L = ix.max_keyword_length
-    pool, pending = None, {}
-    if xp is None:
-        scan["children"] = in_parallel(child_tasks(ix), workers)
-        clock("sibling order, wide labels, inner nodes")
-    else:  # the CPU threads scan the tokens and the children while the GPU walks the LOUDS
-        groups = {**_scan_groups(ix, False, True), "children": child_tasks(ix)}
-        pool = ThreadPoolExecutor(max(1, workers))
-        pending = {name: [pool.submit(t) for t in tasks] for name, tasks in groups.items()}
-    try:
-        facts, on = _louds_pass(ix, layout, workers, xp, xp_required)
-    except ValueError as e:
-        return f"LOUDS: {e}"
-    finally:
-        if pool is not None:
-            scan.update({name: [f.result() for f in fs] for name, fs in pending.items()})
-            pool.shutdown()
-    clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)" + (" and token and id scans" if pool else ""))
-    if facts.longest > L:
-        return f"max_keyword_length is {L}, a keyword has more tokens"
-    if (facts.max_degree, facts.max_degree_nonroot) != (ix.max_degree, ix.max_degree_nonroot):
-        return (f"max_degree {ix.max_degree} / {ix.max_degree_nonroot} below the root, the LOUDS gives "
-                f"{facts.max_degree} / {facts.max_degree_nonroot}")
-    if facts.leaf_not_end >= 0:
-        return f"node {facts.leaf_not_end} is a leaf that ends no keyword"
-    if facts.longest != L:
-        return f"max_keyword_length is {L}, the longest keyword has {facts.longest} tokens"
-    label = _max_label(ix, workers, max(scan["lo"]), PackedInts.where_combined(scan["hi"]))
-    tail = max(scan["suffix"], default=0)
-    clock("largest token")
-    if max(label, tail) != ix.max_token:
-        return f"max_token is {ix.max_token}, the largest token is {max(label, tail)}"
-    if ix.keyword_ids.size and max(scan["ids"], default=0) >= ix.num_keywords:
-        return f"a keyword id is not below the {ix.num_keywords} keywords"
-    problem = children_problem(ix, scan["children"]) or distinct_ids(ix, max(scan["ids"], default=0), workers)
-    clock("distinct keyword ids")
-    return problem
-
-
-class _Clock:
-    """Adds the seconds since the last call under a name, when there is a dict to fill."""
-
-    def __init__(self, timings: dict[str, float] | None) -> None:
-        self.timings, self.t = timings, time.perf_counter()
-
-    def __call__(self, name: str) -> None:
-        if self.timings is not None:
-            t = time.perf_counter()
-            self.timings[name] = self.timings.get(name, 0.0) + t - self.t
-            self.t = t

@@ -15,6 +15,7 @@ import os
 import stat
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -51,12 +52,13 @@ def _chunks(buf: memoryview, chunk: int) -> list[memoryview]:
     return [buf[i : i + chunk] for i in range(0, len(buf), chunk)]
 
 
+def _crc32(p: memoryview) -> int:
+    return zlib.crc32(p) & 0xFFFF_FFFF
+
+
 def _crc32s(parts: list[memoryview], workers: int) -> list[int]:
     """CRC-32 of each buffer, on up to ``workers`` threads (zlib releases the GIL on large buffers)."""
-    def crc(p: memoryview) -> int:
-        return zlib.crc32(p) & 0xFFFF_FFFF
-
-    return in_parallel([partial(crc, p) for p in parts], workers)
+    return in_parallel([partial(_crc32, p) for p in parts], workers)
 
 
 def _bytes_of(a: np.ndarray) -> memoryview:
@@ -104,20 +106,29 @@ class IndexFile:
 
     def verify(self, workers: int | None = None) -> None:
         """Check every array's CRC-32s (on threads) and that the alignment padding is zero."""
+        tasks, verdict = self.checksum_work()
+        verdict(in_parallel(tasks, workers or usable_cpus()))
+
+    def checksum_work(self) -> tuple[list[Callable[[], int]], Callable[[list[int]], None]]:
+        """`verify` as independent tasks (one CRC-32 of a chunk each, to queue with other work) and the verdict
+        on their results, which raises `IndexFormatError` for the first mismatch or non-zero padding."""
         jobs: list[tuple[str, int, memoryview, int]] = []
         for e in self.table:
             raw = self.data[e["offset"] : e["offset"] + e["nbytes"]].data
             for k, part in enumerate(_chunks(raw, self.chunk_bytes)):
                 jobs.append((e["name"], k, part, e["crc32s"][k]))
-        got = _crc32s([j[2] for j in jobs], workers or usable_cpus())
-        for (name, k, _, want), crc in zip(jobs, got, strict=True):
-            if crc != want:
-                raise IndexFormatError(f"{self.path}: array {name} is corrupt (checksum mismatch in bytes from "
-                                       f"{k * self.chunk_bytes:,}); {_REBUILD}")
-        for e in self.table:
-            pad = self.data[e["offset"] + e["nbytes"] : e["offset"] + _aligned(e["nbytes"])]
-            if pad.any():
-                raise IndexFormatError(f"{self.path}: corrupt padding after array {e['name']}; {_REBUILD}")
+
+        def verdict(got: list[int]) -> None:
+            for (name, k, _, want), crc in zip(jobs, got, strict=True):
+                if crc != want:
+                    raise IndexFormatError(f"{self.path}: array {name} is corrupt (checksum mismatch in bytes "
+                                           f"from {k * self.chunk_bytes:,}); {_REBUILD}")
+            for e in self.table:
+                pad = self.data[e["offset"] + e["nbytes"] : e["offset"] + _aligned(e["nbytes"])]
+                if pad.any():
+                    raise IndexFormatError(f"{self.path}: corrupt padding after array {e['name']}; {_REBUILD}")
+
+        return [partial(_crc32, j[2]) for j in jobs], verdict
 
 
 def _open_checked(p: Path) -> int:

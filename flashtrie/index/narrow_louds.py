@@ -21,7 +21,6 @@ from .checks import (
     BITVECTORS,
     PACKED,
     check_verify_device,
-    content_problem,
     layout_problem,
     meta_problem,
     verify_module,
@@ -30,7 +29,15 @@ from .derived import node_flags as derive_node_flags
 from .fileformat import FORMAT_VERSION, read_index_file, write_index_file
 from .fingerprint import FINGERPRINT_KEY, keywords_fingerprint
 from .packed import PackedInts
-from .text_arrays import TEXT_ARRAY_DTYPES, load_text_store, text_arrays, text_content_problem, text_count
+from .text_arrays import (
+    TEXT_ARRAY_DTYPES,
+    load_text_store,
+    text_arrays,
+    text_content_problem,
+    text_count,
+    text_count_claim,
+)
+from .verify_run import content_problem
 
 __all__ = ["NarrowLoudsIndex", "ARRAY_DTYPES"]
 
@@ -212,17 +219,16 @@ class NarrowLoudsIndex:
             problem, layout = layout_problem(idx)
             if not problem:
                 idx._texts, problem = load_text_store(arrays, text_count(idx.id_order, idx.num_keywords,
-                                                                         idx.num_unique))
+                                                                         idx.num_unique),
+                                                      text_count_claim(idx.id_order, idx.num_keywords,
+                                                                       idx.num_unique))
             t2 = time.perf_counter()
             if timings is not None:
                 timings.update({"header and table": t1 - t0, "cheap checks": t2 - t1})
             if not problem and verify:
-                f.verify()
-                if timings is not None:
-                    timings["checksums"] = time.perf_counter() - t2
                 assert layout is not None
-                problem = content_problem(idx, layout, timings=timings, xp=xp,
-                                          xp_required=verify_device == "gpu") or text_content_problem(idx._texts)
+                problem = content_problem(idx, layout, timings=timings, xp=xp, xp_required=verify_device == "gpu",
+                                          checksums=f.checksum_work()) or text_content_problem(idx._texts)
         except (IndexError, ValueError, OverflowError) as e:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:

@@ -111,6 +111,17 @@ class PackedInts:
         return [PackedInts(words[i // period * wpp :], self.width, min(step, self.size - i))
                 for i in range(0, self.size, step)] or [self]
 
+    def values(self, start: int, count: int) -> np.ndarray:
+        """Values ``[start, start + count)`` (int64), decoded by class from the period that holds ``start``
+        (strided reads, no gathers); the range must lie inside ``[0, size]``."""
+        if not 0 <= start <= start + count <= self.size:
+            raise IndexError(f"values [{start}, {start + count}) outside [0, {self.size})")
+        period, wpp = self._period(self.width)
+        first = start - start % period
+        out = np.zeros(start - first + count, dtype=np.int64)
+        PackedInts(np.asarray(self.words)[first // period * wpp :], self.width, out.size)._decode_into(out)
+        return out[start - first :]
+
     def _decode_into(self, out: np.ndarray) -> None:
         for c, vals in self._classes():
             out[c::8] = vals.view(np.int64)

@@ -69,7 +69,7 @@ def _child_piece(ix: NarrowLoudsIndex, s: int, e: int) -> ChildFound:
     zero_hi = -1
     if wide.size:
         r0 = int(ix.hi_flag.rank1(np.array([c0]))[0])
-        hi = ix.labels_hi.get(np.arange(r0, r0 + wide.size, dtype=np.int64)).astype(np.uint32)
+        hi = ix.labels_hi.values(r0, wide.size).astype(np.uint32)
         if not hi.all():
             zero_hi = c0 + int(wide[int(np.argmin(hi != 0))])
         lab[wide] |= hi << np.uint32(16)
@@ -113,26 +113,33 @@ def children_problem(ix: NarrowLoudsIndex, found: list[ChildFound]) -> str | Non
     return None
 
 
-def distinct_ids(ix: NarrowLoudsIndex, top: int, workers: int) -> str | None:
+def distinct_ids(ix: NarrowLoudsIndex, top: int, workers: int, seen: np.ndarray | None = None) -> str | None:
     """With an id map: every id is distinct.  ``top``: the largest id (already bounded).  A bool per id up to
     ``top`` set on threads where that is at most 8 per stored id (plus 1M), else the sorted ids: memory in
-    proportion to the map, never to the header's keyword count."""
+    proportion to the map, never to the header's keyword count.  ``seen``: that table with every id of the map
+    already marked (by the scan that found ``top``), counted here."""
     kid = ix.keyword_ids
     if kid.size == 0:
         return None
-    if top + 1 > 8 * kid.size + (1 << 20):
+    if seen is None and top + 1 > 8 * kid.size + (1 << 20):
         ids = np.sort(kid.to_array(workers))
-        dup = int(np.count_nonzero(ids[1:] == ids[:-1]))
-    else:
-        seen = np.zeros(top + 1, dtype=bool)
+        return _duplicates_message(int(np.count_nonzero(ids[1:] == ids[:-1])))
+    if seen is None:
+        table = np.zeros(top + 1, dtype=bool)
 
         def mark(part: PackedInts) -> None:
             v = np.zeros(part.size, dtype=np.int64)
             part._decode_into(v)
-            seen[v] = True
+            table[v] = True
 
         in_parallel([partial(mark, part) for part in kid._parts()], workers)
-        step = max(1, ID_CHUNK)
-        dup = kid.size - sum(in_parallel([partial(lambda a: int(np.count_nonzero(seen[a : a + step])), a)
-                                          for a in range(0, seen.size, step)], workers))
+        seen = table
+    marks = seen
+    step = max(1, ID_CHUNK)
+    dup = kid.size - sum(in_parallel([partial(lambda a: int(np.count_nonzero(marks[a : a + step])), a)
+                                      for a in range(0, marks.size, step)], workers))
+    return _duplicates_message(dup)
+
+
+def _duplicates_message(dup: int) -> str | None:
     return f"{dup} keyword ids appear more than once in the id map" if dup else None
