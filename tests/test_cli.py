@@ -45,7 +45,7 @@ def test_python_dash_m() -> None:
 def test_demo_tiny(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     pytest.importorskip("flashtrie.datasets.queries")
     rec = tmp_path / "demo.jsonl"
-    rc = main(["demo", "--keywords", "3000", "--queries", "3", "--beam", "8", "--quiet", "--records", str(rec)])
+    rc = main(["demo", "--num-keywords", "3000", "--num-queries", "3", "--beam", "8", "--quiet", "-o", str(rec)])
     out = capsys.readouterr().out
     assert "backend" in out and "median ms/query" in out and "min-max of 5 passes" in out and "results agree" in out
     assert "numpy" in out and "reference" in out
@@ -262,7 +262,7 @@ def test_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (["gen-keywords", "-n", "10", "-o", "/dev/null"], "is not a regular file"),
     (["search", "--index", "{idx}", "--queries", "{q}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
     (["bench", "beam", "--index", "{idx}", "--queries", "{q}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
-    (["parity", "--index", "{idx}", "--queries", "{q}", "--records", "{tmp}"], "--records: {tmp} is a folder"),
+    (["parity", "--index", "{idx}", "--queries", "{q}", "-o", "{tmp}"], "--output: {tmp} is a folder"),
     (["report", "{records}", "-o", "{kw}"], "--output: {kw} is a file"),
     (["report", "{empty}", "-o", "{tmp}/rep"], "no records in"),
     (["parity", "--index", "{idx}", "--queries", "{q}", "--backends", ""], "--backends: expected a comma"),

@@ -16,6 +16,7 @@ from .common import (
     add_input_options,
     add_search_options,
     choose_backends,
+    hidden_alias,
     load_inputs,
     make_searchers,
     needs_keywords,
@@ -156,23 +157,23 @@ def parity_run(args: argparse.Namespace, keywords: Any, index: Any, workload: An
 
 def write_parity_records(args: argparse.Namespace, report: Any, workload: Any, times: dict[str, list[float]]
                          ) -> None:
-    """Append the parity records to ``--records`` (when given)."""
-    if not getattr(args, "records", None):
+    """Append the parity records to ``-o/--output`` (when given)."""
+    if not getattr(args, "output", None):
         return
     from flashtrie.harness.records import append_records
     from flashtrie.harness.runs import parity_records
 
     ctx = run_context(args, None)
     recs = parity_records(report, workload, search_config(args), times, ctx.record)
-    with writing_to(args.records):
-        append_records(args.records, recs)
-    say(f"{len(recs)} records -> {args.records}")
+    with writing_to(args.output):
+        append_records(args.output, recs)
+    say(f"{len(recs)} records -> {args.output}")
 
 
 def check_records_file(args: argparse.Namespace) -> None:
-    """Refuse a bad ``--records`` path before any work."""
-    if getattr(args, "records", None):
-        check_output_file(args.records, "--records")
+    """Refuse a bad ``-o/--output`` records path before any work."""
+    if getattr(args, "output", None):
+        check_output_file(args.output, "--output")
 
 
 def cmd_parity(args: argparse.Namespace) -> int:
@@ -229,4 +230,5 @@ def add_parsers(subs: Any) -> None:
     add_input_options(p)
     add_search_options(p)
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--records", metavar="FILE", help="also append parity records to this .jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="also append parity records to this .jsonl")
+    hidden_alias(p, "--records", dest="output", metavar="FILE")
