@@ -380,12 +380,14 @@ def needs_keywords(name: str) -> bool:
     return BACKENDS[name].needs == "keywords"
 
 
-def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> list[str]:
+def choose_backends(args: argparse.Namespace, have_keywords: bool = True, skipped: dict[str, str] | None = None
+                    ) -> list[str]:
     """The backends to run: those named by ``--backends``, or every one available here for 'all'.
 
     A backend named explicitly that cannot run (not available here, or marisa without the keyword library)
-    is an error; with 'all' it is left out with a note on stderr.
+    is an error; with 'all' it is left out with a note on stderr (and its reason put in ``skipped``).
     """
+    skipped = {} if skipped is None else skipped
     from flashtrie.harness.backends import BACKENDS, available_backends, parse_backends
 
     wanted = parse_backends(args.backends)
@@ -393,6 +395,7 @@ def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> lis
     for name, why in missing.items():
         if wanted is not None:
             raise InputError(f"--backends: {name} is not available here: {why}")
+        skipped[name] = why
         if not args.quiet:
             say(f"note: backend {name} skipped: {why}")
     for name in [b for b in ok if BACKENDS[b].needs == "keywords" and not have_keywords]:
@@ -400,6 +403,7 @@ def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> lis
             raise InputError(f"--backends: {name} needs the keyword library; pass --keywords FILE, or leave {name} "
                              "out of --backends")
         ok.remove(name)
+        skipped[name] = "it needs the keyword library (--keywords FILE)"
         if not args.quiet:
             say(f"note: backend {name} skipped: it needs the keyword library (--keywords FILE)")
     if not ok:
