@@ -89,7 +89,7 @@ def add_parsers(subs: Any) -> None:
         """, cmd_prepare)
     p.add_argument("--libraries", type=_names, default=list(_LIBRARIES), help=f"comma-separated (default: {libs})")
     p.add_argument("--cache", metavar="DIR", default=None,
-                   help="cache folder (default: $FLASHTRIE_CACHE_DIR, else ~/.cache/flashtrie/real)")
+                   help="cache folder (default: $FLASHTRIE_DATA_CACHE, else ~/.cache/flashtrie/real)")
     p.add_argument("--refresh", action="store_true", help="rebuild even where a cache file exists")
     p = add_command(sub, "bench", "measure real libraries: size vs marisa-trie, reachability, latency, stepwise", """
         Per library: serialized size (narrow-LOUDS index, marisa-trie on the strings, marisa-trie on the
