@@ -117,6 +117,13 @@ def test_readme_states_the_ci_command() -> None:
     assert command and command.group(1).strip() in ci
 
 
+def test_noxfile_says_what_ci_runs_and_the_venv_is_ignored() -> None:
+    ci = re.search(r"nox -s ([a-z ]+)", (README.parent / ".ci" / "run").read_text())
+    doc = (README.parent / "noxfile.py").read_text().split('"""')[1]
+    assert ci and f"`nox -s {ci.group(1).strip()}` (what CI runs" in doc
+    assert ".venv" in (README.parent / ".gitignore").read_text().split()  # the README's virtual environment
+
+
 def test_readme_development_install_brings_the_test_tools_before_pytest() -> None:
     """`python3 -m pytest` right after the development install: the install names the test extra."""
     section = README.read_text().split("## Development", 1)[1].split("\n## ", 1)[0]
