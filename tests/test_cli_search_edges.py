@@ -108,3 +108,11 @@ def test_parity_where_a_backend_fails_to_construct_compares_nothing(library, tmp
                "--backends", "numpy,marisa", "--quiet"])
     cap = capsys.readouterr()
     assert rc == 1 and "nothing was compared: only numpy ran" in cap.err
+
+
+def test_proposals_under_the_token_threshold_do_not_count_as_starting_a_keyword(library, tmp_path, capsys) -> None:
+    _, idx = library
+    q = _tsv(tmp_path / "q.tsv", [("low", [[41, 10], [11, 12]], [[-0.1, -0.5], [-0.2, -0.3]])])
+    assert main(["search", "--index", str(idx), "--queries", str(q), "--beam", "2", "--token-threshold", "-0.4",
+                 "--quiet"]) == 1
+    assert "none of its 1 step-0 proposals starts a keyword" in capsys.readouterr().err

@@ -7,6 +7,7 @@ from typing import Any
 
 from flashtrie.errors import InputError
 from flashtrie.io_util import check_output_file
+from flashtrie.limits import PAD_TOKEN
 
 from .common import (
     BACKENDS_HELP,
@@ -28,7 +29,8 @@ from .common import (
     writing_to,
 )
 
-__all__ = ["add_parsers", "prepare_workload", "parity_run", "write_parity_records"]
+__all__ = ["add_parsers", "prepare_workload", "parity_run", "write_parity_records", "first_tokens",
+           "empty_queries"]
 
 
 def prepare_workload(args: argparse.Namespace, workload: Any) -> Any:
@@ -118,13 +120,13 @@ def empty_queries(res: Any, workload: Any, config: Any, starts: Any) -> list[tup
 
     tokens = np.asarray(workload.proposals.tokens).astype(np.int64)
     logprobs = np.asarray(workload.proposals.logprobs)
-    q_count, t_count, k = tokens.shape
+    t_count = tokens.shape[1]
     out = []
     for q in np.flatnonzero(np.asarray(res.num_results) == 0).tolist():
-        row = tokens[q, 0][logprobs[q, 0] > config.token_threshold]
+        row = tokens[q, 0][(logprobs[q, 0] > config.token_threshold) & (tokens[q, 0] != PAD_TOKEN)]
         if not np.isin(row, starts).any():
-            out.append((q, f"none of its {k} step-0 proposals starts a keyword of the index (its first level holds "
-                           f"{starts.size:,} tokens); were the token ids made by the index's tokenizer?"))
+            out.append((q, f"none of its {row.size} step-0 proposals starts a keyword of the index (its first level "
+                           f"holds {starts.size:,} tokens); were the token ids made by the index's tokenizer?"))
         else:
             out.append((q, f"no beam reached the end of a keyword within its {t_count} steps"
                            + (" above the thresholds" if np.isfinite([config.token_threshold,
