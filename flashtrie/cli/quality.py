@@ -63,19 +63,19 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    path = args.tasks or getattr(args, "tasks_option", None)
+    if not path:
+        raise InputError("TASKS: expected a task .npz or a folder of them (from 'flashtrie quality tasks')")
     from flashtrie.datasets.quality_tasks import load_task
     from flashtrie.harness import env
     from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
     from flashtrie.harness.sweep import RunContext
 
-    path = args.tasks or getattr(args, "tasks_option", None)
-    if not path:
-        raise InputError("TASKS: expected a task .npz or a folder of them (from 'flashtrie quality tasks')")
     src = Path(path)
     files = sorted(src.glob("*.npz")) if src.is_dir() else [src]
     if not files:
-        raise InputError(f"--tasks: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
+        raise InputError(f"TASKS: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
     tasks = [load_task(f) for f in files]
     ctx = RunContext(out=None, env=env.snapshot(), command=list(args.argv))
     t0 = time.perf_counter()
