@@ -84,3 +84,16 @@ def test_build_gpu_without_cupy_fails_before_tokenizing(tmp_path, capsys, monkey
 ])
 def test_advice_is_rewritten(python: str, cli: str) -> None:
     assert command_line_advice(python) == cli
+
+
+def test_a_missing_optional_package_is_one_line_naming_its_extra(tmp_path, capsys, monkeypatch) -> None:
+    """`quality run` imports torch when it runs: without it, one line that says how to install it."""
+    import flashtrie.cli.quality as cq
+
+    def run_without_torch(args: object) -> int:
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setattr(cq, "cmd_run", run_without_torch)
+    assert main(["quality", "run", str(tmp_path / "t.npz"), "-o", str(tmp_path / "q.jsonl")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "'torch'" in err and "pip install 'flashtrie[hf]'" in err

@@ -23,7 +23,7 @@ from typing import TextIO
 from flashtrie.errors import FlashTrieError
 
 from . import bench, data, demo, quality, real, search
-from .advice import command_line_advice
+from .advice import command_line_advice, missing_package_line
 from .common import PROG, QUIET_HELP, Formatter, Parser
 from .common import ints as _ints  # noqa: F401 - the tests parse integer lists through it
 
@@ -151,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return rc
     except FlashTrieError as e:
         return _error(command_line_advice(str(e).splitlines()[0]) if str(e) else type(e).__name__)
+    except ModuleNotFoundError as e:  # an optional package (an extra) a command imports when it runs
+        return _error(missing_package_line(e))
     except MemoryError:
         return _error("out of memory; try a smaller input (-n, --limit, --sizes) or a machine with more RAM")
     except KeyboardInterrupt:

