@@ -1,4 +1,5 @@
-"""nox sessions: `nox -s lint tests` (what CI runs), `typecheck`, `bench`, `report`, `gpu` (GPU runners), `demo`."""
+"""nox sessions: `nox -s lint typecheck tests` (what CI runs, .ci/run), `bench`, `report`, `gpu` (GPU runners),
+`demo`."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ Every source gets the layout checks of `flashtrie.gpu_impl.layout` appended (``s
 sizes and offsets of the structs the host packs, and a declaration of each of its kernels with the parameters
 the host passes), and its headers are found in ``kernels/``.
 
-The cache lives in ``$FLASHTRIE_CACHE`` (default ``~/.cache/flashtrie``); an entry is keyed by the
+The cache lives in ``$FLASHTRIE_KERNEL_CACHE`` (the older ``$FLASHTRIE_CACHE`` is still read; default
+``~/.cache/flashtrie/kernels``: `flashtrie.caches`); an entry is keyed by the
 SHA-256 of every source in ``kernels/``, the architecture, the NVRTC version, the versions of the header and
 cuda-core packages, and the exact options handed to NVRTC.  An entry that is not a cubin is compiled again.
 """
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -56,9 +56,11 @@ class CompiledKernel:
 
 
 def cache_dir() -> Path:
-    """``$FLASHTRIE_CACHE`` or ``~/.cache/flashtrie``."""
-    env = os.environ.get("FLASHTRIE_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "flashtrie"
+    """`flashtrie.caches.kernel_cache_dir`: ``$FLASHTRIE_KERNEL_CACHE`` (or the older ``$FLASHTRIE_CACHE``),
+    else ``~/.cache/flashtrie/kernels``."""
+    from flashtrie.caches import kernel_cache_dir
+
+    return kernel_cache_dir()
 
 
 def nvrtc_version() -> tuple[int, int]:

@@ -75,8 +75,8 @@ def test_bench_and_parity_print_the_k_they_used(tmp_path: Path, capsys: pytest.C
                  "--quiet"]) == 0
     rows = [ln.split() for ln in capsys.readouterr().out.splitlines()[2:]]
     assert [(r[3], r[4]) for r in rows] == [("2", "2"), ("16", "8")]
-    assert main(["parity", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beam", "4", "--backends",
-                 "numpy", "--quiet"]) == 0
+    assert main(["parity", "--keywords", str(f["kw"]), "--index", str(f["idx"]), "--queries", str(f["q"]), "--beam",
+                 "4", "--backends", "numpy,marisa", "--quiet"]) == 0
     assert "K = 4 proposals per step" in capsys.readouterr().out
 
 

@@ -162,7 +162,8 @@ def test_parity_records_on_a_full_disk(tmp_path: Path, monkeypatch: pytest.Monke
     f = _files(tmp_path)
     rec = tmp_path / "p.jsonl"
     _short_write(monkeypatch)
-    rc = main(["parity", "--index", str(f["idx"]), "--queries", str(f["q"]), "--beam", "4", "--backends", "numpy",
+    rc = main(["parity", "--keywords", str(f["kw"]), "--index", str(f["idx"]), "--queries", str(f["q"]), "--beam",
+               "4", "--backends", "numpy,marisa",
                "--records", str(rec), "--quiet"])
     assert rc == 2
     line = _error_line(capsys)

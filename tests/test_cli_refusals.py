@@ -228,10 +228,10 @@ def test_bench_beam_wider_than_k_warns(tmp_path: Path, capsys: pytest.CaptureFix
 @pytest.mark.parametrize(("argv", "start"), [
     (["gen-queries", "NOFILE", "-n", "1M", "-K", "65535", "-o", "OUT.npz"], "-n / -K: 1,000,000 / 65,535 needs"),
     (["bench", "size", "--sizes", "10,1G", "-o", "OUT.jsonl"], "--sizes: 1,000,000,000 needs"),
-    (["demo", "--keywords", "1G", "--records", "OUT.jsonl"], "--keywords: 1,000,000,000 needs"),
-    (["demo", "--keywords", "100", "--queries", "1M", "-K", "65k", "--records", "OUT.jsonl"],
-     "--queries: 1,000,000 needs"),
-    (["demo", "--keywords", "100", "--beam", "60000", "-K", "1", "--records", "OUT.jsonl"], "--beam: 60,000 needs"),
+    (["demo", "--num-keywords", "1G", "-o", "OUT.jsonl"], "--num-keywords: 1,000,000,000 needs"),
+    (["demo", "--num-keywords", "100", "--num-queries", "1M", "-K", "65k", "-o", "OUT.jsonl"],
+     "--num-queries: 1,000,000 needs"),
+    (["demo", "--num-keywords", "100", "--beam", "60000", "-K", "1", "-o", "OUT.jsonl"], "--beam: 60,000 needs"),
 ])
 def test_a_run_too_large_for_memory_is_refused_before_any_work(argv: list[str], start: str, tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch,

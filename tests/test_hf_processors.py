@@ -292,9 +292,14 @@ def test_remove_invalid_values_scores_are_the_hooks_in_the_hook_slot() -> None:
 
 
 # ---------------------------------------------------------------- every setting, alone and combined
+#: The fast loop runs every setting with GPT-2 in greedy search and beam sampling; the full run adds BART and
+#: the other modes.
+FAST_MODES = ("greedy", "beam_sample")
+
+
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("mode", list(MODES))
-@pytest.mark.parametrize("arch", ["gpt2", "bart"])
+@pytest.mark.parametrize("mode", [m if m in FAST_MODES else pytest.param(m, marks=pytest.mark.slow) for m in MODES])
+@pytest.mark.parametrize("arch", ["gpt2", pytest.param("bart", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("name", list(ALL))
 def test_each_setting_alone_equals_the_hook(name: str, arch: str, mode: str, device: str) -> None:
     if name in WARPERS and "sample" not in mode:
@@ -322,6 +327,7 @@ def test_each_setting_alone_equals_the_hook(name: str, arch: str, mode: str, dev
         _on_trie(listed, p)  # (beam search returns what the hook returns: a hypothesis cut at max_length included)
 
 
+@pytest.mark.slow  # 40 generate() runs of combined settings; every setting alone runs in the fast loop
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(names=st.sets(st.sampled_from(sorted(ALL)), min_size=2, max_size=6), arch=st.sampled_from(["gpt2", "bart"]),
        mode=st.sampled_from(sorted(MODES)), seed=st.integers(0, 3), max_new_tokens=st.integers(1, 7))

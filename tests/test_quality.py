@@ -307,6 +307,7 @@ def test_nar_head_reads_the_query_by_position():
     assert torch.allclose(head(q[:, :3]), out, atol=1e-5)  # padding is not read
 
 
+@pytest.mark.slow  # a minute of training on 2 cores
 def test_training_is_deterministic_with_the_seed_and_learns():
     from flashtrie.harness.quality_models import ModelSize
     from flashtrie.harness.quality_train import TrainConfig, train_ar, train_nar
@@ -325,6 +326,7 @@ def test_training_is_deterministic_with_the_seed_and_learns():
 
 
 # ------------------------------------------------------------------------------------------------- e2e
+@pytest.mark.slow  # trains both models on the toy config
 def test_toy_run_end_to_end(tmp_path):
     from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality
@@ -396,6 +398,7 @@ def test_time_guard_records_skipped(tmp_path):
     assert recs and all(r.status == "skipped" and "time" in r.message for r in recs)
 
 
+@pytest.mark.slow  # trains both models on the toy config through the command line
 def test_cli_quality_run_and_report(tmp_path, capsys):
     from flashtrie.cli import main
 

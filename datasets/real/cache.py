@@ -2,9 +2,10 @@
 ``NAME-vLOADER-DATAVERSION.npz`` (the loader version and the version of the data and the tokenizer it
 was built from), written to a temporary name and renamed.
 
-Folder: the ``cache_dir`` argument, else ``$FLASHTRIE_CACHE_DIR``, else ``$XDG_CACHE_HOME/flashtrie/real``
-(``~/.cache/flashtrie/real``).  Where the data package is not installed (a machine that only has a
-copied cache folder), the one cached file of that library and loader version is used.
+Folder: the ``cache_dir`` argument, else ``$FLASHTRIE_DATA_CACHE`` (or the older ``$FLASHTRIE_CACHE_DIR``), else
+``$XDG_CACHE_HOME/flashtrie/real`` (``~/.cache/flashtrie/real``): `flashtrie.caches`.  Where the data package is
+not installed (a machine that only has a copied cache folder), the one cached file of that library and loader
+version is used.
 """
 
 from __future__ import annotations
@@ -31,12 +32,9 @@ class SourceMissing(InputError):
 
 def default_cache_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """The cache folder (see the module docstring)."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    if os.environ.get("FLASHTRIE_CACHE_DIR"):
-        return Path(os.environ["FLASHTRIE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "flashtrie" / "real"
+    from flashtrie.caches import data_cache_dir
+
+    return Path(cache_dir) if cache_dir is not None else data_cache_dir()
 
 
 def _slug(text: str) -> str:

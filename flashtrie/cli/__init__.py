@@ -23,7 +23,8 @@ from typing import TextIO
 from flashtrie.errors import FlashTrieError
 
 from . import bench, data, demo, quality, real, search
-from .common import PROG, Formatter
+from .advice import command_line_advice, missing_package_line
+from .common import PROG, QUIET_HELP, Formatter, Parser
 from .common import ints as _ints  # noqa: F401 - the tests parse integer lists through it
 
 __all__ = ["main", "build_parser"]
@@ -62,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser; every command module adds its own subcommands."""
     from flashtrie import __version__
 
-    parser = argparse.ArgumentParser(prog=PROG, description=_DESCRIPTION, formatter_class=Formatter)
+    parser = Parser(prog=PROG, description=_DESCRIPTION, formatter_class=Formatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    # a separate name: the subcommand's own --quiet (default False) would overwrite this one's value
+    parser.add_argument("--quiet", dest="quiet_before", action="store_true", help=QUIET_HELP)
     subs = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in (data, search, bench, demo, real, quality):
         module.add_parsers(subs)
@@ -139,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     args = bench.suite_command(sys.argv[1:] if argv is None else list(argv)) or parser.parse_args(argv)
+    args.quiet = bool(getattr(args, "quiet", False) or getattr(args, "quiet_before", False))
     args.argv = [PROG, *(sys.argv[1:] if argv is None else argv)]
     try:
         with _warnings_as_lines(), contextlib.redirect_stdout(_Stdout(sys.stdout)):  # type: ignore[type-var]
@@ -146,7 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.flush()  # here, so a full stdout is reported like any other failed write
         return rc
     except FlashTrieError as e:
-        return _error(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return _error(command_line_advice(str(e).splitlines()[0]) if str(e) else type(e).__name__)
+    except ModuleNotFoundError as e:  # an optional package (an extra) a command imports when it runs
+        return _error(missing_package_line(e))
     except MemoryError:
         return _error("out of memory; try a smaller input (-n, --limit, --sizes) or a machine with more RAM")
     except KeyboardInterrupt:

@@ -11,7 +11,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 from flashtrie.errors import InputError
 from flashtrie.harness.argtypes import (
@@ -31,12 +31,12 @@ if TYPE_CHECKING:
     from flashtrie.index import NarrowLoudsIndex
     from flashtrie.keywords import KeywordSet
 
-__all__ = ["PROG", "Formatter", "add_command", "count", "ints", "beam_width", "beam_widths", "check_suffix", "plural",
-           "check_same_library", "nonneg", "proposals_count", "steps_count",
-           "results_count", "vocab_count", "alpha", "seconds", "number", "say", "Stage",
-           "search_config", "add_search_options", "add_input_options", "load_inputs", "build_index",
-           "choose_backends", "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP",
-           "writing_to", "load_keyword_file", "KEYWORDS_HELP", "TSV_HELP"]
+__all__ = ["PROG", "Parser", "Formatter", "add_command", "hidden_alias", "QUIET_HELP", "count", "ints", "beam_width",
+           "beam_widths", "check_suffix", "plural", "check_same_library", "nonneg", "proposals_count", "steps_count",
+           "results_count", "vocab_count", "alpha", "seconds", "number", "say", "Stage", "search_config",
+           "add_search_options", "add_input_options", "load_inputs", "build_index", "choose_backends",
+           "needs_keywords", "make_searchers", "proposals_k", "run_context", "BACKENDS_HELP", "writing_to",
+           "load_keyword_file", "KEYWORDS_HELP", "TSV_HELP"]
 
 PROG = "flashtrie"
 
@@ -54,14 +54,31 @@ class Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsH
         return super()._get_help_string(action)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line, ``flashtrie: error: ... (see flashtrie CMD --help)``, with
+    exit status 2, like every other error of the command line (not argparse's usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{PROG}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+QUIET_HELP = "no progress bars or stage messages (also accepted before the command)"
+
+
 def add_command(subs: Any, name: str, help_line: str, body: str, fn: Callable[[argparse.Namespace], int]
                 ) -> argparse.ArgumentParser:
     """A subcommand parser with its description, ``--quiet`` and the function that runs it."""
     p = subs.add_parser(name, help=help_line, description=help_line + "\n\n" + textwrap.dedent(body).strip(),
                         formatter_class=Formatter)
     p.set_defaults(func=fn)
-    p.add_argument("--quiet", action="store_true", help="no progress bars or stage messages")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     return p
+
+
+def hidden_alias(p: argparse.ArgumentParser | Any, *flags: str, dest: str, **kw: Any) -> None:
+    """An old spelling of an option: parsed into ``dest`` like the option, left out of ``--help``."""
+    p.add_argument(*flags, dest=dest, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kw)
 
 
 # ------------------------------------------------------------------------------------- argument types
@@ -178,7 +195,7 @@ def add_search_options(p: argparse.ArgumentParser, proposals: bool = True) -> No
     g.add_argument("--length-norm", type=alpha, default=0.0,
                    help="alpha of the length normalisation (6 / (5 + length)) ** alpha used to rank results")
     if proposals:
-        g.add_argument("-K", type=proposals_count, default=None, dest="K",
+        g.add_argument("-K", "--num-proposals", type=proposals_count, default=None, dest="K",
                        help="proposals per step used: the top K of each row (default: K = beam width, as in "
                             "'flashtrie bench'; --all-proposals keeps every one)")
         g.add_argument("--all-proposals", action="store_true", help="use every proposal of each row")
@@ -256,11 +273,8 @@ def load_keyword_file(path: str, quiet: bool, tokenizer: str | None = None, dupl
     names = load_names(path)
     bar = not quiet and len(names) >= PROGRESS_BAR_NAMES
     with Stage(f"tokenizing {len(names):,} names", quiet or bar):  # the bar says it (a stage line would break it)
-        try:
-            return KeywordSet.from_texts(names, tok, duplicates=duplicates, unknown=unknown,  # type: ignore[arg-type]
-                                         progress=bar)
-        except InputError as e:  # the command line's spelling of the option
-            raise InputError(str(e).replace("unknown='keep'", "--unknown keep")) from None
+        return KeywordSet.from_texts(names, tok, duplicates=duplicates, unknown=unknown,  # type: ignore[arg-type]
+                                     progress=bar)
 
 
 def add_input_options(p: argparse.ArgumentParser, keywords_required: bool = False) -> None:
@@ -368,12 +382,14 @@ def needs_keywords(name: str) -> bool:
     return BACKENDS[name].needs == "keywords"
 
 
-def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> list[str]:
+def choose_backends(args: argparse.Namespace, have_keywords: bool = True, skipped: dict[str, str] | None = None
+                    ) -> list[str]:
     """The backends to run: those named by ``--backends``, or every one available here for 'all'.
 
     A backend named explicitly that cannot run (not available here, or marisa without the keyword library)
-    is an error; with 'all' it is left out with a note on stderr.
+    is an error; with 'all' it is left out with a note on stderr (and its reason put in ``skipped``).
     """
+    skipped = {} if skipped is None else skipped
     from flashtrie.harness.backends import BACKENDS, available_backends, parse_backends
 
     wanted = parse_backends(args.backends)
@@ -381,6 +397,7 @@ def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> lis
     for name, why in missing.items():
         if wanted is not None:
             raise InputError(f"--backends: {name} is not available here: {why}")
+        skipped[name] = why
         if not args.quiet:
             say(f"note: backend {name} skipped: {why}")
     for name in [b for b in ok if BACKENDS[b].needs == "keywords" and not have_keywords]:
@@ -388,6 +405,7 @@ def choose_backends(args: argparse.Namespace, have_keywords: bool = True) -> lis
             raise InputError(f"--backends: {name} needs the keyword library; pass --keywords FILE, or leave {name} "
                              "out of --backends")
         ok.remove(name)
+        skipped[name] = "it needs the keyword library (--keywords FILE)"
         if not args.quiet:
             say(f"note: backend {name} skipped: it needs the keyword library (--keywords FILE)")
     if not ok:

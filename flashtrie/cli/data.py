@@ -39,10 +39,10 @@ def cmd_gen_keywords(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "--output")
     check_suffix(args.output, "--output", (".npz", ".txt"), "a keyword library")
-    check_parts([generation_part("-n", args.n)])
-    params = KeywordParams(n=args.n, seed=args.seed, **({} if args.vocab_size is None else
+    check_parts([generation_part("-n", args.num_keywords)])
+    params = KeywordParams(n=args.num_keywords, seed=args.seed, **({} if args.vocab_size is None else
                                                          {"vocab_size": args.vocab_size}))
-    with Stage(f"generating {args.n:,} keywords (seed {args.seed})", args.quiet):
+    with Stage(f"generating {args.num_keywords:,} keywords (seed {args.seed})", args.quiet):
         kw = generate_keywords_from(params)
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         save_keywords(args.output, kw, params)
@@ -56,13 +56,13 @@ def cmd_gen_queries(args: argparse.Namespace) -> int:
 
     check_output_file(args.output, "--output", (args.keywords,))
     check_suffix(args.output, "--output", (".npz", ".tsv"), "a query workload")
-    shape = ("-n / -K", f"{args.n:,} / {args.K:,}", args.n, args.steps, args.K)
+    shape = ("-n / -K", f"{args.num_queries:,} / {args.K:,}", args.num_queries, args.steps, args.K)
     check_parts([workload_part(*shape)])
     kw = load_keyword_file(args.keywords, args.quiet)
     check_parts([workload_part(*shape, library=len(kw))])
-    with Stage(f"generating {args.n} '{args.preset}' queries, K = {args.K}", args.quiet):
+    with Stage(f"generating {args.num_queries} '{args.preset}' queries, K = {args.K}", args.quiet):
         timings: dict[str, float] = {}
-        wl = generate_workload(kw, args.n, args.K, args.steps, args.preset, args.seed, device=args.device,
+        wl = generate_workload(kw, args.num_queries, args.K, args.steps, args.preset, args.seed, device=args.device,
                                timings=timings)
     ran = next((k.split(" (")[0] for k in timings if k.startswith("library pass on")), None)
     if ran and not args.quiet:
@@ -80,6 +80,10 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise InputError("--duplicates: applies to names tokenized with --tokenizer SPEC")
     if args.unknown != "error" and args.tokenizer is None:
         raise InputError("--unknown: applies to names tokenized with --tokenizer SPEC")
+    if args.gpu:  # before any name is read or tokenized
+        from flashtrie.arrays import cupy_module
+
+        cupy_module()
     kw = load_keyword_file(args.keywords, args.quiet, args.tokenizer, args.duplicates, args.unknown)
     check_parts([build_part("KEYWORDS", f"{args.keywords} ({len(kw):,} keywords)", len(kw))])
     t0 = time.perf_counter()
@@ -142,7 +146,8 @@ def add_parsers(subs: Any) -> None:
 
         example:  flashtrie gen-keywords -n 200k -o data/kw.npz
         """, cmd_gen_keywords)
-    p.add_argument("-n", type=count, default=200_000, help="number of keywords (200000, 200k, 2M ...)")
+    p.add_argument("-n", "--num-keywords", type=count, default=200_000,
+                   help="number of keywords (200000, 200k, 2M ...)")
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
     p.add_argument("--vocab-size", type=vocab_count, default=None,
                    help="vocabulary size (default: the generator's, 2.2M)")
@@ -157,8 +162,8 @@ def add_parsers(subs: Any) -> None:
         example:  flashtrie gen-queries data/kw.npz -n 16 -K 1000 -o data/q.npz
         """, cmd_gen_queries)
     p.add_argument("keywords", metavar="KEYWORDS", help="keyword library the queries are drawn from")
-    p.add_argument("-n", type=count, default=16, help="number of queries")
-    p.add_argument("-K", type=proposals_count, default=1000,
+    p.add_argument("-n", "--num-queries", type=count, default=16, help="number of queries")
+    p.add_argument("-K", "--num-proposals", type=proposals_count, default=1000, dest="K",
                    help="proposals per step (search and bench use the top K = beam width of them)")
     p.add_argument("--steps", "-T", type=steps_count, default=None,
                    help="decoding steps T (default: the generator's, 8)")

@@ -14,6 +14,7 @@ from .common import (
     build_index,
     choose_backends,
     count,
+    hidden_alias,
     nonneg,
     proposals_count,
     steps_count,
@@ -32,14 +33,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     check_records_file(args)
     backends = choose_backends(args)
     k = args.K if args.K is not None else args.beam
-    check_parts([*library_parts("--keywords", args.keywords, backends),
-                 workload_part("--queries", f"{args.queries:,}", args.queries, args.steps, k, library=args.keywords),
+    check_parts([*library_parts("--num-keywords", args.num_keywords, backends),
+                 workload_part("--num-queries", f"{args.num_queries:,}", args.num_queries, args.steps, k,
+                               library=args.num_keywords),
                  search_part("--beam", f"{args.beam:,}", args.beam, 1)])
     t_start = time.perf_counter()
-    with Stage(f"generating {args.keywords:,} keywords (seed {args.seed})", args.quiet):
-        keywords = generate_keywords(args.keywords, seed=args.seed)
-    with Stage(f"generating {args.queries} '{args.preset}' queries (K = {k})", args.quiet):
-        workload = generate_workload(keywords, args.queries, k, args.steps, args.preset, args.seed)
+    with Stage(f"generating {args.num_keywords:,} keywords (seed {args.seed})", args.quiet):
+        keywords = generate_keywords(args.num_keywords, seed=args.seed)
+    with Stage(f"generating {args.num_queries} '{args.preset}' queries (K = {k})", args.quiet):
+        workload = generate_workload(keywords, args.num_queries, k, args.steps, args.preset, args.seed)
     index = build_index(keywords, args.quiet)
     q, t, kk = workload.proposals.shape
     passes = f"{args.repeats:,} pass{'' if args.repeats == 1 else 'es'}"
@@ -62,7 +64,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def keyword_count(text: str) -> int:
-    """demo's --keywords: a count of generated keywords; a file name gets a pointer to ``search``."""
+    """demo's old --keywords: a count of generated keywords; a file name gets a pointer to ``search``."""
     try:
         return count(text)
     except argparse.ArgumentTypeError:
@@ -79,14 +81,17 @@ def add_parsers(subs: Any) -> None:
         all return exactly the same results, and prints mean latency per query and the speed-up over
         marisa.  Each backend makes one untimed warm-up pass over the queries, then --repeats timed passes; the
         table shows the median of the passes' mean ms per query, their spread (min-max), and the speed-up as the
-        ratio of the medians.  Nothing is written unless --records is given.
+        ratio of the medians.  Nothing is written unless -o/--output is given.
 
-        example:  flashtrie demo --keywords 200k --queries 16 --beam 100
+        example:  flashtrie demo --num-keywords 200k --num-queries 16 --beam 100
         """, cmd_demo)
-    p.add_argument("--keywords", type=keyword_count, default=200_000,
-                   help="number of generated keywords (a count here, not a file)")
-    p.add_argument("--queries", type=count, default=16, help="number of generated queries")
-    p.add_argument("-K", type=proposals_count, default=None, help="proposals per step (default: the beam width)")
+    p.add_argument("-n", "--num-keywords", type=count, default=200_000, dest="num_keywords",
+                   help="number of generated keywords")
+    hidden_alias(p, "--keywords", dest="num_keywords", type=keyword_count)
+    p.add_argument("--num-queries", type=count, default=16, help="number of generated queries")
+    hidden_alias(p, "--queries", dest="num_queries", type=count)
+    p.add_argument("-K", "--num-proposals", type=proposals_count, default=None, dest="K",
+                   help="proposals per step (default: the beam width)")
     p.add_argument("--steps", type=steps_count, default=None, help="decoding steps (default: the generator's)")
     p.add_argument("--preset", choices=("dense", "sparse"), default="dense", help="workload shape")
     p.add_argument("--seed", type=nonneg, default=0, help="random seed")
@@ -94,5 +99,6 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--repeats", type=count, default=5,
                    help="timed passes over the queries per backend, after one warm-up pass (the table shows their "
                         "median and spread)")
-    p.add_argument("--records", metavar="FILE", help="also append the demo's records to this .jsonl")
+    p.add_argument("-o", "--output", metavar="FILE", help="also append the demo's records to this .jsonl")
+    hidden_alias(p, "--records", dest="output", metavar="FILE")
     add_search_options(p, proposals=False)

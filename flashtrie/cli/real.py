@@ -9,7 +9,18 @@ from typing import Any
 from flashtrie.errors import InputError
 
 from .bench import cmd_report
-from .common import BACKENDS_HELP, Stage, add_command, choose_backends, count, ints, nonneg, run_context, say, seconds
+from .common import (
+    BACKENDS_HELP,
+    Stage,
+    add_command,
+    beam_widths,
+    choose_backends,
+    count,
+    nonneg,
+    run_context,
+    say,
+    seconds,
+)
 
 __all__ = ["add_parsers"]
 
@@ -78,7 +89,7 @@ def add_parsers(subs: Any) -> None:
         """, cmd_prepare)
     p.add_argument("--libraries", type=_names, default=list(_LIBRARIES), help=f"comma-separated (default: {libs})")
     p.add_argument("--cache", metavar="DIR", default=None,
-                   help="cache folder (default: $FLASHTRIE_CACHE_DIR, else ~/.cache/flashtrie/real)")
+                   help="cache folder (default: $FLASHTRIE_DATA_CACHE, else ~/.cache/flashtrie/real)")
     p.add_argument("--refresh", action="store_true", help="rebuild even where a cache file exists")
     p = add_command(sub, "bench", "measure real libraries: size vs marisa-trie, reachability, latency, stepwise", """
         Per library: serialized size (narrow-LOUDS index, marisa-trie on the strings, marisa-trie on the
@@ -94,7 +105,7 @@ def add_parsers(subs: Any) -> None:
     p.add_argument("--cache", metavar="DIR", default=None, help="cache folder (see 'real prepare')")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="records file (.jsonl, appended)")
     p.add_argument("--backends", default="all", help=BACKENDS_HELP)
-    p.add_argument("--beams", type=ints, default=[1, 10, 100, 1000], help="beam widths (K = beam width)")
+    p.add_argument("--beams", type=beam_widths, default=[1, 10, 100, 1000], help="beam widths (K = beam width)")
     p.add_argument("--num-queries", type=count, default=32, help="queries drawn from the library's query set")
     p.add_argument("--seed", type=nonneg, default=0, help="seed of the query draw and the proposals")
     p.add_argument("--no-sizes", action="store_true", help="skip the size and build-time comparison")
