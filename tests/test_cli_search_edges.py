@@ -23,7 +23,7 @@ def _tsv(path: Path, rows: list[tuple[str, list[list[int]], list[list[float]]]])
 def library(tmp_path: Path) -> tuple[Path, Path]:
     kws = KeywordSet.from_sequences(KEYWORDS)
     kw, idx = tmp_path / "kw.txt", tmp_path / "kw.ftrie"
-    kws.to_text(kw)
+    kws.to_token_file(kw)
     NarrowLoudsIndex.build(kws).save(idx)
     return kw, idx
 

@@ -15,6 +15,9 @@ __all__ = ["PYTHON_ADVICE", "NOT_RELAYED", "command_line_advice", "missing_packa
 PYTHON_ADVICE: tuple[tuple[str, str], ...] = (
     (r"pass duplicates='keep'", "pass --duplicates keep"),
     (r"pass unknown='keep'", "pass --unknown keep"),
+    (r"probabilities=True to take their logs, or probabilities=False for model scores taken as given",
+     "--probabilities to take their logs"),
+    (r"\(probabilities=True\)", "(--probabilities)"),
     (r"build on the CPU with NarrowLoudsIndex\.build", "build on the CPU (leave out --gpu)"),
     (r"use device='cpu' or 'auto'", "use --device cpu or auto"),
     (r"build it from KeywordSet\.from_texts\(texts, tokenizer\) or with (`flashtrie build)", r"build it with \1"),
