@@ -62,9 +62,9 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     s = object.__new__(S.GpuSearcher)
     s.index, s.ctx, s.device, s.stream, s.kernel = index, ctx, ctx.device, ctx.stream, None
     s._static_smem, s._smem_optin, s._num_sms, s._blocks_per_sm, s._smem_attr_set = 8720, 232448, 2, None, 0
-    s.stage_inputs, s.last_breakdown, s._ws, s._ln_cache = True, {}, None, {}
+    s.stage_inputs, s.last_breakdown, s._ws = True, {}, None
     s._stats = s._stats_raw = None
-    s._derived, s._checked = {}, set()
+    s._plans, s._checked = {}, set()
     s._stream_handle = s._stream_int = 1234
     s._index = types.SimpleNamespace(view=allocate(64, "index"))
     s._index_ptr = int(s._index.view.handle)

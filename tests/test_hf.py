@@ -9,7 +9,14 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from transformers import GPT2Config, GPT2LMHeadModel, LogitsProcessorList, T5Config, T5ForConditionalGeneration  # noqa: E402
+from transformers import (  # noqa: E402
+    GenerationMixin,
+    GPT2Config,
+    GPT2LMHeadModel,
+    LogitsProcessorList,
+    T5Config,
+    T5ForConditionalGeneration,
+)
 
 from flashtrie import InputError, KeywordSet, NarrowLoudsIndex  # noqa: E402
 from flashtrie.hf import TrieLogitsProcessor, prefix_allowed_tokens_fn  # noqa: E402
@@ -51,6 +58,11 @@ class DictTrieFn:
                 return [EOS]
             d = d[x]
         return sorted(d) or [EOS]
+
+
+#: Whether beam search is the vectorised one; the older one (transformers before 4.50) goes on feeding the beams
+#: of a finished batch item padded with pad_token_id, which leaves the trie (dead rows, for the hook too).
+_BEAMS_STOP_AT_EOS = hasattr(GenerationMixin, "_flatten_beam_dim")
 
 
 def _gpt2(vocab: int) -> GPT2LMHeadModel:
@@ -101,7 +113,8 @@ def test_generate_equals_prefix_allowed_tokens_fn(arch: str, vocab: int, beams: 
     words = {tuple(k) for k in kws}
     for gen in _continuations(ours.sequences, p):
         assert gen[-1] == EOS and tuple(gen[:-1]) in words, gen
-    assert proc.dead_count == 0
+    if beams == 1 or _BEAMS_STOP_AT_EOS:
+        assert proc.dead_count == 0
     if device == "cuda":  # the GPU stepper did the work, not the CPU fallback
         assert proc._gpu and all(g is not None for g in proc._gpu.values())
 
@@ -273,7 +286,8 @@ def test_bad_arguments_are_refused_before_any_state_changes() -> None:
     with pytest.raises(InputError, match="prompt_length: expected an int or a sequence"):
         TrieLogitsProcessor(index, 1, prompt_length=2.0)
     proc = TrieLogitsProcessor(index, 1)
-    with pytest.raises(InputError, match="scores: expected floating-point logits, got torch.int64"):
+    with pytest.raises(InputError, match="scores: expected float16, bfloat16, float32 or float64 logits, got "
+                                           "torch.int64"):
         proc(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 24, dtype=torch.long))
     with pytest.raises(InputError, match="input_ids: expected integer token ids, got torch.float32"):
         proc(torch.zeros(1, 3), torch.zeros(1, 24))

@@ -21,10 +21,10 @@ from hypothesis import strategies as st  # noqa: E402
 from transformers import (  # noqa: E402
     BartConfig,
     BartForConditionalGeneration,
+    GenerationConfig,
     GPT2Config,
     GPT2LMHeadModel,
     LogitsProcessorList,
-    WatermarkingConfig,
 )
 
 from flashtrie import InputError, KeywordSet, NarrowLoudsIndex  # noqa: E402
@@ -114,8 +114,10 @@ WARPERS = {
     "eta_cutoff": {"eta_cutoff": 0.05},
     "top_h": {"top_h": 0.5},
 }
+WatermarkingConfig = getattr(transformers, "WatermarkingConfig", None)  # transformers 4.44 and later
 LAST = {
-    "watermarking_config": {"watermarking_config": WatermarkingConfig(bias=2.0, greenlist_ratio=0.5)},
+    "watermarking_config": {"watermarking_config": WatermarkingConfig and WatermarkingConfig(bias=2.0,
+                                                                                              greenlist_ratio=0.5)},
     "renormalize_logits": {"renormalize_logits": True},
 }
 ALL = {**BEFORE_HOOK, **AFTER_HOOK, **WARPERS, **LAST}
@@ -152,6 +154,10 @@ def _after_hook_all_inf() -> set[str]:
     return {"suppress_tokens"} | ({"exponential_decay_length_penalty"} if nan else set())
 
 
+#: The generation settings the installed transformers knows (older releases lack some: ``top_h``, watermarking).
+_KNOWN_SETTINGS = set(vars(GenerationConfig()))
+
+
 def _reference_skip(names: tuple[str, ...], device: str, mode: str) -> str | None:
     """Why the hook cannot be the reference for ``names`` here (None: it can)."""
     if set(names) & MASKING and not _hook_forces():
@@ -166,6 +172,9 @@ def _run(arch: str, device: str, mode: str, names: tuple[str, ...], *, ours: str
          max_new_tokens: int = 5, grouped: bool = True, proc: TrieLogitsProcessor | None = None):
     """One `generate()`: with the dict-trie hook (``ours=None``), with the processor (``proc``, else a new
     one) in the hook's slot (``"hook"``) or in ``logits_processor=`` (``"list"``)."""
+    missing = [k for n in names for k in ALL[n] if k not in _KNOWN_SETTINGS]
+    if missing:
+        pytest.skip(f"transformers {transformers.__version__} has no generation setting {missing[0]}")
     model = _model(arch, device)
     kw: dict = {**MODES[mode], "max_new_tokens": max_new_tokens, "eos_token_id": EOS, "pad_token_id": 0,
                 "output_scores": True, "return_dict_in_generate": True}
