@@ -23,10 +23,10 @@ hook exactly where that hook leaves the trie.
 ``exponential_decay_length_penalty``, ``suppress_tokens`` and ``begin_suppress_tokens``; a
 ``logits_processor=`` entry runs after all of these (and before the sampling warpers, as the hook).
 `in_hook_position` puts the processor in the hook's own slot (it has transformers build the hook from a
-placeholder and swaps the processor in), takes ``num_beams`` from the generation config, starts a new prompt at
-every ``generate()`` and warns once when ``max_length`` leaves no room for the longest keyword and EOS: the
-sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0 stays
--0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
+placeholder and swaps the processor in), takes the batch item size from the hook transformers builds, starts a
+new prompt at every ``generate()`` and warns once when ``max_length`` leaves no room for the longest keyword and
+EOS: the sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0
+stays -0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
 ``logits_processor=`` the result is the same whenever none of the six settings that follow the hook is active
 and ``num_beams`` is given. With them, the processor cannot see what they overrode, so it keeps the trie: a
 forced BOS or EOS that is not allowed gives way to the allowed tokens (forced), ``remove_invalid_values``
@@ -316,7 +316,9 @@ def in_hook_position(model: Any, processor: TrieLogitsProcessor) -> Iterator[Tri
             raise InputError("in_hook_position: transformers did not build its prefix_allowed_tokens_fn hook where "
                              "expected (a custom PrefixConstrainedLogitsProcessor in logits_processor replaces it)")
         cfg = kwargs["generation_config"] if "generation_config" in kwargs else args[0]
-        group = max(int(cfg.num_beams or 1), int(cfg.num_return_sequences or 1))
+        # the hook's own batch item size (each release counts it its way), else as current releases count it
+        group = int(getattr(procs[slots[0]], "_num_beams", 0) or 0) or max(int(cfg.num_beams or 1),
+                                                                           int(cfg.num_return_sequences or 1))
         processor.reset()
         if cfg.max_length is not None:
             seq = int(kwargs.get("input_ids_seq_length") or 0)
