@@ -68,7 +68,7 @@ def typecheck(session: nox.Session) -> None:
 
 #: The oldest and the newest transformers release the `hf` extra supports (its bounds in pyproject.toml):
 #: `in_hook_position` reaches into `generate()`'s private `_get_logits_processor`, so a change there fails here.
-HF_RELEASES = ["4.40.2", "5.25.0"]
+HF_RELEASES = ["4.50.0", "5.25.0"]
 #: The processor's tests: the hook comparison, the processor settings, `generated_keywords`.
 HF_TESTS = ["tests/test_hf.py", "tests/test_hf_processors.py", "tests/test_generated_keywords.py"]
 

@@ -190,7 +190,7 @@ def _assert_same_bytes(ix: NarrowLoudsIndex) -> None:
     stepper = types.SimpleNamespace(index=ix, ctx=new_step)
     GpuTrieStepper._upload_index(stepper)  # the real method, on the recorder
     assert stepper.index_bytes == step_total
-    assert stepper.index_address == old_step.allocs[1][0]
+    assert stepper._view_ptr == old_step.allocs[1][0]
     assert new_step.image() == old_step.image()
     # and the two backends now send one thing
     assert new_step.image() == new_search.image()
