@@ -67,6 +67,24 @@ def typecheck(session: nox.Session) -> None:
     session.run("mypy", "--config-file", os.fspath(root / "pyproject.toml"), *TYPECHECKED, *session.posargs)
 
 
+#: The oldest and the newest transformers release the `hf` extra supports (its bounds in pyproject.toml):
+#: `in_hook_position` reaches into `generate()`'s private `_get_logits_processor`, so a change there fails here.
+HF_RELEASES = ["4.50.0", "5.25.0"]
+#: The processor's tests: the hook comparison, the processor settings, `generated_keywords`.
+HF_TESTS = ["tests/test_hf.py", "tests/test_hf_processors.py", "tests/test_generated_keywords.py"]
+
+
+@nox.session
+@nox.parametrize("transformers", HF_RELEASES, ids=[f"transformers-{v}" for v in HF_RELEASES])
+def hf_compat(session: nox.Session, transformers: str) -> None:
+    """The processor's tests against one supported transformers release (CPU torch as in `tests`): `nox -s
+    hf_compat` runs both.  Not among the default sessions: on 2 busy CPU cores the pair's tests take about 3
+    minutes (most of it 5.25.0's), and each release's first install about 4 more."""
+    session.install("torch==2.13.0")
+    session.install("-e", ".[test]", f"transformers=={transformers}")
+    session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *HF_TESTS, *session.posargs)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """CPU micro-benchmarks with pytest-benchmark; runs are saved, compare with --benchmark-compare."""

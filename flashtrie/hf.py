@@ -23,10 +23,10 @@ hook exactly where that hook leaves the trie.
 ``exponential_decay_length_penalty``, ``suppress_tokens`` and ``begin_suppress_tokens``; a
 ``logits_processor=`` entry runs after all of these (and before the sampling warpers, as the hook).
 `in_hook_position` puts the processor in the hook's own slot (it has transformers build the hook from a
-placeholder and swaps the processor in), takes ``num_beams`` from the generation config, starts a new prompt at
-every ``generate()`` and warns once when ``max_length`` leaves no room for the longest keyword and EOS: the
-sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0 stays
--0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
+placeholder and swaps the processor in), takes the batch item size from the hook transformers builds, starts a
+new prompt at every ``generate()`` and warns once when ``max_length`` leaves no room for the longest keyword and
+EOS: the sequences and scores are then the hook's under every setting (values: a -0.0 the hook turns into +0.0
+stays -0.0, and a NaN or +inf logit at a disallowed token becomes -inf where the hook gives NaN).  In
 ``logits_processor=`` the result is the same whenever none of the six settings that follow the hook is active
 and ``num_beams`` is given. With them, the processor cannot see what they overrode, so it keeps the trie: a
 forced BOS or EOS that is not allowed gives way to the allowed tokens (forced), ``remove_invalid_values``
@@ -50,13 +50,13 @@ keyword ends and is the only token after EOS or after a token that left the trie
 ``dead_count`` of the processor counts such rows).
 
 **The mask is written into ``scores`` in place** (``inplace=True``, the default; `LogitsProcessor` allows
-it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits
-(the stores are integer stores of -inf's bit pattern, so no conversion touches a NaN's payload; on the GPU, at
-a node of at most 1,024 children, they are read and stored back).  A call then reads the masked scores once
-for the row maxima and synchronises once to learn whether a row must be forced.  One visible difference from
-the hook: greedy search and sampling hand the processors the very tensor they keep as ``output_logits``;
-with ``output_logits=True`` those then show the masked values.  Pass ``inplace=False`` to mask a copy
-instead (one clone per call).
+it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits,
+NaN payloads included, for float16, bfloat16, float32 and float64 (the stepper gives a boolean mask; every
+store into ``scores`` is an integer store of a bit pattern: `mask_and_force`).  The rows to force are found
+on the scores' device, with no synchronisation (one integer minimum and maximum per row).  One visible
+difference from the hook: greedy search and sampling hand the processors the very tensor they keep as
+``output_logits``; with ``output_logits=True`` those then show the masked values.  Pass ``inplace=False`` to
+mask a copy instead (one clone per call).
 
 **Prompt length.**  ``prompt_length=None`` takes the length of ``input_ids`` at the first call (the
 prompt for decoder-only models, the decoder start token for encoder-decoder models) and keeps it while a
@@ -90,7 +90,7 @@ from .errors import InputError
 from .generated import generated_keywords
 from .generated import prompt_lengths as _prompt_lengths
 from .index import NarrowLoudsIndex
-from .stepwise import DEAD, StepStates, TrieStepper, eos_ids
+from .stepwise import Stepper, StepStates, TrieStepper, eos_ids
 
 __all__ = ["TrieLogitsProcessor", "in_hook_position", "prefix_allowed_tokens_fn", "generated_keywords"]
 
@@ -122,8 +122,8 @@ class TrieLogitsProcessor(LogitsProcessor):
             self._check_room(_count(max_new_tokens, "max_new_tokens", 0), f"max_new_tokens={max_new_tokens}")
         self._fixed = _prompt_lengths(prompt_length)
         self._cpu = TrieStepper(index)
-        self._cpu._eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
-        self._gpu: dict[int, Any] = {}
+        self._cpu.checked_eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
+        self._gpu: dict[int, Stepper | None] = {}  # CUDA device -> its stepper (None: not usable there)
         self._inferred: int | None = None
         self._prompt: torch.Tensor | None = None  # prompt_length=None: the inferred prompt's tokens
         self._last_len = -1
@@ -131,13 +131,12 @@ class TrieLogitsProcessor(LogitsProcessor):
         self._bool: torch.Tensor | None = None  # the bool mask buffer of scores that are not float32
         self._last_states: dict[bytes, tuple[int, int]] = {}  # numpy: the last call's suffixes and their states
         self._carried = 0  # numpy: rows that took a carried state, over all calls
-        self._dead_again = 0  # dead rows counted twice (a forced row's mask is made again)
 
     @property
     def dead_count(self) -> int:
         """Rows seen dead (a token left the trie) by every call so far, on every backend (syncs the GPU)."""
         gpu = sum(int(g.dead_count) for g in self._gpu.values() if g is not None)
-        return self._cpu.dead_count + gpu - self._dead_again
+        return self._cpu.dead_count + gpu
 
     def _check_room(self, room: int, what: str) -> None:
         """Warn once when ``room`` generated tokens cannot hold the longest keyword and its EOS."""
@@ -209,9 +208,10 @@ class TrieLogitsProcessor(LogitsProcessor):
         p = self._inferred
         return length >= p and pr.device == input_ids.device and bool(torch.equal(input_ids[:, :p], pr[:, :p]))
 
-    def _stepper(self, device: torch.device) -> Any:
+    def _stepper(self, device: torch.device) -> Stepper:
+        """The stepper for scores on ``device``: the GPU's (one per CUDA device) or numpy's."""
         if device.type != "cuda" or self.backend == "numpy":
-            return None
+            return self._cpu
         idx = device.index if device.index is not None else torch.cuda.current_device()
         if idx not in self._gpu:
             try:
@@ -224,7 +224,8 @@ class TrieLogitsProcessor(LogitsProcessor):
                 warnings.warn(f"flashtrie.hf: the GPU stepper is not usable ({type(e).__name__}: {e}); masking on "
                               "the CPU with host copies", RuntimeWarning, stacklevel=3)
                 self._gpu[idx] = None
-        return self._gpu[idx]
+        gpu = self._gpu[idx]
+        return gpu if gpu is not None else self._cpu
 
     def _device_begin(self, begin: Any, device: torch.device) -> Any:
         """``begin`` for the GPU stepper: an int as it is, per-row lengths as a device tensor (uploaded
@@ -254,56 +255,30 @@ class TrieLogitsProcessor(LogitsProcessor):
                              "[rows, length] and [rows, vocab]")
         if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
             raise InputError(f"input_ids: expected integer token ids, got {input_ids.dtype}")
-        if not scores.dtype.is_floating_point:
-            raise InputError(f"scores: expected floating-point logits, got {scores.dtype}")
+        if scores.dtype not in _BITS:
+            raise InputError(f"scores: expected float16, bfloat16, float32 or float64 logits, got {scores.dtype}")
         if scores.shape[0] % group:
             raise InputError(f"num_beams: {group} does not divide the {scores.shape[0]} rows of scores")
         begin = self._begin(input_ids)
         out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
-        gpu = self._stepper(scores.device)
-        if gpu is not None:
-            self._gpu_mask(gpu, input_ids, begin, out, group, lowest)
-        else:
-            self._cpu_mask(input_ids, begin, out, group, lowest)
+        allow = self._allowed(self._stepper(scores.device), input_ids, begin, out)
+        mask_and_force(out, allow, group, lowest)
         return out
 
-    def _gpu_mask(self, gpu: Any, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int,
-                  lowest: bool) -> None:
+    def _allowed(self, stepper: Stepper, input_ids: torch.Tensor, begin: Any, out: torch.Tensor) -> torch.Tensor:
+        """The allowed entries of ``out`` (bool, True: allowed, on its device) at each row's state: on numpy from
+        the states carried between calls, on the GPU by one `walk_mask` of every generated suffix (no copy to the
+        host, no synchronisation)."""
         vocab = int(out.shape[1])
-        b = self._device_begin(begin, out.device)
+        if stepper is self._cpu:
+            ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)  # one dtype: the carried keys
+            allow = stepper.mask(self._cpu_states(ids, begin), vocab, self.eos, additive=False)
+            return torch.from_numpy(allow).to(out.device)
         ids = input_ids if input_ids.dtype == torch.int64 else input_ids.long()
         if ids.shape[1] > 1 and ids.stride(1) != 1:
             ids = ids.contiguous()  # the kernel reads rows of stride 1
-        if out.dtype == torch.float32 and (out.shape[1] < 2 or out.stride(1) == 1):
-            gpu.walk_mask(ids, vocab, self.eos, begin=b, out=out)
-        else:
-            allow = gpu.walk_mask(ids, vocab, self.eos, begin=b, additive=False,
-                                  out=self._bool_buffer(out.shape, out.device))
-            _store_neg_inf(out, allow.logical_not_())
-        force = _unsatisfiable(out, group, lowest)
-        if bool(force.any()):
-            rows = force.nonzero().flatten()
-            st = gpu.walk(ids[rows], begin=b if isinstance(b, int) else b[rows], eos_token_id=self.eos)
-            allow = gpu.mask(st, vocab, self.eos, additive=False)
-            self._dead_again += int((st.node == DEAD).sum())
-            out[rows] = _forced(allow, out.dtype)
-
-    def _cpu_mask(self, input_ids: torch.Tensor, begin: Any, out: torch.Tensor, group: int, lowest: bool) -> None:
-        vocab = int(out.shape[1])
-        ids = input_ids.detach().cpu().numpy().astype(np.int64, copy=False)  # one dtype: the carried states' keys
-        states = self._cpu_states(ids, begin)
-        if out.dtype == torch.float32 and out.device.type == "cpu":
-            self._cpu.mask(states, vocab, self.eos, out=out.numpy())
-        else:
-            allow = torch.from_numpy(self._cpu.mask(states, vocab, self.eos, additive=False)).to(out.device)
-            _store_neg_inf(out, allow.logical_not_())
-        force = _unsatisfiable(out, group, lowest)
-        if bool(force.any()):
-            rows = np.flatnonzero(force.cpu().numpy())
-            dead = self._cpu.dead_count
-            allow = torch.from_numpy(self._cpu.mask(states.take(rows), vocab, self.eos, additive=False))
-            self._cpu.dead_count = dead
-            out[torch.as_tensor(rows, device=out.device)] = _forced(allow.to(out.device), out.dtype)
+        return cast(torch.Tensor, stepper.walk_mask(ids, vocab, self.eos, begin=self._device_begin(begin, out.device),
+                                                    additive=False, out=self._bool_buffer(out.shape, out.device)))
 
 
 class _AtHook(LogitsProcessor):
@@ -343,7 +318,9 @@ def in_hook_position(model: Any, processor: TrieLogitsProcessor) -> Iterator[Tri
             raise InputError("in_hook_position: transformers did not build its prefix_allowed_tokens_fn hook where "
                              "expected (a custom PrefixConstrainedLogitsProcessor in logits_processor replaces it)")
         cfg = kwargs["generation_config"] if "generation_config" in kwargs else args[0]
-        group = max(int(cfg.num_beams or 1), int(cfg.num_return_sequences or 1))
+        # the hook's own batch item size (each release counts it its way), else as current releases count it
+        group = int(getattr(procs[slots[0]], "_num_beams", 0) or 0) or max(int(cfg.num_beams or 1),
+                                                                           int(cfg.num_return_sequences or 1))
         processor.reset()
         if cfg.max_length is not None:
             seq = int(kwargs.get("input_ids_seq_length") or 0)
@@ -366,7 +343,7 @@ def prefix_allowed_tokens_fn(index: NarrowLoudsIndex, eos_token_id: int | Sequen
         raise InputError(f"prompt_length: expected a non-negative integer, got {prompt_length!r}")
     stepper = TrieStepper(index)
     eos = eos_ids(eos_token_id)
-    stepper._eos(eos)
+    stepper.checked_eos(eos)
 
     def allowed(batch_id: int, sent: torch.Tensor) -> list[int]:
         ids = sent.detach().cpu().numpy().reshape(1, -1)
@@ -386,28 +363,29 @@ def _count(v: Any, name: str, low: int) -> int:
     return int(v)
 
 
+#: The integer type of each float type's bits: every store of the mask is an integer store.
 _BITS = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
          torch.float64: torch.int64}
+#: -inf's bit pattern as that integer; the float's lowest finite value is the pattern one below it.
+_NEG_INF = {f: int(torch.tensor(-float("inf"), dtype=f).view(b).item()) for f, b in _BITS.items()}
 
 
-def _store_neg_inf(out: torch.Tensor, where: torch.Tensor) -> None:
-    """-inf into ``out`` where ``where``, as integer stores of its bit pattern: no other entry is converted."""
-    bits = _BITS.get(out.dtype)
-    if bits is None:
-        out.masked_fill_(where, -float("inf"))
-        return
-    neg_inf = int(torch.tensor(-float("inf"), dtype=out.dtype).view(bits).item())
-    out.view(bits).masked_fill_(where, neg_inf)
+def mask_and_force(out: torch.Tensor, allow: torch.Tensor, group: int, lowest: bool) -> None:
+    """The hook's mask, written into ``out`` in place on its device: -inf at every entry ``allow`` (bool, same
+    shape) leaves out; then, in each batch item (``group`` consecutive rows) whose every entry is -inf (``lowest``:
+    or the float's lowest finite value; a NaN is neither), 0 at the allowed entries.
 
+    Every store is an integer store of a bit pattern into masked entries (or forced rows), so no allowed entry
+    of a row that is not forced is read as a float, converted or written: its bits, NaN payloads included,
+    stay.  All-masked rows are found on the device (integer minimum and maximum of each row's bits: -inf and
+    the lowest value are adjacent patterns), with no synchronisation and no branch on device values."""
+    if not out.shape[1]:
+        return  # nothing to mask (a row of no entries has nothing to force either)
+    bits = out.view(_BITS[out.dtype])
+    neg_inf = _NEG_INF[out.dtype]
+    bits.masked_fill_(allow.logical_not(), neg_inf)
+    low, high = torch.aminmax(bits, dim=1)
+    masked = (high <= neg_inf) & (low >= (neg_inf - 1 if lowest else neg_inf))
+    force = masked.view(-1, group).all(dim=1, keepdim=True).expand(-1, group).reshape(-1, 1)
+    bits.masked_fill_(force & allow, 0)
 
-def _unsatisfiable(out: torch.Tensor, group: int, lowest: bool) -> torch.Tensor:
-    """Per row: every entry of every row of its batch item (``group`` rows) is -inf (``lowest``: or at most
-    the float's lowest value; a NaN is neither)."""
-    top = out.amax(dim=1) if out.shape[1] else out.new_full((out.shape[0],), -float("inf"))
-    dead = top <= torch.finfo(out.dtype).min if lowest else torch.isneginf(top)
-    return dead.view(-1, group).all(dim=1).repeat_interleave(group)
-
-
-def _forced(allow: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """The hook's forced rows: 0 at the allowed tokens, -inf elsewhere."""
-    return torch.zeros(allow.shape, dtype=dtype, device=allow.device).masked_fill_(~allow, -float("inf"))

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import InputError
 from .limits import PAD_TOKEN
 
-__all__ = ["threshold32", "length_norm_table", "desc_key32", "SCORE_KEY_BITS", "SortedRows", "sort_rows",
+if TYPE_CHECKING:
+    from .search_types import SearchConfig
+
+__all__ = ["SearchPlan", "threshold32", "length_norm_table", "desc_key32", "SCORE_KEY_BITS", "SortedRows", "sort_rows",
            "pool_closed"]
 
 SCORE_KEY_BITS = 32
@@ -51,6 +55,30 @@ def length_norm_table(alpha: float, max_length: int) -> np.ndarray:
         raise InputError(f"length_norm: {alpha} makes LN[{int(zero[0])}] = (6 / {5 + int(zero[0])}) ** {alpha} "
                          f"underflow to 0 in float32; use a smaller length_norm")
     return out
+
+
+@dataclass(frozen=True, eq=False)
+class SearchPlan:
+    """What a search derives from its `SearchConfig`, the one derivation every backend uses: B and R, τ and σ
+    as float32 (`threshold32`), the length-norm table ``ln_table`` (`length_norm_table`) and its extremes over
+    L ≥ 1 (the early-stop bound's `pool_closed`)."""
+
+    beam: int
+    results: int
+    tau: np.float32
+    sigma: np.float32
+    ln_table: np.ndarray
+    ln_min: np.float32
+    ln_max: np.float32
+
+    @classmethod
+    def from_config(cls, config: SearchConfig, max_length: int) -> SearchPlan:
+        """The plan of ``config`` for keywords of at most ``max_length`` tokens (the table covers at least
+        L = 1); refuses a ``length_norm`` whose table underflows."""
+        ln = length_norm_table(config.length_norm, max(int(max_length), 1))
+        ln.flags.writeable = False
+        return cls(int(config.beam_width), int(config.results), threshold32(config.token_threshold),
+                   threshold32(config.score_threshold), ln, np.float32(ln[1:].min()), np.float32(ln[1:].max()))
 
 
 def desc_key32(values: np.ndarray) -> np.ndarray:

@@ -5,7 +5,8 @@ does a keyword end here, and where does a token lead.  `TrieStepper` answers fro
 with vectorised numpy work over the whole batch (child ranges through select0, binary searches among
 the sorted children): no Python loop per beam or per token, and no per-step cost that grows with the
 library beyond the children the states actually have.  `flashtrie.gpu_impl.stepwise.GpuTrieStepper` has
-the same API and results on device arrays.
+the same API and results on device arrays; both declare the `Stepper` protocol, the one surface an adapter
+uses.
 
 **States** (`StepStates`): two ``int64`` arrays ``node`` and ``off``, the position of docs/index-format.md:
 the tokens so far end ``off`` tokens into node ``node``'s incoming edge (``off`` equal to the edge length:
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -40,7 +41,7 @@ from .index import NarrowLoudsIndex
 from .limits import MAX_TOKEN
 from .search_core import check_index, normalize_prefixes
 
-__all__ = ["DEAD", "FINISHED", "StepStates", "TrieStepper", "eos_ids", "check_vocab", "check_eos"]
+__all__ = ["DEAD", "FINISHED", "StepStates", "Stepper", "TrieStepper", "eos_ids", "check_vocab", "check_eos"]
 
 DEAD = -1
 FINISHED = -2
@@ -61,6 +62,38 @@ class StepStates:
     def take(self, rows: Any) -> StepStates:
         """The states of ``rows`` (e.g. the parent beams chosen by a beam search step)."""
         return StepStates(self.node[rows], self.off[rows])
+
+
+@runtime_checkable
+class Stepper(Protocol):
+    """The stepwise API every backend gives (`TrieStepper` on numpy arrays, ``GpuTrieStepper`` on device
+    arrays), and all that a decoding adapter (`flashtrie.hf`) uses: states from the root, from forced prefixes or
+    from generated tokens (`walk`), one token's step (`advance`), the allowed next tokens (`allowed`,
+    `allowed_padded`, `ends`), the logits mask (`mask`, fused with a step in `advance_mask` and `walk_mask`),
+    the EOS check (`checked_eos`) and the dead-row count (`dead_count`, `reset_dead_count`).  Arrays are the
+    backend's (numpy, or the GPU's device arrays); results are equal."""
+
+    backend: str
+    index: NarrowLoudsIndex
+
+    @property
+    def dead_count(self) -> int: ...
+
+    def reset_dead_count(self) -> None: ...
+    def checked_eos(self, eos_token_id: Any) -> tuple[int, ...]: ...
+    def start(self, n: int) -> StepStates: ...
+    def start_from_prefixes(self, prefixes: Sequence[Sequence[int]]) -> StepStates: ...
+    def walk(self, ids: Any, begin: Any = None, end: Any = None, eos_token_id: Any = None) -> StepStates: ...
+    def advance(self, states: StepStates, tokens: Any, eos_token_id: Any = None) -> StepStates: ...
+    def ends(self, states: StepStates) -> Any: ...
+    def allowed(self, states: StepStates) -> tuple[Any, Any]: ...
+    def allowed_padded(self, states: StepStates, max_per_state: int) -> tuple[Any, Any]: ...
+    def mask(self, states: StepStates, vocab_size: int, eos_token_id: Any, out: Any = None,
+             additive: bool = True) -> Any: ...
+    def advance_mask(self, states: StepStates, tokens: Any, vocab_size: int, eos_token_id: Any, out: Any = None,
+                     additive: bool = True) -> tuple[StepStates, Any]: ...
+    def walk_mask(self, ids: Any, vocab_size: int, eos_token_id: Any, begin: Any = None, end: Any = None,
+                  out: Any = None, additive: bool = True) -> Any: ...
 
 
 def eos_ids(eos_token_id: int | Sequence[int] | None) -> tuple[int, ...]:
@@ -108,15 +141,14 @@ def check_eos(index: NarrowLoudsIndex, eos: tuple[int, ...]) -> None:
                          "keyword token (a step could not tell the end from the keyword)")
 
 
-class TrieStepper:
+class TrieStepper(Stepper):
     """The stepwise API over a `NarrowLoudsIndex` on numpy arrays (see the module docstring)."""
 
     backend = "numpy"
 
     def __init__(self, index: NarrowLoudsIndex) -> None:
         self.index = check_index(index)
-        #: dead rows seen by `mask` since construction (or `reset_dead_count`)
-        self.dead_count = 0
+        self._dead = 0
         self._eos_ok: set[tuple[int, ...]] = set()
         self._root: np.ndarray | None = None
 
@@ -254,7 +286,8 @@ class TrieStepper:
         return counts, out
 
     # ------------------------------------------------------------------ advance
-    def _eos(self, eos_token_id: Any) -> tuple[int, ...]:
+    def checked_eos(self, eos_token_id: Any) -> tuple[int, ...]:
+        """The EOS ids as a tuple (`eos_ids`), refused where one is a token of the trie (checked once per set)."""
         eos = eos_ids(eos_token_id)
         if eos not in self._eos_ok:
             check_eos(self.index, eos)
@@ -291,7 +324,7 @@ class TrieStepper:
         if x.shape != node.shape or not np.issubdtype(x.dtype, np.integer):
             raise InputError(f"tokens: expected {node.size} integer tokens, got {x.dtype}{list(x.shape)}")
         x = x.astype(np.int64)
-        eos = self._eos(eos_token_id)
+        eos = self.checked_eos(eos_token_id)
         new_node = np.full(node.shape, DEAD, dtype=np.int64)
         new_off = np.zeros(node.shape, dtype=np.int64)
         mid = np.flatnonzero((node >= 0) & ~at)
@@ -328,7 +361,7 @@ class TrieStepper:
         ``out`` (bool ``[n, vocab_size]``) or a new array.  EOS is allowed exactly where a keyword ends, and
         is the only token allowed for FINISHED and DEAD states; dead rows add to ``dead_count``."""
         check_vocab(self.index, vocab_size)
-        eos = self._eos(eos_token_id)
+        eos = self.checked_eos(eos_token_id)
         if not eos:
             raise InputError("eos_token_id: a mask needs an EOS token id")
         if max(eos) >= vocab_size:
@@ -356,7 +389,7 @@ class TrieStepper:
                 np.copyto(out[lo:hi], out.dtype.type(-np.inf), where=~allow)
             else:
                 out[lo:hi] = allow
-        self.dead_count += int(np.count_nonzero(node == DEAD))
+        self._dead += int(np.count_nonzero(node == DEAD))
         return out
 
     def advance_mask(self, states: StepStates, tokens: np.ndarray, vocab_size: int, eos_token_id: Any,
@@ -371,8 +404,14 @@ class TrieStepper:
         states = self.walk(ids, begin=begin, end=end, eos_token_id=eos_token_id)
         return self.mask(states, vocab_size, eos_token_id, out=out, additive=additive)
 
+    @property
+    def dead_count(self) -> int:
+        """Dead rows seen by `mask` since construction (or `reset_dead_count`)."""
+        return self._dead
+
     def reset_dead_count(self) -> None:
-        self.dead_count = 0
+        """Start counting dead rows from 0."""
+        self._dead = 0
 
 
 def _cols(v: Any, default: int, n: int, width: int, name: str) -> np.ndarray:

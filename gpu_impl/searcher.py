@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,7 @@ from flashtrie.errors import DeviceError, InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.limits import MAX_STEPS
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import length_norm_table, threshold32
+from flashtrie.scoring import SearchPlan
 from flashtrie.search_core import (
     BackendLimits,
     check_index,
@@ -62,19 +61,6 @@ _SEARCH = KERNEL_PARAMS["flashtrie_search"].packer()
 _GPU_MAX_ROWS = 2**31 - 1  # Q * max(T, B, R): the kernel's 32-bit row and slot indices
 LIMITS = BackendLimits(beam=GPU_MAX_BEAM, results=GPU_MAX_RESULTS, proposals=GPU_MAX_PROPOSALS, steps=MAX_STEPS,
                        rows=_GPU_MAX_ROWS)
-
-
-@dataclass(frozen=True)
-class _Derived:
-    """What a call derives from its config: τ and σ as float32 (as Python floats), the LN table and its
-    extremes over L >= 1; ``key`` is the (token_threshold, score_threshold, length_norm) it came from."""
-
-    key: tuple[float, float, float]
-    tau: float
-    sigma: float
-    ln: np.ndarray
-    ln_min: float
-    ln_max: float
 
 
 class GpuSearcher:
@@ -122,8 +108,7 @@ class GpuSearcher:
         #: (out_stats [T, 4] or what reads it, Q, B), built lazily
         self._stats_raw: tuple[np.ndarray | Callable[[], np.ndarray], int, int] | None = None
         self._ws: Workspace | None = None
-        self._ln_cache: dict[float, np.ndarray] = {}
-        self._derived: dict[tuple[float, float, float], _Derived] = {}
+        self._plans: dict[tuple[int, int, float, float, float], SearchPlan] = {}
         self._checked: set[tuple[int, int, int, int, int]] = set()  # (Q, T, K, B, R) within every limit
         self._stream_handle = self.stream.handle  # for the per-call driver copies
         self._stream_int = int(self._stream_handle)
@@ -149,6 +134,12 @@ class GpuSearcher:
     @last_device_ms.setter
     def last_device_ms(self, ms: float) -> None:
         self._device_ms = ms
+
+    @property
+    def index_address(self) -> int:
+        """The device address of the uploaded index (its view), for a stepper that shares it
+        (`flashtrie.gpu_impl.stepwise.GpuTrieStepper.from_searcher`)."""
+        return self._index_ptr
 
     @property
     def last_stats(self) -> SearchStats | None:
@@ -204,28 +195,17 @@ class GpuSearcher:
                                    self.memory_info())
         return self._ws
 
-    def _derive(self, config: SearchConfig) -> _Derived:
-        """τ, σ as float32 and the LN table with its extremes for ``config`` (cached per threshold pair and α;
-        may refuse ``length_norm``)."""
-        key = (float(config.token_threshold), float(config.score_threshold), float(config.length_norm))
-        d = self._derived.get(key)
-        if d is None:
-            ln = self._ln_table(key[2])
-            d = _Derived(key, float(threshold32(key[0])), float(threshold32(key[1])), ln, float(ln[1:].min()),
-                         float(ln[1:].max()))
-            if len(self._derived) > 16:
-                self._derived.clear()
-            self._derived[key] = d
-        return d
-
-    def _ln_table(self, alpha: float) -> np.ndarray:
-        t = self._ln_cache.get(alpha)
-        if t is None:
-            t = length_norm_table(alpha, max(int(self.index.max_keyword_length), 1)).astype(np.float32)
-            if len(self._ln_cache) > 16:
-                self._ln_cache.clear()
-            self._ln_cache[alpha] = t
-        return t
+    def _derive(self, config: SearchConfig) -> SearchPlan:
+        """The config's `SearchPlan` (cached per B, R, thresholds and α; may refuse ``length_norm``)."""
+        key = (int(config.beam_width), int(config.results), float(config.token_threshold),
+               float(config.score_threshold), float(config.length_norm))
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = SearchPlan.from_config(config, int(self.index.max_keyword_length))
+            if len(self._plans) > 16:
+                self._plans.clear()
+            self._plans[key] = plan
+        return plan
 
     # ------------------------------------------------------------------------------------ search
     def search(self, proposals: Proposals | tuple[Any, Any], config: SearchConfig,
@@ -312,7 +292,7 @@ class GpuSearcher:
         self.last_breakdown = {"prep_ms": self.last_host_ms, "enqueue_ms": 0.0, "wait_ms": 0.0, "post_ms": 0.0}
         return res
 
-    def _params(self, ws: Workspace, intake: Intake, d: _Derived) -> bytes:
+    def _params(self, ws: Workspace, intake: Intake, d: SearchPlan) -> bytes:
         """The kernel's `Params` (layout.PARAMS) for a call on ``ws``."""
         q_n, t_n, k_n = intake.shape
         s, ptr = ws.shape, ws.pointers()
@@ -320,20 +300,22 @@ class GpuSearcher:
             ptr["tok_in"], ptr["lp_in"] = intake.tokens_ptr, intake.logprobs_ptr
         values: dict[str, int | float] = {name: ptr[name] for name, ctype in PARAMS.fields if ctype == "ptr"}
         values.update(cand_cap=ws.cand_cap, chunk_cap=q_n * ws.chunk_cap, Q=q_n, T=t_n, K=k_n, B=s.b, R=s.r,
-                      kpad=pow2(k_n), sort_cap=ws.sort_cap, ln_len=d.ln.size, thr_tau=d.tau, thr_sigma=d.sigma,
-                      ln_min=d.ln_min, ln_max=d.ln_max, signed_tokens=int(intake.signed_tokens), pad0=0)
+                      kpad=pow2(k_n), sort_cap=ws.sort_cap, ln_len=d.ln_table.size, thr_tau=float(d.tau),
+                      thr_sigma=float(d.sigma), ln_min=float(d.ln_min), ln_max=float(d.ln_max),
+                      signed_tokens=int(intake.signed_tokens), pad0=0)
         return PARAMS.pack(values)
 
-    def _stage(self, ws: Workspace, intake: Intake, d: _Derived, starts: np.ndarray | None) -> int:
+    def _stage(self, ws: Workspace, intake: Intake, d: SearchPlan, starts: np.ndarray | None) -> int:
         """Write parameters, start states (None: all at the root), the LN table and (staged) host proposals
         into the pinned upload buffer; returns the bytes to upload.  What the last call on ``ws`` wrote
         there and still holds (same parameters, all-root starts) is not written again."""
-        key = (d.key, intake.tokens_ptr, intake.logprobs_ptr, intake.signed_tokens)
+        key = (float(d.tau), float(d.sigma), d.ln_table.tobytes(), intake.tokens_ptr, intake.logprobs_ptr,
+               intake.signed_tokens)
         if ws.staged != key:
             ws.staged = None  # until all three are written
             ws.up_bytes("params")[:PARAMS.size] = np.frombuffer(self._params(ws, intake, d), dtype=np.uint8)
             ws.up_bytes("err")[:] = 0  # the kernel's error word, zeroed on the device by every upload
-            ws.up_bytes("ln")[:d.ln.nbytes] = d.ln.view(np.uint8)
+            ws.up_bytes("ln")[:d.ln_table.nbytes] = d.ln_table.view(np.uint8)
             ws.staged = key
         if starts is None:  # every query starts at the root, (node 0, off 0, L 0): all-zero hypotheses
             if not ws.root_starts:

@@ -13,8 +13,8 @@ from flashtrie.stepwise import StepStates
 
 from .intake import memory_view
 
-__all__ = ["ArrayModule", "DeviceView", "array_module", "device_view", "state_views", "ptr", "I64", "I64_I32",
-           "F32", "BOOL"]
+__all__ = ["ArrayModule", "DeviceView", "array_module", "stream_handle", "device_view", "state_views", "ptr", "I64",
+           "I64_I32", "F32", "BOOL"]
 
 I64, I64_I32 = (np.dtype(np.int64),), (np.dtype(np.int64), np.dtype(np.int32))
 F32, BOOL = (np.dtype(np.float32),), (np.dtype(np.bool_), np.dtype(np.uint8))
@@ -29,14 +29,6 @@ class _Torch:
         self.t = torch
         self.device = torch.device("cuda", device)
         self.index = device
-        #: the current stream's raw handle without a Stream object (what Triton calls); None: the public API
-        self._raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        try:
-            if self._raw_stream is not None and int(self._raw_stream(device)) != int(
-                    torch.cuda.current_stream(self.device).cuda_stream):
-                self._raw_stream = None
-        except Exception:  # noqa: BLE001 - the public API then
-            self._raw_stream = None
         self.int64, self.int32, self.float32, self.bool = torch.int64, torch.int32, torch.float32, torch.bool
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> Any:
@@ -52,10 +44,7 @@ class _Torch:
         self.t.cuda.current_stream(self.device).synchronize()
 
     def stream(self) -> int:
-        raw = self._raw_stream
-        if raw is not None:
-            return int(raw(self.index))
-        return int(self.t.cuda.current_stream(self.device).cuda_stream)
+        return stream_handle(self.t.cuda.current_stream(self.device))
 
     def states(self, n: int) -> tuple[Any, Any]:
         """Two int64 device arrays of n (one allocation)."""
@@ -88,7 +77,7 @@ class _Cupy:
             return self.cp.asarray(a)
 
     def stream(self) -> int:
-        return int(self.cp.cuda.get_current_stream().ptr)
+        return stream_handle(self.cp.cuda.get_current_stream())
 
     def sync(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()
@@ -102,6 +91,22 @@ class _Cupy:
 
 
 ArrayModule = _Torch | _Cupy
+
+
+def stream_handle(stream: Any) -> int:
+    """The CUDA stream handle of ``stream``, an object of the CUDA stream protocol (``__cuda_stream__``: PyTorch,
+    CuPy and cuda.core streams), or of the older spellings (``cuda_stream``: PyTorch; ``ptr``: CuPy)."""
+    proto = getattr(stream, "__cuda_stream__", None)
+    if callable(proto):
+        version, handle = proto()
+        if version != 0:
+            raise InputError(f"stream: __cuda_stream__ protocol version {version} is not supported (0 is)")
+        return int(handle)
+    for name in ("cuda_stream", "ptr"):
+        handle = getattr(stream, name, None)
+        if isinstance(handle, int):
+            return handle
+    raise InputError(f"stream: expected a CUDA stream (an object with __cuda_stream__), got {type(stream).__name__}")
 
 
 def array_module(name: str | None, device: int) -> ArrayModule:

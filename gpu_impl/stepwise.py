@@ -4,9 +4,10 @@ Same methods and the same results as `flashtrie.stepwise.TrieStepper` (numpy), o
 states (`StepStates` of two int64 device arrays), tokens, logits and masks are PyTorch tensors or CuPy
 arrays (``array_module``; inputs may be anything DLPack / CUDA Array Interface can read).  Every kernel is
 launched on the caller's current stream (torch: ``torch.cuda.current_stream()``; CuPy: its current
-stream), and `advance`, `walk`, `ends`, `mask` and `allowed_padded` neither copy to the host nor
-synchronise, so a decode loop (or a CUDA graph capture) can call them every step.  `allowed` (CSR) needs
-its size: it synchronises once to read it.  `dead_count` reads a device counter (synchronises).
+stream) or on the `stream` attribute (any object of the ``__cuda_stream__`` protocol), and `advance`,
+`walk`, `ends`, `mask` and `allowed_padded` neither copy to the host nor synchronise, so a decode loop (or
+a CUDA graph capture) can call them every step.  `allowed` (CSR) needs its size: it synchronises once to
+read it.  `dead_count` reads a device counter (synchronises).
 
 The additive mask stores -inf over the disallowed entries; the allowed ones keep their bits (numpy gives the
 same bits): at a node of at most 1,024 children they are read, the whole row part is stored as -inf, and they
@@ -30,12 +31,12 @@ import numpy as np
 
 from flashtrie.errors import DeviceError, InputError
 from flashtrie.index import NarrowLoudsIndex
-from flashtrie.stepwise import _MAX_EOS, StepStates, TrieStepper, check_vocab
+from flashtrie.stepwise import _MAX_EOS, Stepper, StepStates, TrieStepper, check_vocab
 
 from .context import GpuContext
 from .index_upload import UploadStats, host_index, upload_host_index
 from .launch import Launcher, load_kernels
-from .step_arrays import BOOL, F32, I64, I64_I32, DeviceView, device_view, ptr, state_views
+from .step_arrays import BOOL, F32, I64, I64_I32, DeviceView, device_view, ptr, state_views, stream_handle
 from .step_arrays import array_module as _array_module
 from .step_launch import MASK, ROWS, TABLES, head, mask_grid, sm_count
 from .step_options import CHILD_TABLE, CHUNK, ROOT_TABLE, THREADS, check_defines, check_options
@@ -45,7 +46,7 @@ __all__ = ["GpuTrieStepper", "CHUNK", "CHILD_TABLE", "ROOT_TABLE"]
 KERNELS = ("advance", "walk", "mask", "advance_mask", "walk_mask", "count", "fill", "child_table", "root_table")
 
 
-class GpuTrieStepper:
+class GpuTrieStepper(Stepper):
     """The stepwise API on an NVIDIA GPU (see the module docstring)."""
 
     backend = "gpu"
@@ -79,7 +80,7 @@ class GpuTrieStepper:
         self._load_kernels({"FT_STEP_THREADS": str(THREADS), "FT_STEP_CHUNK": str(chunk), **defines})
         self._searcher = searcher
         if searcher is not None:
-            self._view_ptr = int(searcher._index_ptr)
+            self._view_ptr = int(searcher.index_address)
             self.upload_stats: UploadStats | None = None  # no upload of its own: the searcher's index is shared
         else:
             self._upload_index()
@@ -120,6 +121,9 @@ class GpuTrieStepper:
         #: blocks per row of a mask (None: ``_target_blocks`` (4 per SM) in all); results do not depend on it
         self.blocks_per_row: int | None = None
         self._target_blocks = 4 * sm_count(self.device)
+        #: the stream every call launches on: None, the caller's current stream (``torch.cuda.current_stream()``
+        #: or CuPy's); else a stream object of the CUDA stream protocol (``__cuda_stream__``)
+        self.stream: Any = None
         #: how mask kernels find the children of a state's node past the child table: "select" (one thread:
         #: select0, then the next zero; the faster on the H200) or "block" (a block-wide search of its LOUDS
         #: zeros over rank1); same results
@@ -169,7 +173,8 @@ class GpuTrieStepper:
     # ------------------------------------------------------------------ plumbing
     def _launch(self, name: str, blocks: int, rows: bytes, mask: bytes = b"") -> None:
         """Launch ``ft_step_<name>`` on the caller's current stream: the view and tables, ``rows``, ``mask``."""
-        self._launch_fn(self.xp.stream(), "ft_step_" + name, blocks, self.threads, self._head + rows + mask)
+        stream = self.xp.stream() if self.stream is None else stream_handle(self.stream)
+        self._launch_fn(stream, "ft_step_" + name, blocks, self.threads, self._head + rows + mask)
 
     def _eos(self, eos_token_id: Any) -> tuple[tuple[int, ...], Any]:
         """The EOS ids (checked once per argument) and their device array (8 int64, zero-padded)."""
@@ -177,7 +182,7 @@ class GpuTrieStepper:
         hit = self._eos_by_arg.get(key) if key is not None else None
         if hit is not None:
             return hit
-        eos = self._cpu._eos(eos_token_id)
+        eos = self._cpu.checked_eos(eos_token_id)
         dev = self._eos_dev.get(eos)
         if dev is None:
             dev = self._eos_dev[eos] = self.xp.asarray(np.array(list(eos) + [0] * (_MAX_EOS - len(eos)),
@@ -185,6 +190,15 @@ class GpuTrieStepper:
         if key is not None:
             self._eos_by_arg[key] = (eos, dev)
         return eos, dev
+
+    def checked_eos(self, eos_token_id: Any) -> tuple[int, ...]:
+        """The EOS ids as a tuple, refused where one is a token of the trie (as `TrieStepper.checked_eos`)."""
+        return self._eos(eos_token_id)[0]
+
+    @property
+    def index_address(self) -> int:
+        """The device address of the uploaded index (its view): another stepper can share it (``searcher=``)."""
+        return self._view_ptr
 
     def _new_states(self, n: int) -> StepStates:
         return StepStates(*self.xp.states(n))
@@ -379,4 +393,5 @@ class GpuTrieStepper:
         return int(self._dead[0].item())
 
     def reset_dead_count(self) -> None:
+        """Start counting dead rows from 0 (on the caller's stream)."""
         self._dead[0] = 0

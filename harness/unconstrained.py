@@ -13,7 +13,7 @@ import numpy as np
 from flashtrie.keywords import KeywordSet
 from flashtrie.limits import PAD_TOKEN
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import desc_key32, length_norm_table, threshold32
+from flashtrie.scoring import SearchPlan, desc_key32
 from flashtrie.search_types import SearchConfig, SearchResult
 
 __all__ = ["KeywordTable", "unconstrained_search"]
@@ -73,10 +73,9 @@ def unconstrained_search(table: KeywordTable, proposals: Proposals, config: Sear
     ``queries`` restricts the run to some query indices (the result then has one row per listed query).
     """
     qs = list(range(proposals.num_queries)) if queries is None else [int(q) for q in queries]
-    big_b, big_r = config.beam_width, config.results
-    tau, sigma = threshold32(config.token_threshold), threshold32(config.score_threshold)
     t_n = proposals.shape[1]
-    ln_table = length_norm_table(config.length_norm, t_n)
+    plan = SearchPlan.from_config(config, t_n)
+    big_b, big_r, tau, sigma, ln_table = plan.beam, plan.results, plan.tau, plan.sigma, plan.ln_table
     res = SearchResult.empty(len(qs), big_r)
     for qi, q in enumerate(qs):
         seqs = np.zeros((1, 0), dtype=np.uint32)

@@ -41,7 +41,7 @@ import numpy as np
 from flashtrie.errors import InputError, WorkerError
 from flashtrie.keywords import KeywordSet
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
+from flashtrie.scoring import SearchPlan, desc_key32, pool_closed, sort_rows
 from flashtrie.search_core import check_request
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
@@ -129,18 +129,6 @@ class _QueryPool:
         return _QueryPool(pool.kw[keep], pool.s[keep], pool.n[keep], pool.length[keep])
 
 
-@dataclass(frozen=True)
-class _Plan:
-    """The per-call constants: B, R, σ as float32, the LN table and its extremes."""
-
-    beam: int
-    results: int
-    sigma: np.float32
-    ln: np.ndarray
-    ln_min: np.float32
-    ln_max: np.float32
-
-
 class _Engine:
     """The searchable state (trie + arrays) and the per-query search; lives in the parent and in workers."""
 
@@ -163,11 +151,9 @@ class _Engine:
         q_n, t_n, k_n = tokens.shape
         if q_n == 0 or t_n == 0 or k_n == 0 or len(self.trie) == 0:
             return SearchResult.empty(q_n, config.results)
-        ln = length_norm_table(config.length_norm, self.max_length)
-        plan = _Plan(config.beam_width, config.results, threshold32(config.score_threshold), ln,
-                     np.float32(ln[1:].min()), np.float32(ln[1:].max()))
+        plan = SearchPlan.from_config(config, self.max_length)
         # Rows sorted by token, so a candidate's position in its row's valid list orders like its token.
-        rows = sort_rows(tokens, logprobs, threshold32(config.token_threshold), with_row_max=early_stop)
+        rows = sort_rows(tokens, logprobs, plan.tau, with_row_max=early_stop)
         pools = []
         with np.errstate(over="ignore", under="ignore"):
             for q in range(q_n):
@@ -184,7 +170,7 @@ class _Engine:
             return self.root
         return self.trie.get(prefix)
 
-    def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, plan: _Plan,
+    def _one(self, tok: np.ndarray, lp: np.ndarray, valid: np.ndarray, prefix: bytes, plan: SearchPlan,
              row_max: np.ndarray | None) -> _QueryPool:
         """One query's step loop (docs/semantics.md): expand, score and threshold, offer to the pool, next
         frontier, early stop."""
@@ -210,7 +196,7 @@ class _Engine:
             is_kw = kw >= 0
             if is_kw.any():
                 length = plen + t + 1
-                pool = pool.offer(kw[is_kw], s[is_kw], s[is_kw] * plan.ln[length], length, plan.results)
+                pool = pool.offer(kw[is_kw], s[is_kw], s[is_kw] * plan.ln_table[length], length, plan.results)
             grow = np.flatnonzero(self.degree[cid])
             if grow.size == 0:
                 break

@@ -42,7 +42,7 @@ from flashtrie.cpus import in_parallel, usable_cpus
 from flashtrie.errors import InputError
 from flashtrie.index import NarrowLoudsIndex
 from flashtrie.proposals import Proposals
-from flashtrie.scoring import desc_key32, length_norm_table, pool_closed, sort_rows, threshold32
+from flashtrie.scoring import SearchPlan, desc_key32, pool_closed, sort_rows
 from flashtrie.search_core import check_index, check_request, start_states
 from flashtrie.search_types import SearchConfig, SearchResult, SearchStats
 
@@ -87,16 +87,9 @@ _PATHS = ("mid", "enum", "pair")
 
 @dataclass(slots=True)
 class _Plan:
-    """The per-call constants of a search: B, R, τ and σ as float32, the LN table, its minimum and the key
-    widths."""
+    """The per-call constants of a search: the config's `SearchPlan` and the key widths."""
 
-    beam: int
-    results: int
-    tau: np.float32
-    sigma: np.float32
-    ln_table: np.ndarray
-    ln_min: np.float32
-    ln_max: np.float32
+    search: SearchPlan
     keys: SortKeys
 
 
@@ -217,11 +210,7 @@ class NumpySearcher:
         return SearchResult.concat([d[0] for d in done]), max(d[1] for d in done)
 
     def _plan(self, config: SearchConfig, shape: tuple[int, int, int]) -> _Plan:
-        ln_table = length_norm_table(config.length_norm, self._max_len)
-        return _Plan(config.beam_width, config.results, threshold32(config.token_threshold),
-                     threshold32(config.score_threshold), ln_table, np.float32(ln_table[1:].min()),
-                     np.float32(ln_table[1:].max()),
-                     SortKeys.of(shape[0], config.beam_width, shape[2]))
+        return _Plan(SearchPlan.from_config(config, self._max_len), SortKeys.of(shape[0], config.beam_width, shape[2]))
 
     def _run(self, tokens: np.ndarray, logprobs: np.ndarray, config: SearchConfig, pref: list[np.ndarray] | None,
              counts: np.ndarray | None, paths: dict[str, int]) -> tuple[SearchResult, int]:
@@ -229,7 +218,7 @@ class NumpySearcher:
         steps run); adds to ``counts`` (``STAT_FIELDS`` columns) and the path counters ``paths``."""
         q_n, t_n, _ = tokens.shape
         plan = self._plan(config, tokens.shape)
-        rows = sort_rows(tokens, logprobs, plan.tau, with_row_max=self.early_stop)  # xrank = sorted position
+        rows = sort_rows(tokens, logprobs, plan.search.tau, with_row_max=self.early_stop)  # xrank = sorted position
         frontier = Frontier.start(start_states(self.index, pref, q_n))
         pool = Pool.empty()
         steps_run = 0
@@ -241,7 +230,7 @@ class NumpySearcher:
                 steps_run += 1
                 row = Row.of(rows, t, q_n)
                 found = self._expand(frontier, row, paths)
-                cand = self._score_and_threshold(frontier, row, found, plan.sigma)
+                cand = self._score_and_threshold(frontier, row, found, plan.search.sigma)
                 if counts is not None:
                     _count_step(counts[t], frontier, row, found, cand)
                 if cand.size == 0:
@@ -257,14 +246,14 @@ class NumpySearcher:
                 growing = np.flatnonzero(grow)
                 if growing.size == 0 or t == t_n - 1:
                     if counts is not None and growing.size:  # |F_T|: B best with a child per query, not built
-                        counts[t, _FRONTIER] = np.minimum(np.bincount(cand.q[growing]), plan.beam).sum()
+                        counts[t, _FRONTIER] = np.minimum(np.bincount(cand.q[growing]), plan.search.beam).sum()
                     break
                 frontier = _next_frontier(cand, growing, plan)
                 if rows.row_max is not None and pool.size:
                     frontier = _early_stop(frontier, pool, rows.row_max[:, t + 1:], plan, q_n)
                 if counts is not None:
                     counts[t, _FRONTIER] = frontier.size
-        return pool.to_result(q_n, plan.results), steps_run
+        return pool.to_result(q_n, plan.search.results), steps_run
 
     # ----------------------------------------------------------------------------- the contract's steps
     def _expand(self, frontier: Frontier, row: Row, paths: dict[str, int]) -> _Expansion:
@@ -340,12 +329,12 @@ class NumpySearcher:
         """Offer the whole keywords among the candidates with pool key (−n, t, r, x); keep the R best."""
         if whole.size == 0:
             return pool
-        n = cand.s[whole] * plan.ln_table[cand.length[whole]]
+        n = cand.s[whole] * plan.search.ln_table[cand.length[whole]]
         dk = desc_key32(n)
         o = plan.keys.order(cand.q[whole], dk, cand.rank[whole], cand.xrank[whole])
         w = whole[o]
         offered = Pool(cand.q[w], dk[o], self._nodes.keyword_id(cand.node[w]), cand.s[w], n[o], cand.length[w])
-        return pool.merge(offered, plan.results)
+        return pool.merge(offered, plan.search.results)
 
 
 def _next_frontier(cand: Candidates, growing: np.ndarray, plan: _Plan) -> Frontier:
@@ -353,7 +342,7 @@ def _next_frontier(cand: Candidates, growing: np.ndarray, plan: _Plan) -> Fronti
     o = plan.keys.order(cand.q[growing], desc_key32(cand.s[growing]), cand.rank[growing], cand.xrank[growing])
     f = growing[o]
     ranks = group_ranks(cand.q[f])
-    sel = ranks < plan.beam
+    sel = ranks < plan.search.beam
     f = f[sel]
     return Frontier(cand.q[f], cand.node[f], cand.off[f], cand.s[f], cand.length[f], ranks[sel])
 
@@ -363,13 +352,13 @@ def _early_stop(frontier: Frontier, pool: Pool, later_rows_max: np.ndarray, plan
     `flashtrie.scoring.pool_closed` holds (best frontier score, rank 0, against the worst pool n, over the
     rows ``later_rows_max[Q, T']`` still to run)."""
     count, worst = pool.worst_n(q_n)
-    full = count == plan.results
+    full = count == plan.search.results
     if not full.any():
         return frontier
     best = np.full(q_n, np.float32(np.inf), dtype=np.float32)
     top = frontier.rank == 0
     best[frontier.q[top]] = frontier.s[top]
-    done = full & pool_closed(best, worst, later_rows_max, plan.ln_min, plan.ln_max)
+    done = full & pool_closed(best, worst, later_rows_max, plan.search.ln_min, plan.search.ln_max)
     live = ~done[frontier.q]
     return frontier if bool(live.all()) else frontier.take(live)
 

@@ -71,10 +71,10 @@ def _fake_searcher(index: NarrowLoudsIndex, keep: list, mp: pytest.MonkeyPatch) 
     s.index, s.ctx, s.device, s.stream, s.kernel = index, ctx, ctx.device, ctx.stream, None
     s._static_smem, s._smem_optin, s._num_sms, s._blocks_per_sm = 8720, 232448, 2, None
     s._loaded = types.SimpleNamespace(shared_allowed={})
-    s.stage_inputs, s.last_breakdown, s._ws, s._ln_cache = True, {}, None, {}
+    s.stage_inputs, s.last_breakdown, s._ws = True, {}, None
     s._stats = s._stats_raw = None
     s._inflight = Inflight()
-    s._derived, s._checked = {}, set()
+    s._plans, s._checked = {}, set()
     s._stream_handle = s._stream_int = 1234
     s.launches = []  # every launch as (stream, entry point, grid, block, parameters, shared bytes)
     s._launcher = types.SimpleNamespace(launch=lambda *a: s.launches.append(a))

@@ -280,14 +280,14 @@ def test_stepper_uploads_through_its_context(fake_device: list[_Recorder]) -> No
     assert st.ctx is ctx and st.device.device_id == 3 and st.arch == "sm_90"
     want = _Recorder()
     _old_step_upload(want, ix)
-    assert ctx.image() == want.image() and st._view_ptr == ctx.allocs[1][0]
+    assert ctx.image() == want.image() and st.index_address == ctx.allocs[1][0]
 
 
 def test_stepper_from_searcher_shares_its_index(fake_device: list[_Recorder]) -> None:
     ix = _index([[1, 2, 3], [1, 4]], "index")
-    searcher = types.SimpleNamespace(index=ix, device=types.SimpleNamespace(device_id=1), _index_ptr=0xABC000)
+    searcher = types.SimpleNamespace(index=ix, device=types.SimpleNamespace(device_id=1), index_address=0xABC000)
     st = GpuTrieStepper.from_searcher(searcher)
-    assert st._view_ptr == 0xABC000 and fake_device[0].allocs == []  # no second copy of the index
+    assert st.index_address == 0xABC000 and fake_device[0].allocs == []  # no second copy of the index
 
 
 def test_device_array_intake_refuses_host_and_foreign_objects() -> None:

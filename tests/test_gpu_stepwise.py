@@ -442,3 +442,32 @@ def test_kernels_take_the_view_and_the_layout_structs():
         want = head + ([(head[-1][0] + STEP_ROWS.size, STEP_MASK.size)] if name.endswith("mask") else [])
         got = [(int(a.offset), int(a.size)) for a in kernel.arguments_info]
         assert got == want, name
+
+
+def test_the_gpu_stepper_is_a_stepper_on_the_callers_stream() -> None:
+    """The protocol, an index shared by its public address, and launches on a stream the caller names
+    (``__cuda_stream__``) or makes current."""
+    import torch
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    from flashtrie.stepwise import Stepper
+
+    cpu, gpu = make([[5, 6], [5, 7, 8], [9]])
+    assert isinstance(gpu, Stepper) and gpu.checked_eos(1) == (1,)
+    shared = GpuTrieStepper.from_searcher(type("Shared", (), {"index": cpu.index, "index_address": gpu.index_address,
+                                                              "device": gpu.device})())
+    assert shared.index_address == gpu.index_address
+    ids = np.array([[5, 7], [9, 1], [5, 30]])
+    want = cpu.mask(cpu.walk(ids, eos_token_id=1), 32, 1, additive=False)
+    dev_ids = torch.as_tensor(ids, device="cuda")
+    torch.cuda.synchronize()  # the ids are on the device before another stream reads them
+    side = torch.cuda.Stream()
+    shared.stream = side
+    got = shared.walk_mask(dev_ids, 32, 1, additive=False)
+    side.synchronize()
+    assert np.array_equal(got.cpu().numpy(), want)
+    shared.stream = None
+    with torch.cuda.stream(side):
+        got = shared.walk_mask(dev_ids, 32, 1, additive=False)
+    side.synchronize()
+    assert np.array_equal(got.cpu().numpy(), want)

@@ -273,7 +273,8 @@ def test_bad_arguments_are_refused_before_any_state_changes() -> None:
     with pytest.raises(InputError, match="prompt_length: expected an int or a sequence"):
         TrieLogitsProcessor(index, 1, prompt_length=2.0)
     proc = TrieLogitsProcessor(index, 1)
-    with pytest.raises(InputError, match="scores: expected floating-point logits, got torch.int64"):
+    with pytest.raises(InputError, match="scores: expected float16, bfloat16, float32 or float64 logits, got "
+                                           "torch.int64"):
         proc(torch.zeros(1, 3, dtype=torch.long), torch.zeros(1, 24, dtype=torch.long))
     with pytest.raises(InputError, match="input_ids: expected integer token ids, got torch.float32"):
         proc(torch.zeros(1, 3), torch.zeros(1, 24))

@@ -125,7 +125,7 @@ def _prepare(args: argparse.Namespace, case: str) -> tuple[KeywordSet, NarrowLou
         wl["upload_s"] = round(time.perf_counter() - t1, 2)
         wl["child_table_nodes"], wl["root_table_labels"] = gpu.child_table, gpu.root_table
         notab = GpuTrieStepper(index, chunk=args.chunk, child_table=0, root_table=0,
-                               searcher=SimpleNamespace(index=index, _index_ptr=gpu._view_ptr))
+                               searcher=SimpleNamespace(index=index, index_address=gpu.index_address))
     print(f"# {case}: {len(keywords):,} keywords, {index.num_nodes:,} nodes, {wl['index_bytes'] / 2**20:.0f} MiB,"
           f" gen {t_gen:.1f} s, build {t_build:.1f} s", flush=True)
     return keywords, index, wl, cpu, gpu, notab
@@ -174,7 +174,7 @@ def _sweep(args: argparse.Namespace, gpu: Any, index: NarrowLoudsIndex, keywords
 
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
-    shared = SimpleNamespace(index=index, _index_ptr=gpu._view_ptr)
+    shared = SimpleNamespace(index=index, index_address=gpu.index_address)
     v, eos = wl["vocab_size"] + 1, wl["vocab_size"]
     for b, k in [parse_shape(x) for x in args.sweep_shapes.split(",")]:
         for root in (True, False):

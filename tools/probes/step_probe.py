@@ -113,7 +113,7 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
 
     base = sw.GpuTrieStepper(index)
     out = {"default": base}
-    shared = SimpleNamespace(index=index, _index_ptr=base._view_ptr)
+    shared = SimpleNamespace(index=index, index_address=base.index_address)
     real = sw.compile_kernel
     for spec in variants:
         name, _, macros = spec.partition("=")
