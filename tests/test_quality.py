@@ -462,3 +462,36 @@ def test_a_measurement_predicted_past_the_sweeps_time_is_skipped(tmp_path):
     assert all(r.status == "ok" for r in recs if r.config["model"] == "nar")
     ar = [r for r in recs if r.config["model"] == "ar"]
     assert ar and all(r.status == "skipped" for r in ar)
+
+
+def test_a_wider_beam_ranks_by_the_same_score_and_finds_scores_at_least_as_high():
+    """The evaluation's order is the search's score order, and beam B's k-th best score is at least beam
+    b's (b < B, K = beam): a lower P@100 at a wider beam is the model's ranking, not the search's."""
+    from flashtrie.harness.quality_eval import nar_library, ranked_lists, truncated
+    from flashtrie.reference_cpu import NumpySearcher
+    from flashtrie.search_types import SearchConfig
+
+    task = fixture_task()
+    lib = nar_library(task)
+    rng = np.random.default_rng(0)
+    steps, vocab = int(lib.lengths.max()), task.vocab_size
+    logits = rng.normal(size=(6, steps, vocab)).astype(np.float32)
+    for row in logits:  # each query favours the tokens of a few identifiers at their positions
+        for i in rng.choice(len(lib), size=20, replace=False):
+            kw = lib[int(i)]
+            row[np.arange(kw.size), kw] += rng.uniform(2, 6)
+    lp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    order = np.argsort(-lp, axis=-1, kind="stable")
+    tokens, lps = order.astype(np.uint32), np.take_along_axis(lp, order, -1).astype(np.float32)
+    searcher = NumpySearcher(NarrowLoudsIndex.build(lib))
+    res = {b: searcher.search(truncated(tokens, lps, b), SearchConfig(beam_width=b)) for b in (8, 64)}
+    for r in res.values():
+        for q, ids in enumerate(ranked_lists(r)):
+            sc = r.scores[q, :ids.size]
+            assert np.all(np.diff(sc) <= 0) and ids.size == len(set(ids.tolist()))
+    narrow, wide = res[8], res[64]
+    assert np.all(wide.num_results >= narrow.num_results) and narrow.num_results.sum() > 0
+    for q in range(tokens.shape[0]):
+        n = int(narrow.num_results[q])
+        assert np.all(wide.scores[q, :n] >= narrow.scores[q, :n])
+    assert wide.num_results.sum() > narrow.num_results.sum()
