@@ -469,6 +469,7 @@ def test_a_wider_beam_ranks_by_the_same_score_and_finds_scores_at_least_as_high(
     b's (b < B, K = beam): a lower P@100 at a wider beam is the model's ranking, not the search's."""
     from flashtrie.harness.quality_eval import nar_library, ranked_lists, truncated
     from flashtrie.reference_cpu import NumpySearcher
+
     from flashtrie.search_types import SearchConfig
 
     task = fixture_task()
