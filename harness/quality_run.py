@@ -7,10 +7,13 @@ trains both models on both tasks and runs every measurement in one command on on
 
 Training is not time-guarded: each model trains its planned steps (``steps_run == steps`` in the records;
 the validation curve and the stopping rule's step say whether the plan passed convergence).  The sweeps are:
-each gets ``sweep_s`` seconds, and a measurement started after them, or whose predicted time (the backend's
-previous beam scaled by B x K, or by B for ``generate``) is over ``budget_s``, is recorded as ``skipped``:
-where the CPU runs out of budget and the GPU does not is part of the answer.  The run's time is then at
-most the training plus ``sweep_s`` per sweep (the plan of the ``full`` config is in `CONFIGS`' comment).
+each gets ``sweep_s`` seconds (``ar_sweep_s`` for the AR model), and a measurement started after them, or
+whose predicted time (the backend's previous beam, timed warm, scaled by B x K, or by B for ``generate``) is
+over ``budget_s`` (``ar_budget_s``) or past the sweep's end, is recorded as ``skipped``: where the CPU runs
+out of budget and the GPU does not is part of the answer.  Every measurement is preceded by an untimed call
+of the same backend at the same beam on a few queries (first-use costs: kernel compiles and loads,
+allocations).  The run's time is then about the training plus each sweep's share (the plan of the ``full``
+config is in `CONFIGS`' comment).
 
 ``smoke`` (`smoke_config`) runs a config's code path with a few training steps and queries: a check that
 the full config will not fail on the device, not a measurement.
@@ -63,13 +66,16 @@ class QualityConfig:
     budget_s: float  # the most one measurement (one backend, beam and mode over the sample) may take
     ar_rows: int  # beam rows per generate() call
     sweep_s: float = 1e9  # after this many seconds of a sweep, what is left is recorded as skipped
+    ar_budget_s: float | None = None  # ``budget_s`` of the AR sweeps (None: the same)
+    ar_sweep_s: float | None = None  # ``sweep_s`` of the AR sweeps (None: the same)
     seed: int = 0
     smoke: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "identifiers": self.identifiers, "eval_queries": self.eval_queries,
                 "nar_beams": list(self.nar_beams), "ar_beams": list(self.ar_beams), "budget_s": self.budget_s,
-                "sweep_s": self.sweep_s, "seed": self.seed, "smoke": self.smoke,
+                "sweep_s": self.sweep_s, "ar_budget_s": self.ar_budget_s, "ar_sweep_s": self.ar_sweep_s,
+                "seed": self.seed, "smoke": self.smoke,
                 "train": {k: {"steps": c.steps, "batch_size": c.batch_size, "lr": c.lr, "eval_every": c.eval_every,
                               **c.size.to_dict()} for k, c in (("ar", self.ar), ("nar", self.nar))}}
 
@@ -89,21 +95,27 @@ def smoke_config(cfg: QualityConfig) -> QualityConfig:
 _BEAMS = (1, 10, 30, 100, 300, 1000)
 #: planned training steps (each model; the stopping rule's evidence is in the records)
 CPU_STEPS, FULL_STEPS = 200, 1000
+#: the AR model's peak learning rates (cpu, full): the post-LN BART stays at its unigram solution (its loss
+#: the entropy of the identifiers' tokens) at 2e-3; the lowest validation loss of the rates tried at each
+#: size (the quality README); the NAR head (pre-LN) trains at 2e-3
+CPU_AR_LR, FULL_AR_LR = 5e-4, 2e-4
 CONFIGS = {
     "toy": QualityConfig("toy", 300, ar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5),
                          nar=_train(20, 16, 3e-3, ModelSize(32, 1, 2), 5), eval_queries=12,
                          nar_beams=(1, 4, 16, 64), ar_beams=(1, 4), budget_s=60.0, ar_rows=256),
-    "cpu": QualityConfig("cpu", 3000, ar=replace(_train(CPU_STEPS, 32, 2e-3, ModelSize(96, 2, 4), 20), val_pairs=512),
+    "cpu": QualityConfig("cpu", 3000,
+                         ar=replace(_train(CPU_STEPS, 32, CPU_AR_LR, ModelSize(96, 2, 4), 20), val_pairs=512),
                          nar=replace(_train(CPU_STEPS, 32, 2e-3, ModelSize(96, 2, 4), 20), val_pairs=512),
                          eval_queries=100,
                          nar_beams=(1, 10, 100, 300, 1000), ar_beams=(1, 10, 100), budget_s=20.0, ar_rows=2000,
                          sweep_s=30.0),
-    # The H200 plan: 4 models x FULL_STEPS steps of 1,024 at about 15-20 steps/s (the earlier H200 run's
-    # rate at 256; launch-bound, so the batch is nearly free) = 4 x 50-70 s, and 4 sweeps of about 40 s:
-    # under 8 minutes with start-up.
-    "full": QualityConfig("full", 30000, ar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)),
+    # The GPU plan: 4 models x FULL_STEPS steps of 1,024 at about 16 steps/s (an H100's rate) = 4 x 62 s,
+    # the NAR sweeps (30 s each at most, about 5 s as measured) and the AR sweeps (100 s each at most; a
+    # measurement predicted past the sweep's end is skipped): at most 9.5 minutes with start-up.
+    "full": QualityConfig("full", 30000, ar=_train(FULL_STEPS, 1024, FULL_AR_LR, ModelSize(256, 3, 4)),
                           nar=_train(FULL_STEPS, 1024, 2e-3, ModelSize(256, 3, 4)), eval_queries=200,
-                          nar_beams=_BEAMS, ar_beams=_BEAMS, budget_s=12.0, ar_rows=32768, sweep_s=40.0),
+                          nar_beams=_BEAMS, ar_beams=_BEAMS, budget_s=12.0, ar_rows=32768, sweep_s=30.0,
+                          ar_budget_s=60.0, ar_sweep_s=100.0),
 }
 
 
@@ -169,6 +181,7 @@ class _Ctx:
     make: Callable[..., Record]
     progress: Callable[[str], None]
     deadline: float = float("inf")  # time.monotonic() after which measurements are skipped
+    budget_s: float = float("inf")  # the most one measurement may take
 
     def record(self, model: Trained, backend: str, mode: str, beam: int, k: int | None, metrics: dict[str, Any] | None,
                status: str = "ok", message: str | None = None) -> Record:
@@ -182,15 +195,19 @@ class _Ctx:
 
 
 def _over(ctx: _Ctx, last: dict[str, tuple[float, float]], name: str, cost: float) -> str | None:
-    """Why ``name`` at ``cost`` is skipped: its predicted seconds are over the budget, or the run's time is up."""
-    if time.monotonic() > ctx.deadline:
+    """Why ``name`` at ``cost`` is skipped: the sweep's time is up, or its predicted seconds (``last``: its
+    previous measurement, warm) are over the budget or past the sweep's end."""
+    left = ctx.deadline - time.monotonic()
+    if left < 0:
         return "this phase's share of the run's time was spent"
     if name not in last:
         return None
     c0, s0 = last[name]
     pred = s0 * cost / max(c0, 1e-9)
-    if pred > ctx.cfg.budget_s:
-        return f"predicted {pred:.0f} s is over the budget of {ctx.cfg.budget_s:.0f} s"
+    if pred > ctx.budget_s:
+        return f"predicted {pred:.0f} s is over the budget of {ctx.budget_s:.0f} s"
+    if pred > left:
+        return f"predicted {pred:.0f} s is past the {left:.0f} s left of this phase's share of the run's time"
     return None
 
 
@@ -222,8 +239,7 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
             if why is not None:
                 records.append(ctx.record(model, name, mode, beam, k, None, "skipped", why))
                 continue
-            if name == "gpu":
-                run(props[:min(8, len(queries))], cfg)  # first launch at this shape: not timed
+            run(truncated(tokens[:8], lps[:8], k), cfg)  # first use at this shape: not timed
             res, secs = timed(lambda run=run, props=props, cfg=cfg: run(props, cfg), False)
             last[name] = (beam * k, secs)
             got[name] = res
@@ -258,8 +274,9 @@ def _ar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Reco
                 records.append(ctx.record(model, name, mode, beam, None, None, "skipped", why))
                 continue
             proc = TrieLogitsProcessor(index, EOS, prompt_length=1, backend=backend) if backend else None
-            lists, secs = ar_decode(model.model, queries, index, beam, proc, ctx.device, ctx.cfg.ar_rows,
-                                    ctx.task.library.max_length + 1)
+            longest = ctx.task.library.max_length + 1
+            ar_decode(model.model, queries[:2], index, beam, proc, ctx.device, ctx.cfg.ar_rows, longest)  # not timed
+            lists, secs = ar_decode(model.model, queries, index, beam, proc, ctx.device, ctx.cfg.ar_rows, longest)
             last[name] = (beam, secs)
             got[name] = lists
             m = {**_metrics(lists, ctx.sets), "latency_ms_per_query": secs * 1e3 / len(queries)}
@@ -295,8 +312,10 @@ def measure_task(task: Task, cfg: QualityConfig, device: str, cache: str | os.Pa
         trained[kind] = t
     records: list[Record] = []
     for kind in models:
-        deadline = time.monotonic() + cfg.sweep_s
-        ctx = _Ctx(task, cfg, device, eval_sets(task, pick), make, progress, deadline)
+        ar = kind == "ar"
+        share = cfg.ar_sweep_s if ar and cfg.ar_sweep_s is not None else cfg.sweep_s
+        budget = cfg.ar_budget_s if ar and cfg.ar_budget_s is not None else cfg.budget_s
+        ctx = _Ctx(task, cfg, device, eval_sets(task, pick), make, progress, time.monotonic() + share, budget)
         recs = (_nar_sweep if kind == "nar" else _ar_sweep)(ctx, trained[kind], queries)
         if emit is not None:
             emit(recs)
