@@ -203,7 +203,7 @@ def throughput_vs_batch(records: Sequence[Record], out_dir: Path) -> list[Path]:
 
 
 def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
-    qrecs = [r for r in records if r.kind == "quality" and r.status == "ok"]
+    qrecs = [r for r in records if r.kind == "synthetic-quality" and r.status == "ok"]
     ks = sorted({int(m.split("@")[1]) for r in qrecs for m in r.metrics if m.startswith("precision@")})
     if not ks:
         return []
@@ -211,7 +211,7 @@ def quality_vs_beam(records: Sequence[Record], out_dir: Path) -> list[Path]:
     for ax, metric in zip(axes, ("precision", "recall"), strict=True):
         ax.set_ylabel(f"{metric.capitalize()}@k")
         for k in ks:
-            data = series(records, "quality", "beam_width", lambda r: r.config["beam_width"],
+            data = series(records, "synthetic-quality", "beam_width", lambda r: r.config["beam_width"],
                           partial(_metric, f"{metric}@{k}"),
                           lambda r: r.config.get("mode", r.backend))
             for name, pts in data.items():

@@ -1,4 +1,5 @@
-"""Retrieval quality vs beam width: trie-constrained search vs unconstrained decoding then filtering.
+"""Retrieval quality vs beam width on generated workloads with ground truth (records of kind
+``synthetic-quality``): trie-constrained search vs unconstrained decoding then filtering.
 
 Metrics, per query q with ground truth G_q (the workload's ``relevant`` ids, mapped to the id a search
 returns for an identical keyword) and results ranked best first: Precision@k, Recall@k, nDCG@k and hit@1 as
@@ -57,13 +58,13 @@ def quality_sweep(keywords: KeywordSet, workload: Any, searcher: Any, beams: Seq
             try:
                 res = run()
             except Exception as e:  # noqa: BLE001 - recorded as an error
-                records.append(make_record(kind="quality", backend=backend, status="error",
+                records.append(make_record(kind="synthetic-quality", backend=backend, status="error",
                                            message=f"{type(e).__name__}: {e}", sweep="beam_width",
                                            workload=wl, config={**config, "mode": mode}))
                 continue
             lists = [res.keyword_ids[q, :int(res.num_results[q])] for q in range(res.shape[0])]
             metrics: dict[str, Any] = {"mean_results": float(res.num_results.mean()),
                                        **mean_metrics(lists, canon, [int(k) for k in ks])}
-            records.append(make_record(kind="quality", backend=backend, sweep="beam_width", workload=wl,
+            records.append(make_record(kind="synthetic-quality", backend=backend, sweep="beam_width", workload=wl,
                                        config={**config, "mode": mode}, metrics=metrics))
     return records

@@ -33,7 +33,9 @@ __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_rec
            "iter_records", "validate_record", "new_run_id", "DamagedRecordWarning"]
 
 SCHEMA = "flashtrie.record/1"
-KINDS = ("latency", "throughput", "build", "quality", "parity", "search", "serve")
+#: ``quality``: the model study (`flashtrie quality run`); ``synthetic-quality``: Precision@k against beam width on
+#: generated workloads with ground truth (`flashtrie bench quality`).
+KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 
@@ -68,7 +70,17 @@ class Record:
     def from_dict(cls, d: dict[str, Any]) -> Record:
         validate_record(d)
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: _restore_non_finite(v) if k in _NUMERIC_FIELDS else v for k, v in d.items() if k in known})
+        return cls(**{k: _restore_non_finite(v) if k in _NUMERIC_FIELDS else v
+                      for k, v in _current_kind(d).items() if k in known})
+
+
+def _current_kind(d: dict[str, Any]) -> dict[str, Any]:
+    """``d`` with the kind its writer gives it today.  Records of the synthetic quality sweep written before it had
+    a kind of its own say ``quality``; the model study's name a task and a model in their config, those never do."""
+    config = d["config"]
+    if d["kind"] == "quality" and not ("task" in config and "model" in config):
+        return {**d, "kind": "synthetic-quality"}
+    return d
 
 
 _FIELD_TYPES: dict[str, type | tuple[type, ...]] = {

@@ -143,7 +143,7 @@ def bench_table(records: Sequence[Record]) -> list[str]:
             rows.append((r.kind, r.backend, _num(c.get("num_keywords"), ","), "-", "-", "-",
                          _num(m.get("build_s"), ".3f") + " s", "-", speedup_text(m.get("build_speedup_vs_marisa")),
                          r.status))
-        elif r.kind == "quality":
+        elif r.kind == "synthetic-quality":
             pk = next((k for k in sorted(m) if k.startswith("precision@")), None)
             rows.append((r.kind, f"{r.backend} ({c.get('mode', '')})", "-", _num(c.get("beam_width"), "d"),
                          _num(c.get("K"), "d"), "-", f"{pk} {_num(m.get(pk), '.3f')}" if pk else "-", "-", "-",

@@ -335,7 +335,7 @@ def _latency_sections(newest: list[Record], drawn: dict[str, list[Path]], out_di
 
 
 def _quality_section(newest: list[Record], drawn: dict[str, list[Path]], out_dir: Path) -> list[str]:
-    qual = [r for r in newest if r.kind == "quality"]
+    qual = [r for r in newest if r.kind == "synthetic-quality"]
     if not qual:
         return []
     metric_names = sorted({m for r in qual for m in r.metrics if "@" in m},

@@ -377,7 +377,7 @@ def test_report_from_stored_records(tmp_path: Path) -> None:
                                                                      "bytes_per_keyword": 7.0}))
     for b in (10, 100):
         for mode, p in (("constrained", 0.5), ("unconstrained+filter", 0.3)):
-            recs.append(_record(kind="quality", backend="numpy", env=env,
+            recs.append(_record(kind="synthetic-quality", backend="numpy", env=env,
                                 config={"beam_width": b, "mode": mode},
                                 metrics={"precision@10": p, "recall@10": p / 2}))
     src = tmp_path / "results.jsonl"
@@ -394,6 +394,19 @@ def test_report_from_stored_records(tmp_path: Path) -> None:
     assert "flashtrie bench beam" in md and "## Reproduce" in md
     assert "precision@10" in md
     assert "Every measured case returned status `ok`" not in md
+
+
+def test_synthetic_quality_sweep_writes_its_own_kind() -> None:
+    from flashtrie.harness.quality import quality_sweep
+    from flashtrie.harness.suites import SUITES, suite_of
+    from flashtrie.harness.workloads import Loaded
+
+    kws, props = _random_case(2)
+    workload = Loaded(props, [np.array([0, 1, 2], np.int64)] * props.shape[0], {})
+    recs = quality_sweep(kws, workload, RefSearcher(kws), [2, 4], [1, 2], make_record=Record, progress=False)
+    assert [(r.kind, r.config["beam_width"], r.config["mode"]) for r in recs] == [
+        ("synthetic-quality", b, m) for b in (2, 4) for m in ("constrained", "unconstrained+filter")]
+    assert all(r.status == "ok" and "precision@2" in r.metrics and suite_of(r) is SUITES["search"] for r in recs)
 
 
 def test_report_status_lists_a_mismatch(tmp_path: Path) -> None:

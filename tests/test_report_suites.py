@@ -3,10 +3,11 @@ each owns, their sections, figures and metrics through `build_report`, and their
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from flashtrie.harness.records import Record, append_records
+from flashtrie.harness.records import Record, append_records, read_records
 from flashtrie.harness.report import build_report, by_suite
 from flashtrie.harness.suites import SUITES, suite_of
 
@@ -66,10 +67,10 @@ def _quality_records() -> list[Record]:
 
 
 def _search_records() -> list[Record]:
-    """Records of ``flashtrie bench``: quality (no task, no model) and latency (a workload not named real:)."""
-    return [_rec(kind="quality", backend="numpy", sweep="beam_width", command=["flashtrie", "bench", "quality"],
-                 workload={"num_keywords": 100}, config={"beam_width": 10, "mode": "constrained"},
-                 metrics={"precision@10": 0.5}),
+    """Records of ``flashtrie bench``: synthetic quality and latency (a workload not named real:)."""
+    return [_rec(kind="synthetic-quality", backend="numpy", sweep="beam_width",
+                 command=["flashtrie", "bench", "quality"], workload={"num_keywords": 100},
+                 config={"beam_width": 10, "mode": "constrained"}, metrics={"precision@10": 0.5}),
             _rec(kind="latency", backend="numpy", sweep="beam_width", command=["flashtrie", "bench", "beam"],
                  workload={"name": "zipf", "num_keywords": 100}, config={"beam_width": 10, "batch_size": 1, "K": 10},
                  metrics={"mean_ms": 0.5})]
@@ -82,6 +83,29 @@ def test_each_record_has_one_owner() -> None:
             assert suite_of(r) is SUITES[name]
             owners = [s.name for s in SUITES.values() if not s.fallback and s.owns(r)]
             assert owners == ([] if name == "search" else [name])  # the suites' own records are disjoint
+
+
+def test_only_the_model_study_is_kind_quality() -> None:
+    assert all(r.kind == "quality" for r in _quality_records())
+    assert {r.kind for r in _search_records()} == {"synthetic-quality", "latency"}
+    study = _rec(kind="quality", backend="numpy")
+    assert [s.name for s in SUITES.values() if not s.fallback and s.owns(study)] == ["quality"]
+    assert not SUITES["quality"].owns(_search_records()[0])
+
+
+def test_an_older_synthetic_quality_record_renders_in_the_search_report(tmp_path: Path) -> None:
+    """Before the synthetic sweep had a kind of its own it wrote ``quality`` (a workload, no task or model)."""
+    old = _search_records()[0].to_dict() | {"kind": "quality"}
+    src = tmp_path / "old.jsonl"
+    src.write_text(json.dumps(old) + "\n")
+    (rec,) = read_records(src)
+    assert rec.kind == "synthetic-quality" and suite_of(rec) is SUITES["search"]
+    study = tmp_path / "study.jsonl"
+    append_records(study, _quality_records())
+    assert [r.kind for r in read_records(study)] == ["quality"] * 3  # the model study's stay as they are
+    md = build_report([src], tmp_path / "rep").read_text()
+    assert "## Quality vs beam width" in md and "| 10 | constrained | numpy | 0.5 |" in md
+    assert "## Does a wider beam buy quality?" not in md and (tmp_path / "rep" / "quality_vs_beam.png").is_file()
 
 
 def test_real_suite_renders_through_the_pipeline(tmp_path: Path) -> None:

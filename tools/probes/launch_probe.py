@@ -1,6 +1,7 @@
 """Where the host's microseconds of one fused step (`GpuTrieStepper.advance_mask`, eager, no synchronisation)
-go: each part of the call timed alone, and the launch through cuda-bindings against the driver's C entry
-point called through ctypes (with the library's kernel handle, and with the context's function handle).
+go: each part of the call timed alone, and the launch through the project's `Launcher` (the driver's C entry
+point through ctypes, the kernel handle) against cuda-bindings' ``cuLaunchKernel`` and ctypes with the context's
+function handle.
 
     python3 tools/probes/launch_probe.py [--keywords 200000] [--rows 140] [--vocab 32768] [--calls 3000]
 
@@ -12,10 +13,27 @@ from __future__ import annotations
 import argparse
 import ctypes
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+#: the fused step's entry point (gpu_impl/layout.py KERNEL_PARAMS)
+FUSED = "ft_step_advance_mask"
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The probe's options."""
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--keywords", type=int, default=200_000)
+    p.add_argument("--rows", type=int, default=140)
+    p.add_argument("--vocab", type=int, default=32_768)
+    p.add_argument("--calls", type=int, default=3000)
+    a = p.parse_args(argv)
+    for name in ("keywords", "rows", "vocab", "calls"):
+        if getattr(a, name) < 1:
+            p.error(f"--{name}: expected a positive count, got {getattr(a, name)}")
+    return a
 
 
 def timed(fn: Callable[[], Any], calls: int, sync: Callable[[], None], every: int = 200) -> tuple[float, float]:
@@ -35,73 +53,57 @@ def timed(fn: Callable[[], Any], calls: int, sync: Callable[[], None], every: in
     return float(np.median(a)), float(np.percentile(a, 90))
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--keywords", type=int, default=200_000)
-    p.add_argument("--rows", type=int, default=140)
-    p.add_argument("--vocab", type=int, default=32_768)
-    p.add_argument("--calls", type=int, default=3000)
-    a = p.parse_args()
+def fused_rows(node_in: int, off_in: int, node_out: int, off_out: int, tok: int, eos: int, n: int,
+               n_eos: int = 1) -> bytes:
+    """The fused step's rows (kernels/step_params.cuh StepRows), packed by name as `GpuTrieStepper.advance_mask`
+    packs them: int64 tokens of stride 1."""
+    from flashtrie.gpu_impl.step_launch import ROWS
 
+    return ROWS["advance_mask"](node_in=node_in, off_in=off_in, node_out=node_out, off_out=off_out, tok=tok,
+                                eos=eos, tok_stride=1, n=n, tok_is64=True, n_eos=n_eos)
+
+
+def param_pointers(base: int, name: str = FUSED) -> Any:
+    """The driver's ``kernelParams`` of entry point ``name`` for parameters packed at host address ``base``:
+    one pointer per parameter, at its offset (as `Launcher` lays them out)."""
+    from flashtrie.gpu_impl.layout import KERNEL_PARAMS
+
+    offsets = KERNEL_PARAMS[name].offsets
+    return (ctypes.c_void_p * len(offsets))(*[base + off for off in offsets])
+
+
+def _driver_launch() -> Any:
+    """The driver's C ``cuLaunchKernel`` through ctypes."""
+    fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    return fn
+
+
+def _parts(g: Any, a: argparse.Namespace) -> list[tuple[str, tuple[float, float]]]:
+    """The whole call and each of its host-side parts, timed alone."""
     import torch
-    from cuda.bindings import driver
-    from flashtrie.datasets import generate_keywords
-    from flashtrie.gpu_impl import step_arrays, step_launch
-    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+    from flashtrie.gpu_impl import step_arrays
 
-    from flashtrie import NarrowLoudsIndex
-
-    kw = generate_keywords(a.keywords, seed=0, vocab_size=a.vocab - 1)
-    index = NarrowLoudsIndex.build(kw)
-    g = GpuTrieStepper(index)
-    eos, v, n = a.vocab - 1, a.vocab, a.rows
+    index, eos, v, n = g.index, a.vocab - 1, a.vocab, a.rows
     states = g.start(n)
     lo, hi = (int(x[0]) for x in index.child_range(np.zeros(1, np.int64)))
     first = index.labels(np.arange(lo, hi, dtype=np.int64))  # tokens that leave the root: rows stay in the trie
     toks = torch.tensor(np.resize(first, n).astype(np.int64), device="cuda")
     logits = torch.zeros((n, v), dtype=torch.float32, device="cuda")
     sync = torch.cuda.synchronize
-
-    rows: list[tuple[str, tuple[float, float]]] = []
-    rows.append(("advance_mask (whole call)", timed(lambda: g.advance_mask(states, toks, v, eos, out=logits), a.calls,
-                                                    sync)))
-    sv = step_arrays.state_views
-    rows.append(("state_views", timed(lambda: sv(states), a.calls, sync)))
-    rows.append(("tokens view", timed(lambda: g._tokens(toks, n), a.calls, sync)))
-    rows.append(("eos", timed(lambda: g._eos(eos), a.calls, sync)))
     e = g._eos(eos)[0]
-    rows.append(("mask args (cached)", timed(lambda: g._mask_args(n, v, e, logits, True), a.calls, sync)))
-    rows.append(("new states", timed(lambda: g._new_states(n), a.calls, sync)))
-    pk = step_launch.ROWS["advance_mask"]
-    rows.append(("rows packed", timed(lambda: pk(1, 2, 3, 4, 5, 6, 1, n, True, 1), a.calls, sync)))
-    rows.append(("stream handle", timed(g.xp.stream, a.calls, sync)))
-
-    _, blocks, mask = g._mask_args(n, v, e, logits, True)
-    aa, bb, _ = sv(states)
-    new = g._new_states(n)
-    params = g._head + pk(aa.ptr, bb.ptr, step_arrays.ptr(new.node), step_arrays.ptr(new.off),
-                          g._tokens(toks, n).ptr, step_arrays.ptr(g._eos(eos)[1]), 1, n, True, 1) + mask
-    h = g.xp.stream()
-    rows.append(("launch: cuda-bindings", timed(lambda: g._launch_fn(h, "advance_mask", blocks, g.threads, params),
-                                                a.calls, sync)))
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    fn = cuda.cuLaunchKernel
-    fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-    buf = ctypes.create_string_buffer(params, len(params))
-    base = ctypes.addressof(buf)
-    offs = step_launch._OFFSETS
-    ptrs = (ctypes.c_void_p * len(offs))(*[base + o for o in offs])
-    kern = int(g._k["advance_mask"].handle)
-    rows.append(("launch: ctypes, kernel handle", timed(lambda: fn(kern, blocks, 1, 1, g.threads, 1, 1, 0, h, ptrs,
-                                                                   None), a.calls, sync)))
-    err, func = driver.cuKernelGetFunction(driver.CUkernel(kern))
-    f = int(func)
-    rows.append(("launch: ctypes, function handle", timed(lambda: fn(f, blocks, 1, 1, g.threads, 1, 1, 0, h, ptrs,
-                                                                     None), a.calls, sync)))
-    rows.append(("memmove of the parameters", timed(lambda: ctypes.memmove(buf, params, len(params)), a.calls,
-                                                    sync)))
+    rows: list[tuple[str, tuple[float, float]]] = [
+        ("advance_mask (whole call)", timed(lambda: g.advance_mask(states, toks, v, eos, out=logits), a.calls, sync)),
+        ("state_views", timed(lambda: step_arrays.state_views(states), a.calls, sync)),
+        ("tokens view", timed(lambda: g._tokens(toks, n), a.calls, sync)),
+        ("eos", timed(lambda: g._eos(eos), a.calls, sync)),
+        ("mask args (cached)", timed(lambda: g._mask_args(n, v, e, logits, True), a.calls, sync)),
+        ("new states", timed(lambda: g._new_states(n), a.calls, sync)),
+        ("rows packed by name", timed(lambda: fused_rows(1, 2, 3, 4, 5, 6, n), a.calls, sync)),
+        ("stream handle", timed(g.xp.stream, a.calls, sync)),
+    ]
+    rows += _launches(g, states, toks, logits, a)
     from flashtrie.harness.timing import busy, host_us
 
     fused = lambda: g.advance_mask(states, toks, v, eos, out=logits)  # noqa: E731 - as the stepwise suite times it
@@ -110,9 +112,61 @@ def main() -> int:
         us = host_us(fused, repeats)
         sync()
         rows.append((f"suite's loop, {repeats} calls", (float(np.median(us)), float(np.percentile(us, 90)))))
-    print(f"fused step at {n} rows, V = {v}, {a.keywords:,} keywords; {a.calls} calls; cuKernelGetFunction {err}")
+    return rows
+
+
+def _launches(g: Any, states: Any, toks: Any, logits: Any, a: argparse.Namespace
+              ) -> list[tuple[str, tuple[float, float]]]:
+    """One fused launch (the same parameters) through the project's `Launcher` and through the alternatives."""
+    import torch
+    from cuda.bindings import driver
+    from flashtrie.gpu_impl import step_arrays
+    from flashtrie.gpu_impl.launch import Launcher, load_kernels
+
+    eos, v, n, sync = a.vocab - 1, a.vocab, a.rows, torch.cuda.synchronize
+    e, eos_dev = g._eos(eos)
+    _, blocks, mask = g._mask_args(n, v, e, logits, True)
+    aa, bb, _ = step_arrays.state_views(states)
+    new = g._new_states(n)
+    params = g._head + fused_rows(aa.ptr, bb.ptr, step_arrays.ptr(new.node), step_arrays.ptr(new.off),
+                                  g._tokens(toks, n).ptr, step_arrays.ptr(eos_dev), n, len(e)) + mask
+    h = g.xp.stream()
+    loaded = load_kernels("step.cu", g.arch, {"FT_STEP_THREADS": str(g.threads), "FT_STEP_CHUNK": str(g.chunk)},
+                          g.device.device_id)  # the stepper's own load (cached): the same kernel handles
+    launcher = Launcher(loaded)
+    out = [("launch: Launcher (ctypes, kernel handle)",
+            timed(lambda: launcher.launch(h, FUSED, blocks, g.threads, params), a.calls, sync))]
+    fn = _driver_launch()
+    buf = ctypes.create_string_buffer(params, len(params))
+    ptrs = param_pointers(ctypes.addressof(buf))
+    err, func = driver.cuKernelGetFunction(driver.CUkernel(int(loaded[FUSED].handle)))
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuKernelGetFunction({FUSED}): {err}")
+    f = int(func)
+    stream = driver.CUstream(h)
+    out += [
+        ("launch: ctypes, function handle",
+         timed(lambda: fn(f, blocks, 1, 1, g.threads, 1, 1, 0, h, ptrs, None), a.calls, sync)),
+        ("launch: cuda-bindings, function handle",
+         timed(lambda: driver.cuLaunchKernel(func, blocks, 1, 1, g.threads, 1, 1, 0, stream, ctypes.addressof(ptrs),
+                                             0), a.calls, sync)),
+        ("memmove of the parameters", timed(lambda: ctypes.memmove(buf, params, len(params)), a.calls, sync)),
+    ]
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse(argv)
+    from flashtrie.datasets import generate_keywords
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
+
+    from flashtrie import NarrowLoudsIndex
+
+    index = NarrowLoudsIndex.build(generate_keywords(a.keywords, seed=0, vocab_size=a.vocab - 1))
+    rows = _parts(GpuTrieStepper(index), a)
+    print(f"fused step at {a.rows} rows, V = {a.vocab}, {a.keywords:,} keywords; {a.calls} calls")
     for name, (med, p90) in rows:
-        print(f"{name:34} median {med:7.2f} us   p90 {p90:7.2f} us")
+        print(f"{name:40} median {med:7.2f} us   p90 {p90:7.2f} us")
     return 0
 
 

@@ -19,7 +19,8 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -109,27 +110,43 @@ def _steppers(index: Any, variants: list[str]) -> dict[str, Any]:
     the stepper's chunk; child_table, root_table and blocks_per_row its options of those names; source=FILE
     compiles kernels/FILE in place of step.cu (another step.cu with the same kernel parameters, for an A/B); any
     other key is one of step.cu's tuning macros (`GpuTrieStepper(defines=...)`)."""
-    import flashtrie.gpu_impl.stepwise as sw
+    from flashtrie.gpu_impl.step_options import CHILD_TABLE, ROOT_TABLE
+    from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
-    base = sw.GpuTrieStepper(index)
+    base = GpuTrieStepper(index)
     out = {"default": base}
     shared = SimpleNamespace(index=index, index_address=base.index_address)
-    real = sw.compile_kernel
     for spec in variants:
         name, _, macros = spec.partition("=")
         defines = dict(m.split("=", 1) for m in macros.split("+") if m)
         chunk = int(defines.pop("FT_STEP_CHUNK", base.chunk))  # the host must cut chunks the same way
-        opts = {k: int(defines.pop(k)) for k in ("child_table", "root_table") if k in defines}
+        child_table = int(defines.pop("child_table", CHILD_TABLE))
+        root_table = int(defines.pop("root_table", ROOT_TABLE))
         bpr = defines.pop("blocks_per_row", None)
-        source = defines.pop("source", None)
-        if source:
-            sw.compile_kernel = lambda _file, *a, _src=source, **k: real(_src, *a, **k)
-        try:
-            out[name] = sw.GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines, **opts)
-        finally:
-            sw.compile_kernel = real
+        with compiled_from(defines.pop("source", None)):
+            out[name] = GpuTrieStepper(index, searcher=shared, chunk=chunk, defines=defines,
+                                       child_table=child_table, root_table=root_table)
         out[name].blocks_per_row = int(bpr) if bpr else None
     return out
+
+
+@contextmanager
+def compiled_from(source: str | None) -> Iterator[None]:
+    """Within: kernels/step.cu compiled from ``kernels/<source>`` in its place (None: nothing changes), and
+    loaded apart from the kernels this process loaded before (`gpu_impl.launch.load_kernels` keeps one load
+    per file and macros)."""
+    from flashtrie.gpu_impl import launch
+
+    if not source:
+        yield
+        return
+    compile_kernel, loaded = launch.compile_kernel, launch._LOADED
+    launch.compile_kernel = lambda _file, *a, **k: compile_kernel(source, *a, **k)
+    launch._LOADED = {}
+    try:
+        yield
+    finally:
+        launch.compile_kernel, launch._LOADED = compile_kernel, loaded
 
 
 def _stream(handle: int) -> Any:
