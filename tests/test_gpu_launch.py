@@ -45,6 +45,7 @@ def test_launcher_hands_the_driver_each_parameter_by_name(monkeypatch, cooperati
     loaded = _loaded("step.cu")
     entry = _Entry({int(loaded[n].handle): _sizes(KERNEL_PARAMS[n]) for n in loaded.kernels})
     monkeypatch.setattr(L, "_driver_entry", lambda coop: entry)
+    monkeypatch.setattr(L, "_function_of", lambda kernel: kernel)
     launcher = L.Launcher(loaded, cooperative=cooperative)
     tab = TABLES(fc=11, rt=12, fc_n=13, rt_n=14)
     rows = ROWS["advance"](node_in=1, off_in=2, node_out=3, off_out=4, tok=5, eos=6, tok_stride=1, n=7,
@@ -64,6 +65,7 @@ def test_launcher_refuses_parameters_of_the_wrong_size_and_names_driver_errors(m
     p = KERNEL_PARAMS["ft_node_flags"]
     entry = _Entry({int(loaded["ft_node_flags"].handle): _sizes(p)}, err=1)
     monkeypatch.setattr(L, "_driver_entry", lambda coop: entry)
+    monkeypatch.setattr(L, "_function_of", lambda kernel: kernel)
     launcher = L.Launcher(loaded)
     with pytest.raises(DeviceError, match="ft_node_flags: expected 24 bytes of parameters, got 16"):
         launcher.launch(1, "ft_node_flags", 1, 256, struct.pack("<QQ", 1, 2))

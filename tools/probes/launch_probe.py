@@ -134,7 +134,7 @@ def _launches(g: Any, states: Any, toks: Any, logits: Any, a: argparse.Namespace
     loaded = load_kernels("step.cu", g.arch, {"FT_STEP_THREADS": str(g.threads), "FT_STEP_CHUNK": str(g.chunk)},
                           g.device.device_id)  # the stepper's own load (cached): the same kernel handles
     launcher = Launcher(loaded)
-    out = [("launch: Launcher (ctypes, kernel handle)",
+    out = [("launch: Launcher (ctypes, function handle)",
             timed(lambda: launcher.launch(h, FUSED, blocks, g.threads, params), a.calls, sync))]
     fn = _driver_launch()
     buf = ctypes.create_string_buffer(params, len(params))
