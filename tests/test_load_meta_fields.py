@@ -232,3 +232,18 @@ def test_verdicts_keep_their_order_whatever_finishes_first(tmp_path, monkeypatch
     ix.save(path)  # intact: the piece's error is the verdict, named as damage
     with pytest.raises(IndexFormatError, match="directories do not match its bits .IndexError: a piece read past"):
         NarrowLoudsIndex.load(path, verify_device="cpu")
+
+
+def test_the_docs_say_field_by_field_what_verify_guarantees():
+    """docs/index-format.md's table has a row for every metadata field; the rows of the fields the build
+    record keeps say so."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "index-format.md").read_text()
+    table = doc[doc.index("**Every metadata field under `verify=True`.**"):doc.index("**The build record.**")]
+    rows = [row for row in table.splitlines() if row.startswith("| `")]
+    for field in set(_index().meta) | {"keywords_fingerprint"}:
+        name = re.sub(r"^(labels_hi|link_starts|suffix|keyword_ids)\.", "<packed>.", field)
+        assert any(f"`{name}`" in row.split(" | ")[0] for row in rows), field
+    for field in BUILD_RECORD_FIELDS:
+        assert "build record" in next(row for row in rows if row.startswith(f"| `{field}`")), field
