@@ -32,8 +32,9 @@ import torch
 from flashtrie.datasets.quality_tasks import EOS, Task
 
 from flashtrie.index import NarrowLoudsIndex
-from flashtrie.search_types import SearchConfig, result_difference
+from flashtrie.search_types import SearchConfig
 
+from .parity import compare_backends
 from .quality_eval import (
     ar_decode,
     eval_sample,
@@ -246,7 +247,7 @@ def _nar_sweep(ctx: _Ctx, model: Trained, queries: list[np.ndarray]) -> list[Rec
             m = {**_metrics(ranked_lists(res), ctx.sets), "latency_ms_per_query":
                  secs * 1e3 / len(queries), "model_ms_per_query": model_ms}
             if name == "gpu" and "numpy" in got:
-                m["identical_to_numpy"] = result_difference(got["numpy"], res) is None
+                m["identical_to_numpy"] = compare_backends({"numpy": got["numpy"], "gpu": res}).ok
             records.append(ctx.record(model, name, mode, beam, k, m))
         ctx.progress(f"{ctx.task.name} NAR beam {beam}: " + ", ".join(
             f"{n} P@100 {r.metrics['precision@100']:.3f} {r.metrics['latency_ms_per_query']:.2f} ms"
