@@ -1,4 +1,4 @@
-"""nox sessions: `nox -s lint typecheck tests` (what CI runs, .ci/run), `bench`, `report`, `gpu` (GPU runners),
+"""nox sessions: `nox -s lint typecheck tests hf_compat` (what CI runs, .ci/run), `bench`, `report`, `gpu` (GPU runners),
 `demo`."""
 
 from __future__ import annotations
@@ -78,8 +78,9 @@ HF_TESTS = ["tests/test_hf.py", "tests/test_hf_processors.py", "tests/test_gener
 @nox.parametrize("transformers", HF_RELEASES, ids=[f"transformers-{v}" for v in HF_RELEASES])
 def hf_compat(session: nox.Session, transformers: str) -> None:
     """The processor's tests against one supported transformers release (CPU torch as in `tests`): `nox -s
-    hf_compat` runs both.  Not among the default sessions: on 2 busy CPU cores the pair's tests take about 3
-    minutes (most of it 5.25.0's), and each release's first install about 4 more."""
+    hf_compat` runs the oldest and the newest, so that a change upstream fails here first (CI runs both).  On
+    2 busy CPU cores the pair's tests take about 3 minutes (most of it 5.25.0's), and each release's first
+    install about 4 more."""
     session.install("torch==2.13.0")
     session.install("-e", ".[test]", f"transformers=={transformers}")
     session.run("python", "-m", "pytest", "-q", "-p", "no:cacheprovider", *HF_TESTS, *session.posargs)
