@@ -127,7 +127,7 @@ def upload_main(argv: list[str] | None = None) -> int:
         t_new = time.perf_counter() - t0
         st = g.upload_stats
         assert st is not None, "GpuSearcher uploads its index at construction"
-        wl = {"index": a.index, "num_keywords": ix.build_record["num_keywords"], "num_nodes": ix.num_nodes}
+        wl = {"index": a.index, "num_keywords": ix.num_keywords, "num_nodes": ix.num_nodes}
         m = {"load_s": t_load, "searcher_s": t_new, **st.as_dict(),
              "file_bytes": sum(arr.nbytes for arr in ix.arrays.values()),
              "bytes_per_keyword": ix.stats()["bytes_per_keyword_without_id_map"]}

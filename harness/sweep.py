@@ -175,8 +175,8 @@ def workload_statistics(stats: NumpySearcher | None, proposals: Proposals, confi
 
 
 def num_keywords_of(keywords: KeywordSet | None, index: Any) -> int:
-    """Number of keywords (duplicates included): from the keywords when loaded, else the index's build record."""
-    return len(keywords) if keywords is not None else int(index.build_record["num_keywords"])
+    """Number of keywords (duplicates included): from the keywords when loaded, else from the index."""
+    return len(keywords) if keywords is not None else int(index.num_keywords)
 
 
 # --------------------------------------------------------------------------------------------- timing

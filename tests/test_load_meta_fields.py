@@ -1,8 +1,6 @@
 """``load(verify=True)`` checks every metadata field against the arrays: one lie per field, each saved with
 valid checksums (the file is written by `save`, its arrays re-packed where the lie needs it), refused with an
-`IndexFormatError` that names the field, its stored value and what the arrays say; where the arrays cannot
-disprove a stored value (no id map), the index acts on the value derived from them and the stored one is only
-the build record."""
+`IndexFormatError` that names the field, its stored value and what the arrays say."""
 
 from __future__ import annotations
 
@@ -13,7 +11,6 @@ import pytest
 
 from flashtrie import IndexFormatError, InputError, KeywordSet, NarrowLoudsIndex
 from flashtrie.index import checks
-from flashtrie.index.build_record import BUILD_RECORD_FIELDS
 from flashtrie.index.packed import PackedInts
 from flashtrie.limits import MAX_KEYWORDS
 
@@ -21,17 +18,15 @@ WIDE = 70_000  # a token past 2**16: a node with a labels_hi value
 BIG = (1 << 20) + 5  # a tail token wider than every label
 
 
-def _index(ids: str = "input", texts: bool = False, shuffled: bool = True, trailing: bool = True
-           ) -> NarrowLoudsIndex:
+def _index(ids: str = "input", texts: bool = False, shuffled: bool = True) -> NarrowLoudsIndex:
     """Keywords with wide and narrow labels, linked edges and duplicates; a map where ``shuffled`` and
-    ``ids="input"``; not ``shuffled``: the distinct keywords in the index's order, then (``trailing``) one
-    duplicate."""
+    ``ids="input"``."""
     kws = [[1, 2, 3], [1, 2, 4], [WIDE, 5], [WIDE + 1, 6, 7, 8], [9], [9, 10], [1, 2, 3], [11, 12, 13, 14],
            [20, BIG]] + [[9]] * 8  # the largest token in the suffix; 16 + 1 keywords, 9 distinct
     if not shuffled:  # input order = the index's order (level order of the keyword ends): no map
         probe = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws), ids="index",
                                        return_order=True)[1]
-        kws = [kws[i] for i in probe] + [kws[0]] * trailing
+        kws = [kws[i] for i in probe] + [kws[0]]
     ks = KeywordSet.from_sequences(kws)
     if texts:
         ks = ks.with_texts([" ".join(map(str, k)) for k in kws])
@@ -102,8 +97,7 @@ def test_the_kinds_are_what_the_lies_need():
     assert KINDS["map"]().keyword_ids.size and not KINDS["plain"]().keyword_ids.size
     for kind in KINDS.values():
         ix = kind()
-        assert ix.labels_hi.size and ix.suffix.size and ix.max_token == BIG
-        assert ix.build_record["num_keywords"] > ix.num_unique  # the input held duplicates
+        assert ix.labels_hi.size and ix.suffix.size and ix.duplicates >= 1 and ix.max_token == BIG
 
 
 @pytest.mark.parametrize("case", sorted(LIES))
@@ -127,75 +121,24 @@ def test_every_field_lie_is_refused_naming_field_value_and_arrays(tmp_path, case
 
 def test_the_field_list_covers_every_metadata_field():
     """A field added to the format must get a lie above or be named here as one the arrays cannot hold."""
-    recorded = set(BUILD_RECORD_FIELDS) - {"num_keywords", "id_order"}  # only the build record; format-checked
+    recorded = {"build_seconds", "keywords_fingerprint"}  # records about the build; format-checked only
     lied = {case.split(" ")[0] for case in LIES}
     assert lied | recorded == set(_index().meta) | {"keywords_fingerprint"}
     assert set(checks.COUNT_FIELDS) | {"id_order"} <= lied
 
 
-MAP_LESS = {  # files whose ids are the ranks [0, num_unique): no id map, and no more strings than keyword ends
-    "plain": lambda: _index(shuffled=False),
-    "index": lambda: _index(ids="index"),
-    "plain strings, no duplicates": lambda: _index(texts=True, shuffled=False, trailing=False),
-    "plain, no duplicates": lambda: _index(shuffled=False, trailing=False),
-}
-
-#: lies the arrays cannot disprove on such files: (kinds, the lie)
-RECORD_LIES = {
-    "num_keywords = num_unique + 3": (("plain", "index", "plain, no duplicates"),
-                                      _meta("num_keywords", lambda v: v + 3)),
-    "num_keywords = MAX_KEYWORDS": (("plain", "index"), _meta("num_keywords", MAX_KEYWORDS)),
-    "id_order flipped": (tuple(MAP_LESS), _meta("id_order", lambda v: {"input": "index", "index": "input"}[v])),
-}
-
-
-def _answers(ix: NarrowLoudsIndex) -> tuple:
-    """Everything the index says about itself and its ids, the build record left out."""
-    stats = {k: v for k, v in ix.stats().items() if k not in ("build_record", "build_seconds")}
-    ids = []
-    for i in range(ix.num_keywords + 2):
-        try:
-            ids.append(ix.keyword(i).tolist())
-        except InputError as e:
-            ids.append(str(e))
-    texts = [ix.text(i) for i in range(ix.num_keywords)] if ix.has_texts else []
-    return ix.num_keywords, ix.id_order, ix.duplicates, stats, ix.describe(), ids, texts
-
-
-@pytest.mark.parametrize("case", [(lie, kind) for lie, (kinds, _) in RECORD_LIES.items() for kind in kinds])
-def test_map_less_files_answer_from_their_arrays_whatever_the_record_says(tmp_path, case):
-    """Without an id map, and with no more strings than keyword ends, the ids are the ranks: num_keywords and
-    id_order are derived from the arrays (num_unique, "index"), the same for a built and a loaded index, and
-    a lie in the stored fields changes nothing but the build record, which keeps them as written."""
-    lie_name, kind = case
-    ix = MAP_LESS[kind]()
-    assert not ix.keyword_ids.size and ix.num_keywords == ix.num_unique and ix.id_order == "index"
-    honest = _answers(ix)
-    path = tmp_path / "a.ftrie"
-    ix.save(path)
-    assert _answers(NarrowLoudsIndex.load(path)) == honest
-    RECORD_LIES[lie_name][1](ix)
-    stored = {k: ix.meta[k] for k in ("num_keywords", "id_order")}
-    ix.save(path)
-    got = NarrowLoudsIndex.load(path)
-    assert _answers(got) == honest
-    assert {k: got.build_record[k] for k in stored} == stored == {k: got.stats()["build_record"][k] for k in stored}
-    with pytest.raises(InputError, match=rf"not in \[0, {got.num_unique}\)"):
-        got.keyword(got.num_unique)
-
-
-def test_the_build_record_keeps_what_the_builder_was_given(tmp_path):
-    """The input count and the requested order stay in the file and in `build_record`, apart from the ids."""
+def test_what_the_arrays_cannot_hold_is_bounded(tmp_path):
+    """Without an id map or strings, the count of trailing duplicates in the input (num_keywords past
+    num_unique) and which order the ids were given in are not in the arrays: the file loads with any
+    num_keywords from num_unique to the limit, and the ids are the ranks either way."""
     ix = _index(shuffled=False)
-    assert ix.build_record["num_keywords"] == 9 and ix.build_record["id_order"] == "input"
     path = tmp_path / "a.ftrie"
+    ix.meta["num_keywords"] = MAX_KEYWORDS
     ix.save(path)
     got = NarrowLoudsIndex.load(path)
-    assert got.build_record == ix.build_record and got.meta["num_keywords"] == 9
-    assert (got.num_keywords, got.duplicates, got.id_order) == (got.num_unique, 0, "index")
-    for kind in ("map", "strings"):  # the arrays pin the input count and order: acted on as stored
-        built = KINDS[kind]()
-        assert (built.num_keywords, built.id_order) == (built.build_record["num_keywords"], "input") == (17, "input")
+    assert got.duplicates == MAX_KEYWORDS - got.num_unique
+    with pytest.raises(InputError, match="duplicate"):
+        got.keyword(got.num_unique)
 
 
 def test_more_keywords_than_the_limit_are_refused_before_any_work(monkeypatch):
@@ -232,18 +175,3 @@ def test_verdicts_keep_their_order_whatever_finishes_first(tmp_path, monkeypatch
     ix.save(path)  # intact: the piece's error is the verdict, named as damage
     with pytest.raises(IndexFormatError, match="directories do not match its bits .IndexError: a piece read past"):
         NarrowLoudsIndex.load(path, verify_device="cpu")
-
-
-def test_the_docs_say_field_by_field_what_verify_guarantees():
-    """docs/index-format.md's table has a row for every metadata field; the rows of the fields the build
-    record keeps say so."""
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "index-format.md").read_text()
-    table = doc[doc.index("**Every metadata field under `verify=True`.**"):doc.index("**The build record.**")]
-    rows = [row for row in table.splitlines() if row.startswith("| `")]
-    for field in set(_index().meta) | {"keywords_fingerprint"}:
-        name = re.sub(r"^(labels_hi|link_starts|suffix|keyword_ids)\.", "<packed>.", field)
-        assert any(f"`{name}`" in row.split(" | ")[0] for row in rows), field
-    for field in BUILD_RECORD_FIELDS:
-        assert "build record" in next(row for row in rows if row.startswith(f"| `{field}`")), field

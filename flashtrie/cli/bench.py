@@ -135,24 +135,18 @@ def _check_size_fits(args: argparse.Namespace, backends: list[str]) -> None:
                      search_part("--beam", f"{args.beam:,}", args.beam, 1)])
 
 
-def _library(args: argparse.Namespace, keywords: Any, index: Any) -> dict[str, Any]:
-    """The library's record: from the keywords when loaded, else the count the index file records of its build."""
-    from flashtrie.harness.workloads import describe_keywords
-
-    return (describe_keywords(args.keywords, keywords) if keywords is not None else
-            {"source": args.index, "num_keywords": int(index.build_record["num_keywords"]), "from": "the index file"})
-
-
 def _sweeps_on_inputs(args: argparse.Namespace, ctx: Any, backends: list[str]) -> None:
     """The sweeps over given inputs: beam, batch, quality (and build for 'all')."""
     from flashtrie.harness import sweep as sw
+    from flashtrie.harness.workloads import describe_keywords
 
     what = args.sweep
     keywords, index, workload = load_inputs(args, need_index=True,
                                             need_keywords=any(needs_keywords(b) for b in backends)
                                             or what in ("quality", "all"))
     _check_workload_fits(args, workload)
-    ctx.library = _library(args, keywords, index)
+    ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
+                   {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
     if what in ("beam", "all"):
         sw.sweep_beam_width(ctx, keywords, index, workload, backends, beams=args.beams,
                             batch_size=args.batch_size, length_norm=args.length_norm)
@@ -178,6 +172,7 @@ def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> Non
     """The serving benchmark on one library (--index, or built from --keywords) and --queries."""
     from flashtrie.harness.backends import close_searchers
     from flashtrie.harness.serve.run import ServePlan, serve_cases
+    from flashtrie.harness.workloads import describe_keywords
 
     if "gpu" not in backends and "device" in args.proposals:
         if args.proposals == ["device"]:
@@ -187,7 +182,8 @@ def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> Non
             say("note: device proposals skipped: they are made on the GPU (the gpu backend is not run here)")
     keywords, index, workload = load_inputs(args, need_index=True,
                                             need_keywords=any(needs_keywords(b) for b in backends))
-    ctx.library = _library(args, keywords, index)
+    ctx.library = (describe_keywords(args.keywords, keywords) if keywords is not None else
+                   {"source": args.index, "num_keywords": int(index.num_keywords), "from": "the index file"})
     plan = ServePlan(beams=args.beams, batch_sizes=args.batch_sizes, proposals=args.proposals, vocab=args.vocab,
                      warmup=args.warmup, repeats=args.repeats, max_seconds=args.max_seconds,
                      length_norm=args.length_norm)
@@ -198,7 +194,7 @@ def _sweep_serve(args: argparse.Namespace, ctx: Any, backends: list[str]) -> Non
     if "gpu" in made:
         reference = made.get("numpy") or ctx.make_searchers(["numpy"], keywords, index)[0].get("numpy")
     try:
-        ctx.emit(serve_cases(made, workload.proposals, int(ctx.library["num_keywords"]), plan, ctx.record, reference,
+        ctx.emit(serve_cases(made, workload.proposals, int(index.num_keywords), plan, ctx.record, reference,
                              progress=say if ctx.progress else None))
     finally:
         close_searchers(made)

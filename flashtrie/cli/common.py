@@ -345,7 +345,7 @@ def check_same_library(keywords: KeywordSet, index: NarrowLoudsIndex, keywords_p
     stored = index.meta.get(FINGERPRINT_KEY)
     lengths = keywords.lengths
     have = (len(keywords), int(lengths.max()) if len(keywords) else 0, int(keywords.tokens.max(initial=0)))
-    want = (int(index.build_record["num_keywords"]), index.max_keyword_length, index.max_token)
+    want = (index.num_keywords, index.max_keyword_length, index.max_token)
     if have != want:
         why = (f"the index holds {want[0]:,} keywords (longest {want[1]}, largest token {want[2]:,}), the file "
                f"{have[0]:,} (longest {have[1]}, largest token {have[2]:,})")

@@ -92,8 +92,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     with Stage(f"writing {args.output}", args.quiet), writing_to(args.output):
         idx.save(args.output)
     size = Path(args.output).stat().st_size
-    say(f"{len(kw):,} keywords ({idx.num_unique:,} unique, {plural(len(kw) - idx.num_unique, 'duplicate')} "
-        "collapsed), "
+    say(f"{idx.num_keywords:,} keywords ({idx.num_unique:,} unique, {plural(idx.duplicates, 'duplicate')} collapsed), "
         f"{idx.num_nodes:,} nodes, {size:,} bytes ({size / max(idx.num_unique, 1):.2f} bytes/keyword), "
         f"built in {dt:.2f} s -> {args.output}" + (f"; strings kept ({idx.stats()['text_bytes']:,} bytes)"
                                                       if idx.has_texts else ""))
@@ -113,8 +112,6 @@ def info_lines(path: Path, idx: Any) -> list[str]:
              f"compressed edge ({st['suffix_tokens']:,} tail tokens), {st['high_label_nodes']:,} labels >= 65536",
              f"  arrays {st['bytes']:,} bytes, {st['bytes_per_keyword']:.2f} bytes per unique keyword"
              + (f", built in {st['build_seconds']:.2f} s" if st.get("build_seconds") is not None else ""),
-             f"  build record: {st['build_record']['num_keywords']:,} keywords given, ids "
-             f"{st['build_record']['id_order']!r} requested (what the file says of its build)",
              f"  strings {st['texts']:,} stored, {st['text_bytes']:,} bytes (UTF-8 and packed offsets)" if st["texts"]
              else "  strings none stored (build from names with --tokenizer to keep them)"]
     width = max(len(k) for k in st["arrays"])

@@ -16,7 +16,6 @@ from ..keywords import KeywordSet
 from ..texts import TextStore
 from ..tokens import check_token_sequence
 from .bits import BitVector
-from .build_record import acted_ids, build_record
 from .builder import BuiltArrays, build_arrays, check_build_request
 from .checks import (
     BITVECTORS,
@@ -81,8 +80,7 @@ class NarrowLoudsIndex:
         self.max_token: int = int(meta["max_token"])
         self.max_degree: int = int(meta["max_degree"])
         self.max_degree_nonroot: int = int(meta["max_degree_nonroot"])
-        #: "input": ids are input positions; "index": the r-th keyword end (level order) has id r.  Until
-        #: `_settle_ids` (after the checks), the stored values; then the ones the arrays pin (`build_record`)
+        #: "input": ids are input positions; "index": the r-th keyword end (level order) has id r
         self.id_order: str = str(meta["id_order"])
         #: lazily built inverse of keyword_ids (see `_rank_of_id`): dense, or sorted ids and their ranks
         self._node_of_id: np.ndarray | tuple[np.ndarray, np.ndarray] | None = None
@@ -154,21 +152,7 @@ class NarrowLoudsIndex:
         idx = cls(b.louds, b.labels_lo, b.hi_flag, b.labels_hi, b.linked, b.link_starts, b.suffix, b.terminal,
                   b.keyword_ids, b.node_flags, meta, texts=texts)
         idx.meta.update(idx._layout_meta())
-        idx._settle_ids()
         return idx
-
-    def _settle_ids(self) -> None:
-        """Act on the id fields the arrays pin (`build_record.acted_ids`); the stored ones stay in the build
-        record."""
-        self.num_keywords, self.id_order = acted_ids(self.meta, bool(self.keyword_ids.size),
-                                                     None if self._texts is None else len(self._texts))
-        self.duplicates = self.num_keywords - self.num_unique
-
-    @property
-    def build_record(self) -> dict[str, Any]:
-        """What the file records of its build: the input keyword count, the requested id order, the seconds
-        and the keyword-set fingerprint (`build_record.build_record`); not a statement about the index."""
-        return build_record(self.meta)
 
     def _layout_meta(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -249,7 +233,6 @@ class NarrowLoudsIndex:
             problem = f"its directories do not match its bits ({type(e).__name__}: {str(e)[:120]})"
         if problem:
             raise IndexFormatError(f"{path}: inconsistent index: {problem}; rebuild the index")
-        idx._settle_ids()
         return idx
 
     # ------------------------------------------------------------------ vectorised decoders
@@ -314,9 +297,7 @@ class NarrowLoudsIndex:
         """
         limit = self.num_unique if self.id_order == "index" else self.num_keywords
         if isinstance(i, bool) or not isinstance(i, int | np.integer) or not 0 <= int(i) < limit:
-            raise InputError(f"i: keyword id {i!r} is not in [0, {limit})" + ("" if self.keyword_ids.size else (
-                " (the ids are the ranks of the distinct keywords: an input position past them was a duplicate "
-                "collapsed at build time)")))
+            raise InputError(f"i: keyword id {i!r} is not in [0, {limit})")
         rank = self._rank_of_id(int(i)) if self.keyword_ids.size else int(i)
         if rank < 0 or rank >= self.num_unique:  # with no map, the kept ids of input order are 0 .. unique - 1
             raise InputError(f"i: keyword id {i} is not stored: it was a duplicate of an earlier keyword, "
@@ -449,7 +430,7 @@ class NarrowLoudsIndex:
             "id_map_bits": self.keyword_ids.width, "id_map_bytes": id_map,
             "bytes": total, "bytes_per_keyword": total / u,
             "bytes_without_id_map": total - id_map, "bytes_per_keyword_without_id_map": (total - id_map) / u,
-            "arrays": per_array, "build_seconds": self.meta.get("build_seconds"), "build_record": self.build_record,
+            "arrays": per_array, "build_seconds": self.meta.get("build_seconds"),
             "texts": len(self._texts) if self._texts is not None else 0,
             "text_bytes": sum(int(a.nbytes) for a in text_arrays(self._texts).values()),
         }
@@ -460,8 +441,8 @@ class NarrowLoudsIndex:
         if s["id_map"]:
             ids = f"input order, map of {s['id_map_bits']} bits per keyword ({s['id_map_bytes']:,} bytes)"
         else:
-            ids = ("input order, no map (the distinct keywords came first, in the index order)"
-                   if self.id_order == "input" else "index order (id = rank of the keyword end in level order), no map")
+            ids = ("input order, no map (the input order is the index order)" if self.id_order == "input"
+                   else "index order (id = rank of the keyword end in level order), no map")
         return "\n".join([
             f"format version {s['format_version']}, {s['keywords']:,} keywords ({s['unique_keywords']:,} unique, "
             f"{s['duplicates']:,} duplicates), {s['nodes']:,} nodes",
