@@ -1,5 +1,5 @@
-"""nox sessions: `nox -s lint typecheck tests hf_compat` (what CI runs, .ci/run), `bench`, `report`, `gpu` (GPU runners),
-`demo`."""
+"""nox sessions: `nox -s lint typecheck tests hf_compat` (what CI runs, .ci/run), `bench`, `report`,
+`gpu` (GPU runners), `demo`."""
 
 from __future__ import annotations
 
