@@ -1,5 +1,5 @@
-"""The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``
-and ``load``): one table per measurement, a row per record with its backend, configuration, numbers and status;
+"""The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``,
+``load`` and ``compile``; `launch_probe`: sweep ``launch``): one table per measurement, a row per record with its backend, configuration, numbers and status;
 registered with the report pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "upload": ("Index load and upload", ("load_s", "searcher_s", "bytes", "copy_seconds", "gb_per_s",
                                          "derive_seconds", "bytes_per_keyword")),
     "load": ("Verified loads (best of the repeats)", ("bytes", "seconds", "gb_per_s", "cpu_seconds", "gb_per_cpu_s")),
+    "compile": ("Kernel compile and cached load", ("seconds", "from_cache", "resources")),
+    "launch": ("Host microseconds of a fused step, by part", ("median_us", "p90_us")),
 }
 
 
@@ -34,7 +36,8 @@ def _config_text(c: dict[str, Any]) -> str:
 
 def _section(sweep: str, recs: Sequence[Record]) -> list[str]:
     title, shown = PROBES[sweep]
-    rows = [[r.backend, _config_text({**r.workload, **r.config}) if sweep == "load" else _config_text(r.config),
+    rows = [[r.backend, _config_text({**r.workload, **r.config}) if sweep in ("load", "launch")
+             else _config_text(r.config),
              *[fmt(r.metrics.get(m)) for m in shown],
              r.status + (f": {r.message}" if r.message else "")] for r in recs]
     envs = sorted({summary_line(r.env) for r in recs if r.env})
@@ -64,9 +67,13 @@ METRICS = {
     "gb_per_s": Metric("the upload's host-to-device copy bandwidth, or a verified load's file bytes per second",
                        "GB/s"),
     "bytes_per_keyword": Metric("index bytes per keyword without the id map", "B"),
-    "seconds": Metric("best wall seconds of a verified load", "s"),
+    "seconds": Metric("best wall seconds of a verified load; seconds of a kernel's compile or cached load", "s"),
     "cpu_seconds": Metric("least CPU seconds of a verified load", "s"),
     "gb_per_cpu_s": Metric("file gigabytes per CPU-second of a verified load", "GB/s"),
+    "from_cache": Metric("whether the kernel came from the kernel cache", "bool"),
+    "resources": Metric("the compiler's registers and spills of each kernel", "text"),
+    "median_us": Metric("median host microseconds of one part of a fused step", "us"),
+    "p90_us": Metric("90th percentile host microseconds of one part of a fused step", "us"),
 }
 
 SUITE = register(Suite(name="probes", title="GPU machine checks", owns=_owns, sections=sections,

@@ -109,3 +109,7 @@ register_command("upload", "flashtrie.harness.device_probes:upload_main",
                  "an index file loaded (verified, trusted) and uploaded: seconds, GB/s, bytes per keyword")
 register_command("load", "flashtrie.harness.device_probes:load_main",
                  "verified loads of index files at several CPU counts: seconds, GB/s, the split into steps")
+register_command("compile", "flashtrie.harness.device_probes:compile_main",
+                 "search.cu compiled for this device on first use, then loaded from the kernel cache")
+register_command("launch", "flashtrie.harness.launch_probe",
+                 "where the host's microseconds of one fused step go: each part timed alone, the launch paths")

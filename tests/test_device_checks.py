@@ -153,3 +153,63 @@ def test_the_load_suite_refuses_a_bad_setting_before_any_record(tmp_path: Path,
         main(["bench", "load", "missing.ftrie", "--out", str(out), "--set", "louds_pass.NO_SUCH=1"])
     assert e.value.code == 2 and "--set: expected MODULE.CONSTANT=INT" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_compile_suite_records_both_loads_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes
+
+    seen: list[tuple[str, bool]] = []
+
+    def compiled(arch: str, use_cache: bool) -> tuple[float, bool, str]:
+        seen.append((arch, use_cache))
+        return (0.005, True, "cached") if use_cache else (2.5, False, "ft_search: 64 registers, 0 spills")
+
+    monkeypatch.setattr(device_probes, "availability", lambda name: None)
+    monkeypatch.setattr(device_probes, "_compile_once", compiled)
+    out = tmp_path / "compile.jsonl"
+    assert main(["bench", "compile", "--out", str(out), "--arch", "sm_90"]) == 0
+    assert seen == [("sm_90", False), ("sm_90", True)]
+    recs = read_records(out)
+    assert [(r.kind, r.sweep, r.status, r.config) for r in recs] == [
+        ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": False}),
+        ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": True})]
+    assert recs[0].metrics == {"seconds": 2.5, "from_cache": False, "resources": "ft_search: 64 registers, 0 spills"}
+    assert recs[0].command == ["flashtrie", "bench", "compile", "--out", str(out), "--arch", "sm_90"]
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Kernel compile and cached load" in md
+    assert "| gpu | arch=sm_90 | 2.5 | no | ft_search: 64 registers, 0 spills | ok |" in md
+    assert "| gpu | arch=sm_90, use_cache=True | 0.005 | yes | cached | ok |" in md
+
+
+def test_the_launch_suite_records_each_part_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import launch_probe
+
+    monkeypatch.setattr(launch_probe, "availability", lambda name: None)
+    monkeypatch.setattr(launch_probe, "measure", lambda a: [("advance_mask (whole call)", (12.5, 14.0)),
+                                                            ("eos", (0.25, 0.5))])
+    out = tmp_path / "launch.jsonl"
+    assert main(["bench", "launch", "--out", str(out), "--rows", "16", "--calls", "7"]) == 0
+    recs = read_records(out)
+    assert {r.run_id for r in recs} == {recs[0].run_id} and len(recs) == 2
+    assert [(r.kind, r.sweep, r.config["part"], r.metrics) for r in recs] == [
+        ("launch", "launch", "advance_mask (whole call)", {"median_us": 12.5, "p90_us": 14.0}),
+        ("launch", "launch", "eos", {"median_us": 0.25, "p90_us": 0.5})]
+    assert recs[0].workload == {"num_keywords": 200_000, "rows": 16, "vocab_size": 32_768}
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Host microseconds of a fused step, by part" in md
+    assert "| gpu | num_keywords=200000, rows=16, vocab_size=32768, calls=7, part=eos | 0.25 | 0.5 | ok |" in md
+
+
+@pytest.mark.parametrize("suite, argv", [("compile", []), ("launch", [])])
+def test_a_gpu_probe_without_a_gpu_records_why(suite: str, argv: list[str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes, launch_probe
+
+    for module in (device_probes, launch_probe):
+        monkeypatch.setattr(module, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / f"{suite}.jsonl"
+    assert main(["bench", suite, "--out", str(out), *argv]) == 1
+    (r,) = read_records(out)
+    assert (r.kind, r.sweep, r.status, r.message) == (suite, suite, "skipped", "no NVIDIA GPU visible (test)")
