@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from .backends import availability
-from .run_context import RunContext
 from .records import append_records
+from .run_context import RunContext
 
 #: the fused step's entry point (gpu_impl/layout.py KERNEL_PARAMS)
 FUSED = "ft_step_advance_mask"

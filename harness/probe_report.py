@@ -1,6 +1,7 @@
 """The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``,
-``load`` and ``compile``; `launch_probe`: sweep ``launch``): one table per measurement, a row per record with its backend, configuration, numbers and status;
-registered with the report pipeline (`harness/report.py`)."""
+``load`` and ``compile``; `launch_probe`: sweep ``launch``; `query_passes`: sweep ``query-passes``): one table
+per measurement, a row per record with its backend, configuration, numbers and status; registered with the
+report pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "load": ("Verified loads (best of the repeats)", ("bytes", "seconds", "gb_per_s", "cpu_seconds", "gb_per_cpu_s")),
     "compile": ("Kernel compile and cached load", ("seconds", "from_cache", "resources")),
     "launch": ("Host microseconds of a fused step, by part", ("median_us", "p90_us")),
+    "query-passes": ("The query generator's library pass, CPU and GPU", ("seconds", "cpu_seconds", "upload_GBps")),
 }
 
 
@@ -67,11 +69,14 @@ METRICS = {
     "gb_per_s": Metric("the upload's host-to-device copy bandwidth, or a verified load's file bytes per second",
                        "GB/s"),
     "bytes_per_keyword": Metric("index bytes per keyword without the id map", "B"),
-    "seconds": Metric("best wall seconds of a verified load; seconds of a kernel's compile or cached load", "s"),
-    "cpu_seconds": Metric("least CPU seconds of a verified load", "s"),
+    "seconds": Metric("best wall seconds of a verified load; seconds of a kernel's compile or cached load, "
+                      "or of one step of the query-pass suite", "s"),
+    "cpu_seconds": Metric("least CPU seconds of a verified load; CPU seconds of one step of the query-pass suite",
+                          "s"),
     "gb_per_cpu_s": Metric("file gigabytes per CPU-second of a verified load", "GB/s"),
     "from_cache": Metric("whether the kernel came from the kernel cache", "bool"),
     "resources": Metric("the compiler's registers and spills of each kernel", "text"),
+    "upload_GBps": Metric("host-to-device GB/s of the library pass's upload", "GB/s"),
     "median_us": Metric("median host microseconds of one part of a fused step", "us"),
     "p90_us": Metric("90th percentile host microseconds of one part of a fused step", "us"),
 }

@@ -35,9 +35,10 @@ __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_rec
 SCHEMA = "flashtrie.record/1"
 #: ``quality``: the model study (`flashtrie quality run`); ``synthetic-quality``: Precision@k against beam width on
 #: generated workloads with ground truth (`flashtrie bench quality`); ``compile``: a kernel's compile and cached
-#: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`).
+#: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`);
+#: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`).
 KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve", "compile",
-         "launch")
+         "launch", "query-pass")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

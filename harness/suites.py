@@ -113,3 +113,5 @@ register_command("compile", "flashtrie.harness.device_probes:compile_main",
                  "search.cu compiled for this device on first use, then loaded from the kernel cache")
 register_command("launch", "flashtrie.harness.launch_probe",
                  "where the host's microseconds of one fused step go: each part timed alone, the launch paths")
+register_command("query-passes", "flashtrie.harness.query_passes",
+                 "the query generator's library pass on the CPU and the GPU: seconds, facts equal bit for bit")

@@ -213,3 +213,60 @@ def test_a_gpu_probe_without_a_gpu_records_why(suite: str, argv: list[str], tmp_
     assert main(["bench", suite, "--out", str(out), *argv]) == 1
     (r,) = read_records(out)
     assert (r.kind, r.sweep, r.status, r.message) == (suite, suite, "skipped", "no NVIDIA GPU visible (test)")
+
+
+def test_the_query_pass_suite_records_a_cpu_run_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "queries.jsonl"
+    argv = ["bench", "query-passes", "--out", str(out), "--n", "3000", "--threads", "1,2", "--pieces", "10",
+            "--tally-keys", "", "--no-gpu"]
+    assert main(argv) == 1  # nothing compared: no pass
+    recs = read_records(out)
+    assert {(r.kind, r.sweep) for r in recs} == {("query-pass", "query-passes")}
+    assert {r.run_id for r in recs} == {recs[0].run_id}
+    whats = [r.config["what"] for r in recs]
+    assert whats[:3] == ["generate 3,000 keywords", "CPU pass, 1 threads", "CPU pass, 2 threads"]
+    assert "CPU pass, 2 threads, pieces of 2^10" in whats and "16 dense queries, device=cpu" in whats
+    assert all(r.metrics["seconds"] >= 0 for r in recs[:-1]) and all(r.workload == {"num_keywords": 3000} for r in recs)
+    last = recs[-1]
+    assert (last.config, last.status, last.metrics) == ({"what": "GPU == CPU (facts and workload digests)"},
+                                                        "skipped", {"same": False})
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The query generator's library pass, CPU and GPU" in md
+    assert "| cpu | threads=2, what=CPU pass, 2 threads |" in md
+    assert "skipped: --no-gpu: the GPU pass was not run, nothing compared |" in md
+
+
+def _library_pass_as_gpu(differ: bool):
+    from flashtrie.datasets._library_pass import library_pass
+
+    def gpu_pass(ks, num_steps, top, timings=None):  # the CPU's pass standing in for the GPU's
+        facts = library_pass(ks, num_steps, top, 1)
+        if differ:
+            facts.lengths[0] += 1
+        if timings is not None:
+            timings.update({"upload": 0.5, "walk": 0.25})
+        return facts
+    return gpu_pass
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_the_query_pass_suite_compares_the_gpu_pass(differ: bool, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.datasets import _library_pass_gpu
+    from flashtrie.harness import query_passes
+
+    real = query_passes.generate_queries  # the queries on the CPU for device=gpu (the GPU's pass needs cupy)
+    monkeypatch.setattr(query_passes, "generate_queries", lambda *a, device, **k: real(*a, **k))
+    monkeypatch.setattr(_library_pass_gpu, "library_pass_gpu", _library_pass_as_gpu(differ))
+    out = tmp_path / "queries.jsonl"
+    assert main(["bench", "query-passes", "--out", str(out), "--n", "2000", "--threads", "1", "--pieces", "",
+                 "--tally-keys", ""]) == int(differ)
+    recs = {r.config["what"]: r for r in read_records(out)}
+    gpu = recs["GPU pass (run 1)"]
+    assert gpu.backend == "gpu" and gpu.metrics["split"] == {"upload": 0.5, "walk": 0.25}
+    assert (gpu.status, gpu.message) == (("mismatch", "facts differ: lengths") if differ else ("ok", None))
+    assert recs["16 dense queries, device=gpu"].metrics["digest"] == recs["16 dense queries, device=cpu"].metrics[
+        "digest"]
+    verdict = recs["GPU == CPU (facts and workload digests)"]
+    assert (verdict.status, verdict.metrics) == (("mismatch", {"same": False}) if differ else ("ok", {"same": True}))

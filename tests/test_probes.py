@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 from flashtrie.gpu_impl import launch
-from flashtrie.harness import launch_probe
 from flashtrie.gpu_impl.layout import KERNEL_PARAMS, STEP_ROWS
 from flashtrie.gpu_impl.step_launch import MASK, TABLES, head
+from flashtrie.harness import launch_probe
 
 PROBES = Path(__file__).resolve().parents[1] / "tools" / "probes"
 
