@@ -1,7 +1,7 @@
 """The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``,
-``load`` and ``compile``; `launch_probe`: sweep ``launch``; `query_passes`: sweep ``query-passes``): one table
-per measurement, a row per record with its backend, configuration, numbers and status; registered with the
-report pipeline (`harness/report.py`)."""
+``load`` and ``compile``; `launch_probe`: sweep ``launch``; `query_passes`: sweep ``query-passes``;
+`numpy_lazy`: sweep ``numpylazy``): one table per measurement, a row per record with its backend, configuration,
+numbers and status; registered with the report pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "compile": ("Kernel compile and cached load", ("seconds", "from_cache", "resources")),
     "launch": ("Host microseconds of a fused step, by part", ("median_us", "p90_us")),
     "query-passes": ("The query generator's library pass, CPU and GPU", ("seconds", "cpu_seconds", "upload_GBps")),
+    "numpylazy": ("The lazy numpy reference at scale", ("value",)),
 }
 
 
@@ -77,6 +78,7 @@ METRICS = {
     "from_cache": Metric("whether the kernel came from the kernel cache", "bool"),
     "resources": Metric("the compiler's registers and spills of each kernel", "text"),
     "upload_GBps": Metric("host-to-device GB/s of the library pass's upload", "GB/s"),
+    "value": Metric("one measurement of the lazy numpy reference, its unit in its name", "as named"),
     "median_us": Metric("median host microseconds of one part of a fused step", "us"),
     "p90_us": Metric("90th percentile host microseconds of one part of a fused step", "us"),
 }

@@ -36,9 +36,10 @@ SCHEMA = "flashtrie.record/1"
 #: ``quality``: the model study (`flashtrie quality run`); ``synthetic-quality``: Precision@k against beam width on
 #: generated workloads with ground truth (`flashtrie bench quality`); ``compile``: a kernel's compile and cached
 #: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`);
-#: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`).
+#: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`); ``numpy-lazy``:
+#: the lazy numpy reference at scale (`flashtrie bench numpylazy`).
 KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve", "compile",
-         "launch", "query-pass")
+         "launch", "query-pass", "numpy-lazy")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

@@ -115,3 +115,5 @@ register_command("launch", "flashtrie.harness.launch_probe",
                  "where the host's microseconds of one fused step go: each part timed alone, the launch paths")
 register_command("query-passes", "flashtrie.harness.query_passes",
                  "the query generator's library pass on the CPU and the GPU: seconds, facts equal bit for bit")
+register_command("numpylazy", "flashtrie.harness.numpy_lazy",
+                 "the lazy numpy reference at scale: set-up, memory, its searches' seconds, GPU == numpy")

@@ -270,3 +270,32 @@ def test_the_query_pass_suite_compares_the_gpu_pass(differ: bool, tmp_path: Path
         "digest"]
     verdict = recs["GPU == CPU (facts and workload digests)"]
     assert (verdict.status, verdict.metrics) == (("mismatch", {"same": False}) if differ else ("ok", {"same": True}))
+
+
+def test_the_numpylazy_suite_records_a_cpu_run_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "numpylazy.jsonl"
+    assert main(["bench", "numpylazy", "--out", str(out), "--n", "2000", "--eager-below", "600"]) == 0
+    recs = read_records(out)
+    assert {(r.kind, r.sweep, r.workload["num_keywords"]) for r in recs} == {("numpy-lazy", "numpylazy", 2000)}
+    by = {r.config["what"]: r for r in recs}
+    assert by["builder"].metrics["value"].startswith("cpu") and by["nodes"].metrics["value"] > 2000
+    assert by["numpy lazy set-up"].metrics["value"] >= 0 and by["numpy eager set-up"].backend == "numpy"
+    assert (by["numpy eager == lazy (beam 1000)"].status, by["numpy eager == lazy (beam 1000)"].metrics) == (
+        "ok", {"value": "equal"})
+    gpu = by["gpu == numpy"]  # no GPU here: skipped, with the reason
+    assert gpu.status == "skipped" and gpu.message.startswith("not run: ") and gpu.backend == "gpu"
+    assert list(by)[-1] == "total s"
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The lazy numpy reference at scale" in md
+    assert "| numpy | what=numpy eager == lazy (beam 1000) | equal | ok |" in md
+
+
+def test_the_numpylazy_suite_marks_a_difference(tmp_path: Path) -> None:
+    from flashtrie.harness import numpy_lazy
+    from flashtrie.harness.run_context import RunContext
+
+    log = numpy_lazy.Log(RunContext(), str(tmp_path / "r.jsonl"), 10)
+    log["gpu == numpy"] = "query 0: ids differ at rank 2"
+    (r,) = read_records(tmp_path / "r.jsonl")
+    assert (r.status, r.message, r.backend) == ("mismatch", "query 0: ids differ at rank 2", "gpu")
