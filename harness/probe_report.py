@@ -1,6 +1,7 @@
 """The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``,
 ``load`` and ``compile``; `launch_probe`: sweep ``launch``; `query_passes`: sweep ``query-passes``;
-`numpy_lazy`: sweep ``numpylazy``): one table per measurement, a row per record with its backend, configuration,
+`numpy_lazy`: sweep ``numpylazy``;
+`gpu_build_probe`: sweep ``gpubuild``): one table per measurement, a row per record with its backend, configuration,
 numbers and status; registered with the report pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "launch": ("Host microseconds of a fused step, by part", ("median_us", "p90_us")),
     "query-passes": ("The query generator's library pass, CPU and GPU", ("seconds", "cpu_seconds", "upload_GBps")),
     "numpylazy": ("The lazy numpy reference at scale", ("value",)),
+    "gpubuild": ("The GPU builder", ("build_s", "num_nodes", "build_peak_above_input", "index_array_bytes",
+                                     "upload_staged_gbps_1", "download_staged_fresh_gbps_1", "equal")),
 }
 
 
@@ -79,6 +82,14 @@ METRICS = {
     "resources": Metric("the compiler's registers and spills of each kernel", "text"),
     "upload_GBps": Metric("host-to-device GB/s of the library pass's upload", "GB/s"),
     "value": Metric("one measurement of the lazy numpy reference, its unit in its name", "as named"),
+    "build_s": Metric("seconds of the GPU builder's build (its stages in the record's ``stages``)", "s"),
+    "num_nodes": Metric("nodes of the built trie", "count"),
+    "build_peak_above_input": Metric("the build's peak resident bytes above the input's", "B"),
+    "index_array_bytes": Metric("bytes of the built index's arrays", "B"),
+    "upload_staged_gbps_1": Metric("host-to-device GB/s through the pinned staging ring (second run)", "GB/s"),
+    "download_staged_fresh_gbps_1": Metric("device-to-host GB/s through the pinned staging ring (second run)",
+                                           "GB/s"),
+    "equal": Metric("the CPU and GPU builders' indexes equal array for array", "bool"),
     "median_us": Metric("median host microseconds of one part of a fused step", "us"),
     "p90_us": Metric("90th percentile host microseconds of one part of a fused step", "us"),
 }

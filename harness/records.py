@@ -37,9 +37,10 @@ SCHEMA = "flashtrie.record/1"
 #: generated workloads with ground truth (`flashtrie bench quality`); ``compile``: a kernel's compile and cached
 #: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`);
 #: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`); ``numpy-lazy``:
-#: the lazy numpy reference at scale (`flashtrie bench numpylazy`).
+#: the lazy numpy reference at scale (`flashtrie bench numpylazy`); ``gpu-build``: the GPU builder's stages, memory,
+#: CPU == GPU and copy bandwidths (`flashtrie bench gpubuild`).
 KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve", "compile",
-         "launch", "query-pass", "numpy-lazy")
+         "launch", "query-pass", "numpy-lazy", "gpu-build")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

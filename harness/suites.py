@@ -117,3 +117,5 @@ register_command("query-passes", "flashtrie.harness.query_passes",
                  "the query generator's library pass on the CPU and the GPU: seconds, facts equal bit for bit")
 register_command("numpylazy", "flashtrie.harness.numpy_lazy",
                  "the lazy numpy reference at scale: set-up, memory, its searches' seconds, GPU == numpy")
+register_command("gpubuild", "flashtrie.harness.gpu_build_probe",
+                 "the GPU builder: a build's stages and memory, CPU == GPU, copy bandwidths, the directories' set-up")

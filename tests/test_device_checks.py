@@ -299,3 +299,43 @@ def test_the_numpylazy_suite_marks_a_difference(tmp_path: Path) -> None:
     log["gpu == numpy"] = "query 0: ids differ at rank 2"
     (r,) = read_records(tmp_path / "r.jsonl")
     assert (r.status, r.message, r.backend) == ("mismatch", "query 0: ids differ at rank 2", "gpu")
+
+
+def test_the_gpubuild_suite_records_its_measurements_on_the_cpu_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "gpubuild.jsonl"
+    assert main(["bench", "gpubuild", "build", "--numpy", "--n", "3000", "--out", str(out)]) == 0
+    assert main(["bench", "gpubuild", "compare", "--numpy", "--n", "2000", "--out", str(out)]) == 0
+    assert main(["bench", "gpubuild", "directories", "--nodes", "5000", "--out", str(out)]) == 0
+    build, compare, dirs = read_records(out)
+    assert {(r.kind, r.sweep, r.status) for r in (build, compare, dirs)} == {("gpu-build", "gpubuild", "ok")}
+    assert (build.backend, build.config) == ("numpy", {"what": "build", "n": 3000, "seed": 0, "ids": "input",
+                                                       "numpy": True, "pool_peaks": False})
+    assert build.metrics["num_nodes"] > 3000 and [s for s, _ in build.metrics["stages"]]
+    assert compare.metrics["equal"] is True and set(compare.metrics["modes"]) == {"input", "index"}
+    assert (dirs.backend, dirs.config) == ("host", {"what": "directories", "nodes": 5000})
+    assert {"louds_s", "all_four_on_threads_s"} <= set(dirs.metrics)
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The GPU builder" in md
+    assert f"| numpy | ids=input, n=3000, numpy=True, seed=0, what=build | {build.metrics['build_s']:g} |" in md
+    assert "| host | nodes=5000, what=directories |" in md
+
+
+def test_the_gpubuild_suite_marks_differences_and_a_missing_gpu(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.errors import DeviceError
+    from flashtrie.harness import gpu_build_probe
+
+    def no_cupy() -> None:
+        raise DeviceError("the GPU builder and passes need cupy (test)")
+
+    monkeypatch.setattr(gpu_build_probe, "_cupy", no_cupy)
+    out = tmp_path / "gpubuild.jsonl"
+    assert main(["bench", "gpubuild", "transfer", "--gb", "0.01", "--out", str(out)]) == 1
+    (r,) = read_records(out)
+    assert (r.backend, r.status, r.message) == ("gpu", "skipped", "the GPU builder and passes need cupy (test)")
+    res = {"equal": False, "modes": {"input": {"equal": True, "different_arrays": [], "different_meta": []},
+                                     "index": {"equal": False, "different_arrays": ["labels"], "different_meta": []}}}
+    assert gpu_build_probe._verdict(res) == ("mismatch", "CPU and GPU builds differ: {'index': ['labels']}")
+    assert gpu_build_probe._verdict({"round_trip_equal_0": True, "round_trip_equal_1": False}) == (
+        "mismatch", "a copy's round trip changed the data: round_trip_equal_1")
