@@ -212,8 +212,9 @@ def load_main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _compile_once(arch: str, use_cache: bool) -> tuple[float, bool, str]:
-    """search.cu compiled (or loaded from the kernel cache) for ``arch``: seconds, from the cache, resources."""
+def _compile_once(arch: str, use_cache: bool) -> tuple[float, bool, dict[str, dict[str, int]]]:
+    """search.cu compiled (or loaded from the kernel cache) for ``arch``: seconds, from the cache, and the
+    compiler's resources per kernel (`spill_report`; empty from the cache)."""
     from flashtrie.gpu_impl.compile import compile_kernel, spill_report
 
     k = compile_kernel("search.cu", arch, {"FT_THREADS": "512"}, use_cache=use_cache, verbose=not use_cache)

@@ -22,6 +22,7 @@ appends one record of kind ``gpu-build`` (sweep ``gpubuild``, its configuration 
 from __future__ import annotations
 
 import argparse
+import functools
 import resource
 import sys
 import time
@@ -188,7 +189,8 @@ def cmd_directories(a: argparse.Namespace) -> dict[str, Any]:
         BitVector.from_words(words[name], nbits, with_select0=sel)
         out[f"{name}_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    in_parallel([lambda v=v: BitVector.from_words(words[v[0]], v[1], with_select0=v[2]) for v in vecs], usable_cpus())
+    in_parallel([functools.partial(BitVector.from_words, words[name], nbits, with_select0=sel)
+                 for name, nbits, sel in vecs], usable_cpus())
     out["all_four_on_threads_s"] = round(time.perf_counter() - t0, 3)
     return out
 

@@ -1,8 +1,8 @@
-"""The report sections of the GPU machine's small measurements (`device_probes`: sweeps ``smoke``, ``upload``,
-``load`` and ``compile``; `launch_probe`: sweep ``launch``; `query_passes`: sweep ``query-passes``;
-`numpy_lazy`: sweep ``numpylazy``;
-`gpu_build_probe`: sweep ``gpubuild``): one table per measurement, a row per record with its backend, configuration,
-numbers and status; registered with the report pipeline (`harness/report.py`)."""
+"""The report sections of the GPU machine's small measurements, suites of the lab (`device_probes`: sweeps
+``smoke``, ``upload``, ``load`` and ``compile``; `launch_probe`: ``launch``; `query_passes`: ``query-passes``;
+`numpy_lazy`: ``numpylazy``; `gpu_build_probe`: ``gpubuild``; `step_probe`: ``step-probe``): one table per
+measurement, a row per record with its backend, configuration, numbers and status; registered with the report
+pipeline (`harness/report.py`)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ PROBES: dict[str, tuple[str, tuple[str, ...]]] = {
     "numpylazy": ("The lazy numpy reference at scale", ("value",)),
     "gpubuild": ("The GPU builder", ("build_s", "num_nodes", "build_peak_above_input", "index_array_bytes",
                                      "upload_staged_gbps_1", "download_staged_fresh_gbps_1", "equal")),
+    "step-probe": ("Where a fused step's device time goes", ("device_us", "equal")),
 }
 
 
@@ -90,6 +91,7 @@ METRICS = {
     "download_staged_fresh_gbps_1": Metric("device-to-host GB/s through the pinned staging ring (second run)",
                                            "GB/s"),
     "equal": Metric("the CPU and GPU builders' indexes equal array for array", "bool"),
+    "device_us": Metric("device microseconds per call from CUDA-graph replays (a floor or a stepper's kernel)", "us"),
     "median_us": Metric("median host microseconds of one part of a fused step", "us"),
     "p90_us": Metric("90th percentile host microseconds of one part of a fused step", "us"),
 }

@@ -38,9 +38,10 @@ SCHEMA = "flashtrie.record/1"
 #: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`);
 #: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`); ``numpy-lazy``:
 #: the lazy numpy reference at scale (`flashtrie bench numpylazy`); ``gpu-build``: the GPU builder's stages, memory,
-#: CPU == GPU and copy bandwidths (`flashtrie bench gpubuild`).
+#: CPU == GPU and copy bandwidths (`flashtrie bench gpubuild`); ``step-probe``: where a fused step's device time goes
+#: (`flashtrie bench step-probe`).
 KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve", "compile",
-         "launch", "query-pass", "numpy-lazy", "gpu-build")
+         "launch", "query-pass", "numpy-lazy", "gpu-build", "step-probe")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

@@ -119,3 +119,5 @@ register_command("numpylazy", "flashtrie.harness.numpy_lazy",
                  "the lazy numpy reference at scale: set-up, memory, its searches' seconds, GPU == numpy")
 register_command("gpubuild", "flashtrie.harness.gpu_build_probe",
                  "the GPU builder: a build's stages and memory, CPU == GPU, copy bandwidths, the directories' set-up")
+register_command("step-probe", "flashtrie.harness.step_probe",
+                 "where a fused step's device time goes: floors on its grid, each kernel, variants (or ncu launches)")

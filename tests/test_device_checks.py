@@ -71,7 +71,8 @@ def test_a_malformed_table_is_refused_naming_the_check(tmp_path: Path) -> None:
 
 def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: pytest.CaptureFixture[str]) -> None:
     named = {m for c in checks.load().values() for s in c.steps for m in re.findall(r"flashtrie bench ([\w-]+)", s.run)}
-    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size"} <= named
+    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size", "compile", "launch", "query-passes",
+            "numpylazy", "gpubuild", "step-probe"} <= named
     known = _bench_sweeps() | set(COMMANDS)
     assert named <= known, named - known
     for name in sorted(named & set(COMMANDS)):
@@ -79,6 +80,12 @@ def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: py
             main(["bench", name, "--help"])
         assert e.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: flashtrie bench {name}")
+
+
+def test_every_measurement_is_a_suite_not_a_script() -> None:
+    runs = [s.run for c in checks.load().values() for s in c.steps]
+    assert not [r for r in runs if re.search(r"\$PROBES|tools/probes|benchmarks/|summarize\.py\W+(gpubuild|json)", r)]
+    assert not list((ROOT / "tools").glob("probes/*.py"))
 
 
 def test_the_runner_is_thin() -> None:
@@ -160,9 +167,9 @@ def test_the_compile_suite_records_both_loads_and_renders(tmp_path: Path, monkey
 
     seen: list[tuple[str, bool]] = []
 
-    def compiled(arch: str, use_cache: bool) -> tuple[float, bool, str]:
+    def compiled(arch: str, use_cache: bool) -> tuple[float, bool, dict[str, dict[str, int]]]:
         seen.append((arch, use_cache))
-        return (0.005, True, "cached") if use_cache else (2.5, False, "ft_search: 64 registers, 0 spills")
+        return (0.005, True, {}) if use_cache else (2.5, False, {"ft_search": {"registers": 64, "spill_stores": 0}})
 
     monkeypatch.setattr(device_probes, "availability", lambda name: None)
     monkeypatch.setattr(device_probes, "_compile_once", compiled)
@@ -173,13 +180,14 @@ def test_the_compile_suite_records_both_loads_and_renders(tmp_path: Path, monkey
     assert [(r.kind, r.sweep, r.status, r.config) for r in recs] == [
         ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": False}),
         ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": True})]
-    assert recs[0].metrics == {"seconds": 2.5, "from_cache": False, "resources": "ft_search: 64 registers, 0 spills"}
+    assert recs[0].metrics == {"seconds": 2.5, "from_cache": False,
+                               "resources": {"ft_search": {"registers": 64, "spill_stores": 0}}}
     assert recs[0].command == ["flashtrie", "bench", "compile", "--out", str(out), "--arch", "sm_90"]
     assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
     md = (tmp_path / "rep" / "report.md").read_text()
     assert "## Kernel compile and cached load" in md
-    assert "| gpu | arch=sm_90 | 2.5 | no | ft_search: 64 registers, 0 spills | ok |" in md
-    assert "| gpu | arch=sm_90, use_cache=True | 0.005 | yes | cached | ok |" in md
+    assert "| gpu | arch=sm_90 | 2.5 | no | {'ft_search': {'registers': 64, 'spill_stores': 0}} | ok |" in md
+    assert "| gpu | arch=sm_90, use_cache=True | 0.005 | yes | {} | ok |" in md
 
 
 def test_the_launch_suite_records_each_part_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -323,8 +331,9 @@ def test_the_gpubuild_suite_records_its_measurements_on_the_cpu_and_renders(tmp_
 
 def test_the_gpubuild_suite_marks_differences_and_a_missing_gpu(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from flashtrie.errors import DeviceError
     from flashtrie.harness import gpu_build_probe
+
+    from flashtrie.errors import DeviceError
 
     def no_cupy() -> None:
         raise DeviceError("the GPU builder and passes need cupy (test)")
@@ -339,3 +348,38 @@ def test_the_gpubuild_suite_marks_differences_and_a_missing_gpu(tmp_path: Path,
     assert gpu_build_probe._verdict(res) == ("mismatch", "CPU and GPU builds differ: {'index': ['labels']}")
     assert gpu_build_probe._verdict({"round_trip_equal_0": True, "round_trip_equal_1": False}) == (
         "mismatch", "a copy's round trip changed the data: round_trip_equal_1")
+
+
+def test_the_step_probe_records_timings_and_comparisons_and_renders(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import step_probe
+
+    shape = {"case": "fixed:1M:2048", "shape": "2x70", "rows": 140, "vocab": 2049, "gpu": "test GPU",
+             "blocks_per_row": [2, 0], "blocks": 280}
+    monkeypatch.setattr(step_probe, "availability", lambda name: None)
+    monkeypatch.setattr(step_probe, "measure", lambda a: (shape, {"empty": 2.5, "root: fused [default]": 7.25},
+                                                          {"root: GPU == numpy": True, "root: same [b]": False}))
+    out = tmp_path / "probe.jsonl"
+    assert main(["bench", "step-probe", "--out", str(out), "--case", "fixed:1M:2048"]) == 1  # a variant differs
+    recs = read_records(out)
+    assert {(r.kind, r.sweep, r.backend) for r in recs} == {("step-probe", "step-probe", "gpu")}
+    assert [(r.config["what"], r.metrics, r.status) for r in recs] == [
+        ("empty", {"device_us": 2.5}, "ok"), ("root: fused [default]", {"device_us": 7.25}, "ok"),
+        ("root: GPU == numpy", {"equal": True}, "ok"), ("root: same [b]", {"equal": False}, "mismatch")]
+    assert recs[-1].message == "root: same [b]: the results differ" and recs[0].workload == shape
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Where a fused step's device time goes" in md
+    assert "| gpu | what=root: fused [default] | 7.25 | – | ok |" in md
+    assert "| gpu | what=root: same [b] | – | no | mismatch: root: same [b]: the results differ |" in md
+
+
+def test_the_step_probe_without_a_gpu_records_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import step_probe
+
+    monkeypatch.setattr(step_probe, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / "probe.jsonl"
+    assert main(["bench", "step-probe", "--out", str(out)]) == 1
+    (r,) = read_records(out)
+    assert (r.status, r.message, r.workload) == ("skipped", "no NVIDIA GPU visible (test)",
+                                                 {"case": "fixed:20M:32768", "shape": "2x70"})
