@@ -5,7 +5,7 @@ fresh host memory it also takes a page fault per page on that one thread.  Here 
 threads copy each chunk between the numpy array and a pinned buffer (so page faults and memcpy spread over
 cores) while the DMA engine moves the previous chunks over PCIe (``cudaMemcpyAsync`` on one stream; an
 event per buffer says when it is free again).  `upload_plain` / `download_plain` are cupy's own copies, for
-comparison (`tools/probes/gpubuild_bench.py` times both).
+comparison (`flashtrie bench gpubuild transfer` times both).
 """
 
 from __future__ import annotations

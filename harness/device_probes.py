@@ -1,6 +1,6 @@
 """Small measurements of the GPU machine as suites of the lab: each writes records (sweep ``smoke``,
-``upload`` or ``load``) that `probe_report` renders through the one report pipeline.  Without a usable GPU
-smoke and upload write one ``skipped`` record with the reason and exit with status 1 (a check that could
+``upload``, ``load`` or ``compile``) that `probe_report` renders through the one report pipeline.  Without a usable GPU
+smoke, upload and compile write one ``skipped`` record with the reason and exit with status 1 (a check that could
 not run is no pass).
 
     flashtrie bench smoke --out FILE.jsonl [--keywords 20000] [--queries 4] [--steps 6]
@@ -16,6 +16,9 @@ not run is no pass).
         second), the least CPU seconds of a load (GB per CPU-second: per-core speed, less sensitive to a busy
         machine) and the split of the fastest load into its steps.  ``--set MODULE.NAME=INT`` sets a
         piece-size constant of ``flashtrie.index.MODULE`` first (to compare piece sizes on one machine).
+    flashtrie bench compile --out FILE.jsonl
+        search.cu compiled by NVRTC for this device (the kernel cache bypassed), then loaded from the kernel
+        cache: seconds of each, the compiler's register and spill report.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from .argtypes import count, ints
 from .backends import availability
 from .records import Record, append_records, new_run_id
 
-__all__ = ["smoke_main", "upload_main", "load_main", "SMOKE_CASES"]
+__all__ = ["smoke_main", "upload_main", "load_main", "compile_main", "SMOKE_CASES"]
 
 #: (beam width, proposals per step, length-norm alpha) of the smoke run
 SMOKE_CASES = ((4, 16, 0.0), (32, 64, 0.5), (128, 256, 0.0), (600, 300, 1.0))
@@ -51,9 +54,10 @@ class _Out:
         self.command, self.run_id = ["flashtrie", "bench", sweep, *argv], new_run_id()
 
     def record(self, backend: str, **fields: Any) -> Record:
-        """Append one record: kind ``parity`` for the smoke run, ``build`` (set-up seconds) for the others."""
+        """Append one record: kind ``parity`` for the smoke run, ``compile`` for the compile run, ``build``
+        (set-up seconds) for the others."""
         ts = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-        kind = "parity" if self.sweep == "smoke" else "build"
+        kind = {"smoke": "parity", "compile": "compile"}.get(self.sweep, "build")
         rec = Record(kind=kind, backend=backend, sweep=self.sweep, env=self.env, command=self.command,
                      run_id=self.run_id, timestamp=ts, **fields)
         append_records(self.path, [rec])
@@ -206,3 +210,48 @@ def load_main(argv: list[str] | None = None) -> int:
                   f"{m['gb_per_s']:.3f} GB/s; CPU {m['cpu_seconds']:.3f} s, {m['gb_per_cpu_s']:.3f} GB per "
                   f"CPU-second | {split}", flush=True)
     return 0
+
+
+def _compile_once(arch: str, use_cache: bool) -> tuple[float, bool, dict[str, dict[str, int]]]:
+    """search.cu compiled (or loaded from the kernel cache) for ``arch``: seconds, from the cache, and the
+    compiler's resources per kernel (`spill_report`; empty from the cache)."""
+    from flashtrie.gpu_impl.compile import compile_kernel, spill_report
+
+    k = compile_kernel("search.cu", arch, {"FT_THREADS": "512"}, use_cache=use_cache, verbose=not use_cache)
+    return k.seconds, bool(k.from_cache), spill_report(k.log)
+
+
+def compile_main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="flashtrie bench compile",
+                                 description="search.cu compiled on first use, then loaded from the kernel cache")
+    ap.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
+    ap.add_argument("--arch", default=None, help="target architecture, e.g. sm_90 (default: the device's own)")
+    a = ap.parse_args(argv)
+    out = _Out(a.out, "compile", argv)
+    why = availability("gpu")
+    if why is not None:
+        out.record("gpu", status="skipped", message=why, workload={"kernel": "search.cu"})
+        print(f"compile: skipped ({why})")
+        return 1
+    arch = a.arch or _device_arch()
+    for use_cache in (False, True):
+        seconds, cached, resources = _compile_once(arch, use_cache)
+        out.record("gpu", workload={"kernel": "search.cu"}, config={"arch": arch, "use_cache": use_cache},
+                   metrics={"seconds": seconds, "from_cache": cached, "resources": resources})
+        if use_cache:
+            print(f"cached load {seconds * 1e3:.1f} ms (from_cache={cached})")
+        else:
+            print(f"compile {arch}: first use {seconds:.2f} s, resources {resources}")
+    return 0
+
+
+def _device_arch() -> str:
+    """The architecture of device 0, made current (``sm_XY``)."""
+    from cuda.core import Device
+
+    d = Device(0)
+    d.set_current()
+    cc = d.compute_capability
+    cc = cc() if callable(cc) else cc
+    return f"sm_{cc.major}{cc.minor}"

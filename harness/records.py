@@ -34,8 +34,14 @@ __all__ = ["SCHEMA", "KINDS", "STATUSES", "Record", "append_record", "append_rec
 
 SCHEMA = "flashtrie.record/1"
 #: ``quality``: the model study (`flashtrie quality run`); ``synthetic-quality``: Precision@k against beam width on
-#: generated workloads with ground truth (`flashtrie bench quality`).
-KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve")
+#: generated workloads with ground truth (`flashtrie bench quality`); ``compile``: a kernel's compile and cached
+#: load (`flashtrie bench compile`); ``launch``: host microseconds of a fused step's parts (`flashtrie bench launch`);
+#: ``query-pass``: the query generator's library pass, CPU and GPU (`flashtrie bench query-passes`); ``numpy-lazy``:
+#: the lazy numpy reference at scale (`flashtrie bench numpylazy`); ``gpu-build``: the GPU builder's stages, memory,
+#: CPU == GPU and copy bandwidths (`flashtrie bench gpubuild`); ``step-probe``: where a fused step's device time goes
+#: (`flashtrie bench step-probe`).
+KINDS = ("latency", "throughput", "build", "quality", "synthetic-quality", "parity", "search", "serve", "compile",
+         "launch", "query-pass", "numpy-lazy", "gpu-build", "step-probe")
 STATUSES = ("ok", "mismatch", "error", "skipped")
 
 

@@ -109,3 +109,15 @@ register_command("upload", "flashtrie.harness.device_probes:upload_main",
                  "an index file loaded (verified, trusted) and uploaded: seconds, GB/s, bytes per keyword")
 register_command("load", "flashtrie.harness.device_probes:load_main",
                  "verified loads of index files at several CPU counts: seconds, GB/s, the split into steps")
+register_command("compile", "flashtrie.harness.device_probes:compile_main",
+                 "search.cu compiled for this device on first use, then loaded from the kernel cache")
+register_command("launch", "flashtrie.harness.launch_probe",
+                 "where the host's microseconds of one fused step go: each part timed alone, the launch paths")
+register_command("query-passes", "flashtrie.harness.query_passes",
+                 "the query generator's library pass on the CPU and the GPU: seconds, facts equal bit for bit")
+register_command("numpylazy", "flashtrie.harness.numpy_lazy",
+                 "the lazy numpy reference at scale: set-up, memory, its searches' seconds, GPU == numpy")
+register_command("gpubuild", "flashtrie.harness.gpu_build_probe",
+                 "the GPU builder: a build's stages and memory, CPU == GPU, copy bandwidths, the directories' set-up")
+register_command("step-probe", "flashtrie.harness.step_probe",
+                 "where a fused step's device time goes: floors on its grid, each kernel, variants (or ncu launches)")

@@ -71,7 +71,8 @@ def test_a_malformed_table_is_refused_naming_the_check(tmp_path: Path) -> None:
 
 def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: pytest.CaptureFixture[str]) -> None:
     named = {m for c in checks.load().values() for s in c.steps for m in re.findall(r"flashtrie bench ([\w-]+)", s.run)}
-    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size"} <= named
+    assert {"stepwise", "scale", "scale-step", "beam", "batch", "size", "compile", "launch", "query-passes",
+            "numpylazy", "gpubuild", "step-probe"} <= named
     known = _bench_sweeps() | set(COMMANDS)
     assert named <= known, named - known
     for name in sorted(named & set(COMMANDS)):
@@ -79,6 +80,12 @@ def test_every_suite_the_runner_names_is_a_command_of_flashtrie_bench(capsys: py
             main(["bench", name, "--help"])
         assert e.value.code == 0
         assert capsys.readouterr().out.startswith(f"usage: flashtrie bench {name}")
+
+
+def test_every_measurement_is_a_suite_not_a_script() -> None:
+    runs = [s.run for c in checks.load().values() for s in c.steps]
+    assert not [r for r in runs if re.search(r"\$PROBES|tools/probes|benchmarks/|summarize\.py\W+(gpubuild|json)", r)]
+    assert not list((ROOT / "tools").glob("probes/*.py"))
 
 
 def test_the_runner_is_thin() -> None:
@@ -153,3 +160,226 @@ def test_the_load_suite_refuses_a_bad_setting_before_any_record(tmp_path: Path,
         main(["bench", "load", "missing.ftrie", "--out", str(out), "--set", "louds_pass.NO_SUCH=1"])
     assert e.value.code == 2 and "--set: expected MODULE.CONSTANT=INT" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_the_compile_suite_records_both_loads_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes
+
+    seen: list[tuple[str, bool]] = []
+
+    def compiled(arch: str, use_cache: bool) -> tuple[float, bool, dict[str, dict[str, int]]]:
+        seen.append((arch, use_cache))
+        return (0.005, True, {}) if use_cache else (2.5, False, {"ft_search": {"registers": 64, "spill_stores": 0}})
+
+    monkeypatch.setattr(device_probes, "availability", lambda name: None)
+    monkeypatch.setattr(device_probes, "_compile_once", compiled)
+    out = tmp_path / "compile.jsonl"
+    assert main(["bench", "compile", "--out", str(out), "--arch", "sm_90"]) == 0
+    assert seen == [("sm_90", False), ("sm_90", True)]
+    recs = read_records(out)
+    assert [(r.kind, r.sweep, r.status, r.config) for r in recs] == [
+        ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": False}),
+        ("compile", "compile", "ok", {"arch": "sm_90", "use_cache": True})]
+    assert recs[0].metrics == {"seconds": 2.5, "from_cache": False,
+                               "resources": {"ft_search": {"registers": 64, "spill_stores": 0}}}
+    assert recs[0].command == ["flashtrie", "bench", "compile", "--out", str(out), "--arch", "sm_90"]
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Kernel compile and cached load" in md
+    assert "| gpu | arch=sm_90 | 2.5 | no | {'ft_search': {'registers': 64, 'spill_stores': 0}} | ok |" in md
+    assert "| gpu | arch=sm_90, use_cache=True | 0.005 | yes | {} | ok |" in md
+
+
+def test_the_launch_suite_records_each_part_and_renders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import launch_probe
+
+    monkeypatch.setattr(launch_probe, "availability", lambda name: None)
+    monkeypatch.setattr(launch_probe, "measure", lambda a: [("advance_mask (whole call)", (12.5, 14.0)),
+                                                            ("eos", (0.25, 0.5))])
+    out = tmp_path / "launch.jsonl"
+    assert main(["bench", "launch", "--out", str(out), "--rows", "16", "--calls", "7"]) == 0
+    recs = read_records(out)
+    assert {r.run_id for r in recs} == {recs[0].run_id} and len(recs) == 2
+    assert [(r.kind, r.sweep, r.config["part"], r.metrics) for r in recs] == [
+        ("launch", "launch", "advance_mask (whole call)", {"median_us": 12.5, "p90_us": 14.0}),
+        ("launch", "launch", "eos", {"median_us": 0.25, "p90_us": 0.5})]
+    assert recs[0].workload == {"num_keywords": 200_000, "rows": 16, "vocab_size": 32_768}
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Host microseconds of a fused step, by part" in md
+    assert "| gpu | num_keywords=200000, rows=16, vocab_size=32768, calls=7, part=eos | 0.25 | 0.5 | ok |" in md
+
+
+@pytest.mark.parametrize("suite, argv", [("compile", []), ("launch", [])])
+def test_a_gpu_probe_without_a_gpu_records_why(suite: str, argv: list[str], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import device_probes, launch_probe
+
+    for module in (device_probes, launch_probe):
+        monkeypatch.setattr(module, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / f"{suite}.jsonl"
+    assert main(["bench", suite, "--out", str(out), *argv]) == 1
+    (r,) = read_records(out)
+    assert (r.kind, r.sweep, r.status, r.message) == (suite, suite, "skipped", "no NVIDIA GPU visible (test)")
+
+
+def test_the_query_pass_suite_records_a_cpu_run_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "queries.jsonl"
+    argv = ["bench", "query-passes", "--out", str(out), "--n", "3000", "--threads", "1,2", "--pieces", "10",
+            "--tally-keys", "", "--no-gpu"]
+    assert main(argv) == 1  # nothing compared: no pass
+    recs = read_records(out)
+    assert {(r.kind, r.sweep) for r in recs} == {("query-pass", "query-passes")}
+    assert {r.run_id for r in recs} == {recs[0].run_id}
+    whats = [r.config["what"] for r in recs]
+    assert whats[:3] == ["generate 3,000 keywords", "CPU pass, 1 threads", "CPU pass, 2 threads"]
+    assert "CPU pass, 2 threads, pieces of 2^10" in whats and "16 dense queries, device=cpu" in whats
+    assert all(r.metrics["seconds"] >= 0 for r in recs[:-1]) and all(r.workload == {"num_keywords": 3000} for r in recs)
+    last = recs[-1]
+    assert (last.config, last.status, last.metrics) == ({"what": "GPU == CPU (facts and workload digests)"},
+                                                        "skipped", {"same": False})
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The query generator's library pass, CPU and GPU" in md
+    assert "| cpu | threads=2, what=CPU pass, 2 threads |" in md
+    assert "skipped: --no-gpu: the GPU pass was not run, nothing compared |" in md
+
+
+def _library_pass_as_gpu(differ: bool):
+    from flashtrie.datasets._library_pass import library_pass
+
+    def gpu_pass(ks, num_steps, top, timings=None):  # the CPU's pass standing in for the GPU's
+        facts = library_pass(ks, num_steps, top, 1)
+        if differ:
+            facts.lengths[0] += 1
+        if timings is not None:
+            timings.update({"upload": 0.5, "walk": 0.25})
+        return facts
+    return gpu_pass
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_the_query_pass_suite_compares_the_gpu_pass(differ: bool, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.datasets import _library_pass_gpu
+    from flashtrie.harness import query_passes
+
+    real = query_passes.generate_queries  # the queries on the CPU for device=gpu (the GPU's pass needs cupy)
+    monkeypatch.setattr(query_passes, "generate_queries", lambda *a, device, **k: real(*a, **k))
+    monkeypatch.setattr(_library_pass_gpu, "library_pass_gpu", _library_pass_as_gpu(differ))
+    out = tmp_path / "queries.jsonl"
+    assert main(["bench", "query-passes", "--out", str(out), "--n", "2000", "--threads", "1", "--pieces", "",
+                 "--tally-keys", ""]) == int(differ)
+    recs = {r.config["what"]: r for r in read_records(out)}
+    gpu = recs["GPU pass (run 1)"]
+    assert gpu.backend == "gpu" and gpu.metrics["split"] == {"upload": 0.5, "walk": 0.25}
+    assert (gpu.status, gpu.message) == (("mismatch", "facts differ: lengths") if differ else ("ok", None))
+    assert recs["16 dense queries, device=gpu"].metrics["digest"] == recs["16 dense queries, device=cpu"].metrics[
+        "digest"]
+    verdict = recs["GPU == CPU (facts and workload digests)"]
+    assert (verdict.status, verdict.metrics) == (("mismatch", {"same": False}) if differ else ("ok", {"same": True}))
+
+
+def test_the_numpylazy_suite_records_a_cpu_run_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "numpylazy.jsonl"
+    assert main(["bench", "numpylazy", "--out", str(out), "--n", "2000", "--eager-below", "600"]) == 0
+    recs = read_records(out)
+    assert {(r.kind, r.sweep, r.workload["num_keywords"]) for r in recs} == {("numpy-lazy", "numpylazy", 2000)}
+    by = {r.config["what"]: r for r in recs}
+    assert by["builder"].metrics["value"].startswith("cpu") and by["nodes"].metrics["value"] > 2000
+    assert by["numpy lazy set-up"].metrics["value"] >= 0 and by["numpy eager set-up"].backend == "numpy"
+    assert (by["numpy eager == lazy (beam 1000)"].status, by["numpy eager == lazy (beam 1000)"].metrics) == (
+        "ok", {"value": "equal"})
+    gpu = by["gpu == numpy"]  # no GPU here: skipped, with the reason
+    assert gpu.status == "skipped" and gpu.message.startswith("not run: ") and gpu.backend == "gpu"
+    assert list(by)[-1] == "total s"
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The lazy numpy reference at scale" in md
+    assert "| numpy | what=numpy eager == lazy (beam 1000) | equal | ok |" in md
+
+
+def test_the_numpylazy_suite_marks_a_difference(tmp_path: Path) -> None:
+    from flashtrie.harness import numpy_lazy
+    from flashtrie.harness.run_context import RunContext
+
+    log = numpy_lazy.Log(RunContext(), str(tmp_path / "r.jsonl"), 10)
+    log["gpu == numpy"] = "query 0: ids differ at rank 2"
+    (r,) = read_records(tmp_path / "r.jsonl")
+    assert (r.status, r.message, r.backend) == ("mismatch", "query 0: ids differ at rank 2", "gpu")
+
+
+def test_the_gpubuild_suite_records_its_measurements_on_the_cpu_and_renders(tmp_path: Path) -> None:
+    out = tmp_path / "gpubuild.jsonl"
+    assert main(["bench", "gpubuild", "build", "--numpy", "--n", "3000", "--out", str(out)]) == 0
+    assert main(["bench", "gpubuild", "compare", "--numpy", "--n", "2000", "--out", str(out)]) == 0
+    assert main(["bench", "gpubuild", "directories", "--nodes", "5000", "--out", str(out)]) == 0
+    build, compare, dirs = read_records(out)
+    assert {(r.kind, r.sweep, r.status) for r in (build, compare, dirs)} == {("gpu-build", "gpubuild", "ok")}
+    assert (build.backend, build.config) == ("numpy", {"what": "build", "n": 3000, "seed": 0, "ids": "input",
+                                                       "numpy": True, "pool_peaks": False})
+    assert build.metrics["num_nodes"] > 3000 and [s for s, _ in build.metrics["stages"]]
+    assert compare.metrics["equal"] is True and set(compare.metrics["modes"]) == {"input", "index"}
+    assert (dirs.backend, dirs.config) == ("host", {"what": "directories", "nodes": 5000})
+    assert {"louds_s", "all_four_on_threads_s"} <= set(dirs.metrics)
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## The GPU builder" in md
+    assert f"| numpy | ids=input, n=3000, numpy=True, seed=0, what=build | {build.metrics['build_s']:g} |" in md
+    assert "| host | nodes=5000, what=directories |" in md
+
+
+def test_the_gpubuild_suite_marks_differences_and_a_missing_gpu(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import gpu_build_probe
+
+    from flashtrie.errors import DeviceError
+
+    def no_cupy() -> None:
+        raise DeviceError("the GPU builder and passes need cupy (test)")
+
+    monkeypatch.setattr(gpu_build_probe, "_cupy", no_cupy)
+    out = tmp_path / "gpubuild.jsonl"
+    assert main(["bench", "gpubuild", "transfer", "--gb", "0.01", "--out", str(out)]) == 1
+    (r,) = read_records(out)
+    assert (r.backend, r.status, r.message) == ("gpu", "skipped", "the GPU builder and passes need cupy (test)")
+    res = {"equal": False, "modes": {"input": {"equal": True, "different_arrays": [], "different_meta": []},
+                                     "index": {"equal": False, "different_arrays": ["labels"], "different_meta": []}}}
+    assert gpu_build_probe._verdict(res) == ("mismatch", "CPU and GPU builds differ: {'index': ['labels']}")
+    assert gpu_build_probe._verdict({"round_trip_equal_0": True, "round_trip_equal_1": False}) == (
+        "mismatch", "a copy's round trip changed the data: round_trip_equal_1")
+
+
+def test_the_step_probe_records_timings_and_comparisons_and_renders(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import step_probe
+
+    shape = {"case": "fixed:1M:2048", "shape": "2x70", "rows": 140, "vocab": 2049, "gpu": "test GPU",
+             "blocks_per_row": [2, 0], "blocks": 280}
+    monkeypatch.setattr(step_probe, "availability", lambda name: None)
+    monkeypatch.setattr(step_probe, "measure", lambda a: (shape, {"empty": 2.5, "root: fused [default]": 7.25},
+                                                          {"root: GPU == numpy": True, "root: same [b]": False}))
+    out = tmp_path / "probe.jsonl"
+    assert main(["bench", "step-probe", "--out", str(out), "--case", "fixed:1M:2048"]) == 1  # a variant differs
+    recs = read_records(out)
+    assert {(r.kind, r.sweep, r.backend) for r in recs} == {("step-probe", "step-probe", "gpu")}
+    assert [(r.config["what"], r.metrics, r.status) for r in recs] == [
+        ("empty", {"device_us": 2.5}, "ok"), ("root: fused [default]", {"device_us": 7.25}, "ok"),
+        ("root: GPU == numpy", {"equal": True}, "ok"), ("root: same [b]", {"equal": False}, "mismatch")]
+    assert recs[-1].message == "root: same [b]: the results differ" and recs[0].workload == shape
+    assert main(["report", str(out), "-o", str(tmp_path / "rep")]) == 0
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Where a fused step's device time goes" in md
+    assert "| gpu | what=root: fused [default] | 7.25 | – | ok |" in md
+    assert "| gpu | what=root: same [b] | – | no | mismatch: root: same [b]: the results differ |" in md
+
+
+def test_the_step_probe_without_a_gpu_records_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flashtrie.harness import step_probe
+
+    monkeypatch.setattr(step_probe, "availability", lambda name: "no NVIDIA GPU visible (test)")
+    out = tmp_path / "probe.jsonl"
+    assert main(["bench", "step-probe", "--out", str(out)]) == 1
+    (r,) = read_records(out)
+    assert (r.status, r.message, r.workload) == ("skipped", "no NVIDIA GPU visible (test)",
+                                                 {"case": "fixed:20M:32768", "shape": "2x70"})

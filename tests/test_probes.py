@@ -1,54 +1,41 @@
-"""The GPU machine's probes (tools/probes/) on the CPU: each imports, parses its options, and the parts that
-need no GPU (packing a launch's parameters as the stepper does, swapping a kernel source) work."""
+"""The GPU machine's probes, suites of the lab (`flashtrie.harness.launch_probe`, `step_probe`), on the CPU: each
+parses its options, and the parts that need no GPU (packing a launch's parameters as the stepper does, swapping a
+kernel source) work."""
 
 from __future__ import annotations
 
 import ctypes
-import importlib.util
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 from flashtrie.gpu_impl import launch
 from flashtrie.gpu_impl.layout import KERNEL_PARAMS, STEP_ROWS
 from flashtrie.gpu_impl.step_launch import MASK, TABLES, head
-
-PROBES = Path(__file__).resolve().parents[1] / "tools" / "probes"
-
-
-def _probe(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"probe_{name}", PROBES / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from flashtrie.harness import launch_probe, step_probe
 
 
-@pytest.mark.parametrize("name", sorted(p.stem for p in PROBES.glob("*.py")))
-def test_every_probe_imports(name: str) -> None:
-    if name == "compile_check":
-        pytest.importorskip("cuda.core")
-    _probe(name)
-
-
-@pytest.mark.parametrize("name, parse", [("launch_probe", "parse"), ("step_probe", "_parse")])
-def test_probe_help(name: str, parse: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_step_probe_options(capsys: pytest.CaptureFixture[str]) -> None:
+    a = step_probe._parse(["--out", "r.jsonl", "--variants", "b=FT_STEP_CHUNK=1024"])
+    assert (a.out, a.case, a.shape, a.variants, a.ncu) == ("r.jsonl", "fixed:20M:32768", "2x70",
+                                                          "b=FT_STEP_CHUNK=1024", False)
+    assert step_probe._parse(["--ncu", "--index", "x.fti"]).ncu  # ncu's launches need no records file
     with pytest.raises(SystemExit) as e:
-        getattr(_probe(name), parse)(["--help"])
-    assert e.value.code == 0 and "usage:" in capsys.readouterr().out
+        step_probe._parse(["--shape", "2x70"])
+    assert e.value.code == 2 and "--out: a records file is needed (unless --ncu)" in capsys.readouterr().err
 
 
-def test_launch_probe_options() -> None:
-    probe = _probe("launch_probe")
-    a = probe.parse(["--rows", "16", "--calls", "7"])
-    assert (a.rows, a.calls, a.vocab, a.keywords) == (16, 7, 32_768, 200_000)
+def test_launch_probe_options(capsys: pytest.CaptureFixture[str]) -> None:
+    a = launch_probe.parse(["--out", "r.jsonl", "--rows", "16", "--calls", "7"])
+    assert (a.out, a.rows, a.calls, a.vocab, a.keywords) == ("r.jsonl", 16, 7, 32_768, 200_000)
     with pytest.raises(SystemExit) as e:
-        probe.parse(["--rows", "0"])
-    assert e.value.code == 2
+        launch_probe.parse(["--out", "r.jsonl", "--rows", "0"])
+    assert e.value.code == 2 and "--rows: expected a positive count, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        launch_probe.parse(["--rows", "16"])
+    assert e.value.code == 2 and "--out" in capsys.readouterr().err
 
 
 def test_launch_probe_packs_the_fused_launch_as_the_kernel_takes_it() -> None:
-    probe = _probe("launch_probe")
+    probe = launch_probe
     fused = KERNEL_PARAMS[probe.FUSED]
     rows = probe.fused_rows(1, 2, 3, 4, 5, 6, n=140)
     assert len(rows) == STEP_ROWS.size
@@ -66,14 +53,14 @@ def test_launch_probe_packs_the_fused_launch_as_the_kernel_takes_it() -> None:
 
 
 def test_launch_probe_timing_counts_its_calls() -> None:
-    probe = _probe("launch_probe")
+    probe = launch_probe
     calls, syncs = [], []
     med, p90 = probe.timed(lambda: calls.append(1), 450, lambda: syncs.append(1), every=200)
     assert len(calls) == 50 + 450 and len(syncs) == 1 + 2 + 1 and 0 <= med <= p90
 
 
 def test_step_probe_swaps_the_kernel_source_only_within(monkeypatch: pytest.MonkeyPatch) -> None:
-    probe = _probe("step_probe")
+    probe = step_probe
     seen: list[tuple] = []
     monkeypatch.setattr(launch, "compile_kernel", lambda *a, **k: seen.append(a))
     real, loaded = launch.compile_kernel, launch._LOADED

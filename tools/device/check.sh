@@ -10,7 +10,7 @@ set -uo pipefail
 OUT=${OUT:-$PWD/out}
 HERE=$(cd "$(dirname "$0")/../.." && pwd)
 TABLE=(python3 "$HERE/tools/device/checks.py")
-export HERE PROBES=$HERE/tools/probes PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
+export HERE PYTHONUNBUFFERED=1 FLASHTRIE_CACHE=${FLASHTRIE_CACHE:-/tmp/flashtrie-cache}
 [ -d /tmp/site ] && [[ ":${PYTHONPATH:-}:" != *":/tmp/site:"* ]] && export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 if [ -z "${FLASHTRIE_COMMIT:-}" ] && c=$(git -C "$HERE" rev-parse HEAD 2>/dev/null); then export FLASHTRIE_COMMIT=$c; fi
 

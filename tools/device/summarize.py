@@ -1,9 +1,9 @@
-"""Short tables of the device checks' result files (tools/device/check.sh).
+"""Short tables of the device checks' result files (tools/device/check.sh) that no report section shows: the
+scale pipeline's query stage split and the compare check's rounds (the suites' records render through
+`flashtrie report`).
 
-    python3 tools/device/summarize.py gpubuild RESULTS.jsonl
     python3 tools/device/summarize.py queries SCALE.jsonl
     python3 tools/device/summarize.py compare DIR
-    python3 tools/device/summarize.py json FILE.json
 """
 
 from __future__ import annotations
@@ -14,43 +14,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-GB = 1e9
-
 
 def _lines(path: str) -> list[dict[str, Any]]:
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def _gpubuild_build(r: dict[str, Any]) -> None:
-    print(f"build {r['n']:,} keywords ({r['xp']}, ids={r['ids']}): {r['build_s']:.2f} s "
-          f"(generate {r['generate_s']:.1f} s, warm-up {r['warmup_s']:.1f} s); {r['num_unique']:,} unique, "
-          f"{r['num_nodes']:,} nodes")
-    print("  stages: " + ", ".join(f"{s} {t:.2f}" for s, t in r["stages"]))
-    pool = r["gpu_pool_total_bytes_at_stage"]
-    print("  GPU pool GB at stage start: " + ", ".join(f"{s} {b / GB:.1f}" for s, b in pool))
-    print(f"  host: input {r['input_bytes'] / GB:.2f} GB, RSS before build {r['rss_before_build'] / GB:.2f} GB, "
-          f"peak during build {r['peak_rss_during_build'] / GB:.2f} GB (reset {r['peak_reset']}), "
-          f"above input {r['build_peak_above_input'] / GB:.2f} GB, index arrays {r['index_array_bytes'] / GB:.2f} GB")
-    f = 800e6 / r["n"]
-    host = r["rss_before_build"] + (f - 1) * r["input_bytes"] + f * r["build_peak_above_input"]
-    if r.get("pool_peaks"):
-        print("  (stage peaks run: its seconds include the re-allocations)")
-    print(f"  x{f:g} to 800M: build ~{r['build_s'] * f:.0f} s, host peak ~{host / GB:.0f} GB, GPU pool "
-          f"~{f * max(b for _, b in r['gpu_pool_total_bytes_at_stage']) / GB:.0f} GB")
-
-
-def gpubuild(path: str) -> None:
-    """The GPU builder's measurements (tools/probes/gpubuild_bench.py's JSON lines)."""
-    for r in _lines(path):
-        if r["what"] == "transfer":
-            print("transfer GB/s: " + ", ".join(f"{k} {v}" for k, v in r.items() if "gbps" in k or "equal" in k))
-        elif r["what"] == "build":
-            _gpubuild_build(r)
-        elif r["what"] == "compare":
-            print(f"compare CPU == GPU at {r['n']:,}: equal={r['equal']} " + "; ".join(
-                f"{k}: cpu {m['cpu_s']} s, gpu {m['gpu_s']} s, diff {m['different_arrays'] + m['different_meta']}"
-                for k, m in r["modes"].items()))
 
 
 def queries(path: str) -> None:
@@ -107,15 +74,7 @@ def _num(v: Any, stat: str = "mean") -> float:
     return float(v.get(stat, float("nan"))) if isinstance(v, dict) else float(v)
 
 
-def flat(path: str) -> None:
-    """A flat JSON object as a two-column table."""
-    with open(path) as f:
-        for k, v in json.load(f).items():
-            print(f"| {k} | {v} |")
-
-
-COMMANDS: dict[str, Callable[[str], None]] = {"gpubuild": gpubuild, "queries": queries,
-                                               "compare": compare, "json": flat}
+COMMANDS: dict[str, Callable[[str], None]] = {"queries": queries, "compare": compare}
 
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] not in COMMANDS:

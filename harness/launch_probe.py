@@ -1,22 +1,28 @@
 """Where the host's microseconds of one fused step (`GpuTrieStepper.advance_mask`, eager, no synchronisation)
 go: each part of the call timed alone, and the launch through the project's `Launcher` (the driver's C entry
 point through ctypes, the kernel handle) against cuda-bindings' ``cuLaunchKernel`` and ctypes with the context's
-function handle.
+function handle.  A suite of the lab: records of kind ``launch`` (sweep ``launch``), rendered by `probe_report`.
 
-    python3 tools/probes/launch_probe.py [--keywords 200000] [--rows 140] [--vocab 32768] [--calls 3000]
+    flashtrie bench launch --out FILE.jsonl [--keywords 200000] [--rows 140] [--vocab 32768] [--calls 3000]
 
-Prints one line per part: the median and p90 of ``--calls`` calls, in microseconds.
+Writes one record per part (the median and p90 of ``--calls`` calls, in microseconds) and prints it as a line;
+without a usable GPU one ``skipped`` record with the reason, exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+
+from .backends import availability
+from .records import append_records
+from .run_context import RunContext
 
 #: the fused step's entry point (gpu_impl/layout.py KERNEL_PARAMS)
 FUSED = "ft_step_advance_mask"
@@ -24,7 +30,9 @@ FUSED = "ft_step_advance_mask"
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     """The probe's options."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="flashtrie bench launch", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
     p.add_argument("--keywords", type=int, default=200_000)
     p.add_argument("--rows", type=int, default=140)
     p.add_argument("--vocab", type=int, default=32_768)
@@ -104,7 +112,7 @@ def _parts(g: Any, a: argparse.Namespace) -> list[tuple[str, tuple[float, float]
         ("stream handle", timed(g.xp.stream, a.calls, sync)),
     ]
     rows += _launches(g, states, toks, logits, a)
-    from flashtrie.harness.timing import busy, host_us
+    from .timing import busy, host_us
 
     fused = lambda: g.advance_mask(states, toks, v, eos, out=logits)  # noqa: E731 - as the stepwise suite times it
     for repeats in (30, 300):  # the stepwise suite's loop: a busy warm-up, then ``repeats`` calls
@@ -155,20 +163,33 @@ def _launches(g: Any, states: Any, toks: Any, logits: Any, a: argparse.Namespace
     return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    a = parse(argv)
+def measure(a: argparse.Namespace) -> list[tuple[str, tuple[float, float]]]:
+    """Every part of the fused step at ``a``'s shape, timed: (part, (median µs, p90 µs))."""
     from flashtrie.datasets import generate_keywords
     from flashtrie.gpu_impl.stepwise import GpuTrieStepper
 
     from flashtrie import NarrowLoudsIndex
 
     index = NarrowLoudsIndex.build(generate_keywords(a.keywords, seed=0, vocab_size=a.vocab - 1))
-    rows = _parts(GpuTrieStepper(index), a)
+    return _parts(GpuTrieStepper(index), a)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse(argv)
+    run = RunContext.start(["flashtrie", "bench", "launch", *argv])
+    workload = {"num_keywords": a.keywords, "rows": a.rows, "vocab_size": a.vocab}
+    why = availability("gpu")
+    if why is not None:
+        append_records(a.out, [run.record(kind="launch", backend="gpu", sweep="launch", status="skipped",
+                                          message=why, workload=workload, config={"calls": a.calls})])
+        print(f"launch: skipped ({why})")
+        return 1
+    rows = measure(a)
+    append_records(a.out, [run.record(kind="launch", backend="gpu", sweep="launch", workload=workload,
+                                      config={"part": name, "calls": a.calls},
+                                      metrics={"median_us": med, "p90_us": p90}) for name, (med, p90) in rows])
     print(f"fused step at {a.rows} rows, V = {a.vocab}, {a.keywords:,} keywords; {a.calls} calls")
     for name, (med, p90) in rows:
         print(f"{name:40} median {med:7.2f} us   p90 {p90:7.2f} us")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,7 +1,8 @@
-"""Where the time of one fused stepwise step goes, on the GPU machine (`tools/device/check.sh probe`).
+"""Where the time of one fused stepwise step goes, on the GPU machine: a suite of the lab, records of kind
+``step-probe`` (sweep ``step-probe``) that `probe_report` renders.
 
-    python3 tools/probes/step_probe.py --out DIR [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
-    python3 tools/probes/step_probe.py --ncu --index FILE        # a few eager launches for ncu
+    flashtrie bench step-probe --out FILE.jsonl [--case fixed:20M:32768] [--shape 2x70] [--index FILE]
+    flashtrie bench step-probe --ncu --index FILE        # a few eager launches for ncu, no records
 
 Device µs from CUDA-graph replays (as the stepwise bench, harness/timing.py), rows at the root and inside keywords:
 * floors with the fused step's grid (rows x blocks per row, 256 threads): an empty kernel; -inf stored over
@@ -9,14 +10,14 @@ Device µs from CUDA-graph replays (as the stepwise bench, harness/timing.py), r
   addresses of the index's size by one thread per block before those stores;
 * the stepper's kernels: fused (advance + mask), mask alone, advance alone, and each kernel variant named by
   ``--variants`` (the stepper built with other options or step.cu's macros: NAME=KEY=VALUE+KEY=VALUE,...).
-The default stepper's results are compared with numpy's, each variant's with the default's.  Prints one
-table; ``--out`` gets probe.json.
+The default stepper's results are compared with numpy's, each variant's with the default's.  Writes a record per
+timing (``device_us``) and per comparison (``equal``; ``mismatch`` where they differ) and prints one table;
+without a usable GPU one ``skipped`` record with the reason, exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
+
+from .backends import availability
+from .records import Record, append_records
+from .run_context import RunContext
 
 FLOOR_SRC = r"""
 typedef unsigned int u32;
@@ -74,15 +79,15 @@ extern "C" __global__ void probe_store_flat(float* out, u64 total) {
 
 def _graph_us(f: Any, inner: int = 1) -> float:
     """Device µs per call as the stepwise bench measures them (`harness.timing.graph_us`)."""
-    from flashtrie.harness.timing import GRAPH_REPLAYS, graph_us
+    from .timing import GRAPH_REPLAYS, graph_us
 
     return graph_us(f, GRAPH_REPLAYS, inner)
 
 
 def _index(args: argparse.Namespace) -> tuple[Any, Any]:
-    from flashtrie.harness.stepwise.cases import library
-
     from flashtrie import NarrowLoudsIndex
+
+    from .stepwise.cases import library
 
     keywords, _ = library(args.case)
     if args.index and Path(args.index).exists():
@@ -96,7 +101,7 @@ def _index(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _rows(keywords: Any, cpu: Any, rows: int) -> dict[str, tuple[Any, np.ndarray]]:
-    from flashtrie.harness.stepwise.cases import sample_rows
+    from .stepwise.cases import sample_rows
 
     out = {}
     for name, root in (("root", True), ("mid", False)):
@@ -161,15 +166,19 @@ def _stream(handle: int) -> Any:
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="flashtrie bench step-probe", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--case", default="fixed:20M:32768")
     ap.add_argument("--shape", default="2x70")
     ap.add_argument("--index", default="", help="an index file to load (or to save the built index to)")
     ap.add_argument("--variants", default="", help="NAME=KEY=VALUE[+KEY=VALUE],...: steppers with other options "
                     "or step.cu macros (FT_STEP_CHUNK=N: the stepper's chunk; see _steppers)")
-    ap.add_argument("--ncu", action="store_true", help="only a few eager fused launches (for ncu)")
-    ap.add_argument("--out", default="")
-    return ap.parse_args(argv)
+    ap.add_argument("--ncu", action="store_true", help="only a few eager fused launches (for ncu; no records)")
+    ap.add_argument("--out", default="", help="records file (JSON Lines, appended; needed unless --ncu)")
+    a = ap.parse_args(argv)
+    if not a.out and not a.ncu:
+        ap.error("--out: a records file is needed (unless --ncu)")
+    return a
 
 
 def _setup(args: argparse.Namespace) -> SimpleNamespace:
@@ -287,32 +296,54 @@ def _kernels(c: SimpleNamespace, t: dict[str, float], res: dict[str, Any]) -> No
                 and torch.equal(got[1].view(torch.int32), ref[1].view(torch.int32)))
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parse(argv)
+def measure(args: argparse.Namespace) -> tuple[dict[str, Any], dict[str, float], dict[str, bool]]:
+    """The probe on the device: its shape (case, rows, vocabulary, grid), the device µs by name and the
+    comparisons (GPU == numpy, each variant == the default)."""
     import torch
 
     c = _setup(args)
-    if args.ncu:
-        _ncu(c)
-        return 0
     blocks, parts, extra = _grid(c)
     res: dict[str, Any] = {"case": args.case, "shape": args.shape, "rows": c.rows, "vocab": c.V,
                            "gpu": torch.cuda.get_device_name(), "blocks_per_row": [parts, extra], "blocks": blocks}
     t, empty = _floors(c, blocks, parts, extra)
     _kernels(c, t, res)
     t["empty (again)"] = _graph_us(empty)
-    res["us"] = t
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        Path(args.out, "probe.json").write_text(json.dumps(res, indent=1))
-    print(f"| {args.case} {args.shape}: {c.rows} rows x {c.V}, {blocks} blocks ({parts} per row, {parts + 1} for "
-          f"{extra} rows) | device µs |")
+    same = {k: bool(res.pop(k)) for k in [k for k in res if "same" in k or "numpy" in k]}
+    return res, t, same
+
+
+def records(run: RunContext, shape: dict[str, Any], t: dict[str, float], same: dict[str, bool]) -> list[Record]:
+    """A record per timing (``device_us``) and per comparison (``equal``; ``mismatch`` where it fails)."""
+    out = [run.record(kind="step-probe", backend="gpu", sweep="step-probe", workload=shape, config={"what": k},
+                      metrics={"device_us": v}) for k, v in t.items()]
+    out += [run.record(kind="step-probe", backend="gpu", sweep="step-probe", workload=shape, config={"what": k},
+                       metrics={"equal": ok}, status="ok" if ok else "mismatch",
+                       message=None if ok else f"{k}: the results differ") for k, ok in same.items()]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse(argv)
+    run = RunContext.start(["flashtrie", "bench", "step-probe", *argv])
+    why = availability("gpu")
+    if why is not None:
+        if args.out:
+            append_records(args.out, [run.record(kind="step-probe", backend="gpu", sweep="step-probe",
+                                                 status="skipped", message=why,
+                                                 workload={"case": args.case, "shape": args.shape})])
+        print(f"step-probe: skipped ({why})")
+        return 1
+    if args.ncu:
+        _ncu(_setup(args))
+        return 0
+    shape, t, same = measure(args)
+    append_records(args.out, records(run, shape, t, same))
+    parts, extra = shape["blocks_per_row"]
+    print(f"| {args.case} {args.shape}: {shape['rows']} rows x {shape['vocab']}, {shape['blocks']} blocks ({parts} per "
+          f"row, {parts + 1} for {extra} rows) | device µs |")
     print("| --- | ---: |")
     for key, v in t.items():
         print(f"| {key} | {v:.2f} |")
-    print({k: v for k, v in res.items() if "same" in k or "numpy" in k})
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    print(same)
+    return 0 if all(same.values()) else 1

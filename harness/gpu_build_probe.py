@@ -1,24 +1,28 @@
-"""Measurements of the GPU builder, one per process (so each peak RSS is its own).
+"""Measurements of the GPU builder, one per process (so each peak RSS is its own), a suite of the lab: each
+appends one record of kind ``gpu-build`` (sweep ``gpubuild``, its configuration ``what`` and the options) that
+`probe_report` renders; without cupy or a GPU one ``skipped`` record with the reason, exit status 1.
 
-    python tools/probes/gpubuild_bench.py build --n 100M [--numpy] [--ids input|index] [--json F]
-    python tools/probes/gpubuild_bench.py compare --n 5M [--json F]
-    python tools/probes/gpubuild_bench.py transfer --gb 4 [--json F]
-    python tools/probes/gpubuild_bench.py directories --nodes 720M [--json F]
+    flashtrie bench gpubuild build --out FILE.jsonl --n 100M [--numpy] [--ids input|index] [--pool-peaks]
+    flashtrie bench gpubuild compare --out FILE.jsonl --n 5M [--numpy]
+    flashtrie bench gpubuild transfer --out FILE.jsonl --gb 4
+    flashtrie bench gpubuild directories --out FILE.jsonl --nodes 720M
 
 * ``build``: `generate_keywords` (all cores), then `build_gpu.build_index` (``--numpy``: the same code on the
   CPU, where every "device" array is a host array: its peak is then the GPU's memory, not the host's),
   each sub-stage's seconds, cupy's pool (reserved bytes) at each stage start (``--pool-peaks``: the cached
   blocks freed at every stage start, so that each figure is about the previous stage's own peak), the host memory:
   the input's resident size, the build's peak above it (VmHWM after a reset), and the index arrays' bytes;
-* ``compare``: the CPU builder and the GPU builder on the same library, both id modes, array for array;
-* ``transfer``: host->GPU and GPU->host copies of a ``--gb`` array, cupy's own against `host_transfer.Stager`;
+* ``compare``: the CPU builder and the GPU builder on the same library, both id modes, array for array
+  (``mismatch`` where they differ);
+* ``transfer``: host->GPU and GPU->host copies of a ``--gb`` array, cupy's own against `host_transfer.Stager`
+  (``mismatch`` where a round trip changed the data);
 * ``directories``: `BitVector.from_words` on random words of a trie of ``--nodes`` nodes (the host's part).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import resource
 import sys
 import time
@@ -26,7 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from flashtrie.harness.argtypes import count
+
+from flashtrie.errors import DeviceError
+
+from .argtypes import count
+from .records import append_records
+from .run_context import RunContext
 
 
 def _status_kb(field: str) -> int:
@@ -180,14 +189,17 @@ def cmd_directories(a: argparse.Namespace) -> dict[str, Any]:
         BitVector.from_words(words[name], nbits, with_select0=sel)
         out[f"{name}_s"] = round(time.perf_counter() - t0, 3)
     t0 = time.perf_counter()
-    in_parallel([lambda v=v: BitVector.from_words(words[v[0]], v[1], with_select0=v[2]) for v in vecs], usable_cpus())
+    in_parallel([functools.partial(BitVector.from_words, words[name], nbits, with_select0=sel)
+                 for name, nbits, sel in vecs], usable_cpus())
     out["all_four_on_threads_s"] = round(time.perf_counter() - t0, 3)
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The suite's options."""
+    ap = argparse.ArgumentParser(prog="flashtrie bench gpubuild", description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("build", "compare", "transfer", "directories"))
+    ap.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
     ap.add_argument("--n", type=count, default=10_000_000)
     ap.add_argument("--nodes", type=count, default=30_000_000)
     ap.add_argument("--gb", type=float, default=4.0)
@@ -196,19 +208,40 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--numpy", action="store_true", help="run the GPU builder's code with numpy")
     ap.add_argument("--pool-peaks", action="store_true",
                     help="build: free cupy's cached blocks at every stage start (each stage's reserved peak; slower)")
-    ap.add_argument("--json", default="", help="append the result (one JSON line) to this file")
-    a = ap.parse_args(argv)
-    res = {"cmd_build": cmd_build, "cmd_compare": cmd_compare, "cmd_transfer": cmd_transfer,
-           "cmd_directories": cmd_directories}[f"cmd_{a.what}"](a)
-    res = {"what": a.what, **res}
-    line = json.dumps(res)
-    print(line, flush=True)
-    if a.json:
-        with open(a.json, "a") as f:
-            f.write(line + "\n")
-    ok = res.get("equal", True) and all(v for k, v in res.items() if k.startswith("round_trip_equal"))
-    return 0 if ok else 1
+    return ap.parse_args(argv)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+#: what -> its measurement, and the options that configure it
+MEASURES = {"build": (cmd_build, ("n", "seed", "ids", "numpy", "pool_peaks")),
+            "compare": (cmd_compare, ("n", "seed", "numpy")), "transfer": (cmd_transfer, ("gb",)),
+            "directories": (cmd_directories, ("nodes",))}
+
+
+def _verdict(res: dict[str, Any]) -> tuple[str, str | None]:
+    """The record's status and message: ``mismatch`` where the builders' results or a round trip differ."""
+    if not res.get("equal", True):
+        bad = {m: v["different_arrays"] + v["different_meta"] for m, v in res["modes"].items() if not v["equal"]}
+        return "mismatch", f"CPU and GPU builds differ: {bad}"
+    trips = [k for k, v in res.items() if k.startswith("round_trip_equal") and not v]
+    return ("mismatch", f"a copy's round trip changed the data: {', '.join(trips)}") if trips else ("ok", None)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    a = parse(argv)
+    run = RunContext.start(["flashtrie", "bench", "gpubuild", *argv])
+    measure, options = MEASURES[a.what]
+    config = {"what": a.what, **{k: getattr(a, k) for k in options}}
+    backend = "host" if a.what == "directories" else "numpy" if a.numpy and a.what != "transfer" else "gpu"
+    try:
+        res = measure(a)
+    except DeviceError as e:
+        append_records(a.out, [run.record(kind="gpu-build", backend=backend, sweep="gpubuild", status="skipped",
+                                          message=str(e), config=config)])
+        print(f"gpubuild {a.what}: skipped ({e})")
+        return 1
+    status, message = _verdict(res)
+    append_records(a.out, [run.record(kind="gpu-build", backend=backend, sweep="gpubuild", status=status,
+                                      message=message, config=config, metrics=res)])
+    print(f"{a.what}: {res}", flush=True)
+    return 0 if status == "ok" else 1

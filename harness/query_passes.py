@@ -1,17 +1,20 @@
 """Seconds of the query generator's library pass on the CPU (at several thread counts) and the GPU, and of
 16 dense queries (K = 1000) on each path, over `flashtrie gen-keywords`' default library; checks that the
-GPU's facts and workload equal the CPU's bit for bit.
+GPU's facts and workload equal the CPU's bit for bit.  A suite of the lab: records of kind ``query-pass``
+(sweep ``query-passes``), rendered by `probe_report`.
 
-    python benchmarks/query_pass_speed.py --n 100M --threads 1,4,16 --json out.json
+    flashtrie bench query-passes --out FILE.jsonl [--n 100M] [--threads 1,4,16] [--pieces 18,20]
+                                 [--tally-keys 21] [--no-gpu]
 
-Prints one line per measurement and a table last; exits 1 when the paths differ.
+Writes one record per measurement as it comes (printed as a line) and a last record with the verdict, GPU ==
+CPU (``mismatch`` when they differ, ``skipped`` with ``--no-gpu``); exits 1 unless the paths were compared and
+equal.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import resource
 import sys
@@ -24,7 +27,12 @@ from flashtrie.datasets import _library_pass as lp
 from flashtrie.datasets._library_pass import LibraryFacts, library_pass
 from flashtrie.datasets._queries_v2 import max_token
 
-from flashtrie.cli.common import count
+from .argtypes import count, ints
+from .records import Record, append_records
+from .run_context import RunContext
+
+#: the verdict's row
+VERDICT = "GPU == CPU (facts and workload digests)"
 
 
 def cpu_seconds() -> float:
@@ -87,31 +95,53 @@ def digest(wl: Any) -> str:
     return h.hexdigest()[:16]
 
 
-class Bench:
-    """The measurements, one row each (printed as they come)."""
+def row_record(run: RunContext, n: int, row: dict[str, Any]) -> Record:
+    """One measurement as a record: its ``what`` and thread count the configuration, its numbers the metrics;
+    ``mismatch`` where the GPU's facts differ from the CPU's, ``error`` where the GPU pass failed."""
+    m = {k: v for k, v in row.items() if k not in ("what", "differs", "error", "threads")}
+    status, message = "ok", None
+    if row.get("error"):
+        status, message = "error", row["error"]
+    elif row.get("differs"):
+        status, message = "mismatch", "facts differ: " + ", ".join(row["differs"])
+    backend = "gpu" if "GPU" in row["what"] or row["what"].endswith("device=gpu") else "cpu"
+    config = {"what": row["what"], **({"threads": row["threads"]} if "threads" in row else {})}
+    return run.record(kind="query-pass", backend=backend, sweep="query-passes", status=status, message=message,
+                      workload={"num_keywords": n}, config=config, metrics=m)
 
-    def __init__(self, ks: Any, threads: list[int]) -> None:
+
+class Bench:
+    """The measurements, one row each (printed, and appended as a record to ``out``, as they come)."""
+
+    def __init__(self, ks: Any, threads: list[int], run: RunContext | None = None, out: str | None = None) -> None:
         self.ks, self.threads, self.top = ks, threads, max_token(ks)
         self.rows: list[dict[str, Any]] = []
         self.ref: LibraryFacts | None = None
         self.ok = True
+        self.run, self.out = run or RunContext(), out
 
     def row(self, what: str, wall: float, cpu: float, **extra: Any) -> None:
         self.rows.append({"what": what, "seconds": round(wall, 3), "cpu_seconds": round(cpu, 3), **extra})
-        print(f"{what:48s} {wall:8.2f} s  (CPU {cpu:7.2f} s) {extra or ''}", flush=True)
+        self._keep(self.rows[-1])
+        shown = {k: v for k, v in extra.items() if k != "threads"}
+        print(f"{what:48s} {wall:8.2f} s  (CPU {cpu:7.2f} s) {shown or ''}", flush=True)
+
+    def _keep(self, row: dict[str, Any]) -> None:
+        if self.out is not None:
+            append_records(self.out, [row_record(self.run, len(self.ks), row)])
 
     def cpu(self) -> None:
         ks, top = self.ks, self.top
         for t in self.threads:
             facts, w, c = timed(lambda t=t: library_pass(ks, 8, top, t))
-            self.row(f"CPU pass, {t} threads", w, c)
+            self.row(f"CPU pass, {t} threads", w, c, threads=t)
             self.ref = self.ref or facts
         most = self.threads[-1]
         _, w, c = timed(lambda: library_pass(ks, 0, top, most))
-        self.row(f"CPU pass without counts, {most} threads", w, c)
+        self.row(f"CPU pass without counts, {most} threads", w, c, threads=most)
         try:
             w, c = forked_blocks(ks, top, most)  # before any GPU use: no driver threads to fork
-            self.row(f"CPU blocks in {most} forked processes (no GIL)", w, c)
+            self.row(f"CPU blocks in {most} forked processes (no GIL)", w, c, threads=most)
         except (OSError, RuntimeError) as e:  # a diagnostic only
             print(f"forked blocks: {e}", flush=True)
 
@@ -127,6 +157,7 @@ class Bench:
                 print(f"GPU pass failed: {type(e).__name__}: {e}", flush=True)
                 self.rows.append({"what": "GPU pass", "seconds": float("nan"), "cpu_seconds": float("nan"),
                                   "error": f"{type(e).__name__}: {e}"})
+                self._keep(self.rows[-1])
                 self.ok = False
                 return False
             bad = same_facts(self.ref, facts) if self.ref is not None else ["no CPU reference"]
@@ -154,22 +185,29 @@ class Bench:
         finally:
             for k, v in defaults.items():
                 setattr(lp, k, v)
-        self.row(f"CPU pass, {threads} threads, {what}", w, c)
+        self.row(f"CPU pass, {threads} threads, {what}", w, c, threads=threads)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The suite's options."""
+    ap = argparse.ArgumentParser(prog="flashtrie bench query-passes", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
     ap.add_argument("--n", type=count, default=100_000_000, help="library size (default 100M)")
-    ap.add_argument("--threads", default="1,4,16", help="CPU thread counts of the pass, comma-separated")
+    ap.add_argument("--threads", type=ints, default=[1, 4, 16], help="CPU thread counts of the pass, comma-separated")
     ap.add_argument("--pieces", default="18,20",
                     help="log2 of other piece sizes (keywords) to time the CPU pass with, at the most threads")
     ap.add_argument("--tally-keys", default="21",
                     help="log2 of other count buffer sizes (keys) to time the CPU pass with, at the most threads")
     ap.add_argument("--no-gpu", action="store_true", help="CPU only")
-    ap.add_argument("--json", default=None, help="write every measurement here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse(argv)
+    run = RunContext.start(["flashtrie", "bench", "query-passes", *argv])
     ks, w, c = timed(lambda: generate_keywords_from(KeywordParams(n=args.n, seed=0)))
-    b = Bench(ks, [int(x) for x in args.threads.split(",")])
+    b = Bench(ks, args.threads, run, args.out)
     b.row(f"generate {args.n:,} keywords", w, c, tokens=int(ks.tokens.size))
     b.cpu()
     gpu = not args.no_gpu and b.gpu()
@@ -183,15 +221,23 @@ def main(argv: list[str] | None = None) -> int:
         b.variant(f"pieces of 2^{log}", most, PIECE=1 << log)
     for log in [int(x) for x in args.tally_keys.split(",") if x]:
         b.variant(f"count buffer of 2^{log}", most, _TALLY_KEYS=1 << log)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"n": args.n, "rows": b.rows, "same": b.ok}, f, indent=1)
+    _verdict(b, args.no_gpu)
     print("\n| step | seconds | CPU seconds |\n| --- | ---: | ---: |")
     for r in b.rows:
         print(f"| {r['what']} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} |")
-    print(f"GPU == CPU (facts and workload digests): {'yes' if b.ok else 'NO'}")
+    print(f"{VERDICT}: {'yes' if b.ok else 'NO'}")
     return 0 if b.ok else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _verdict(b: Bench, no_gpu: bool) -> None:
+    """The last record: GPU == CPU, or why not (skipped without the GPU, mismatch when they differ)."""
+    if no_gpu:
+        status, message = "skipped", "--no-gpu: the GPU pass was not run, nothing compared"
+    elif b.ok:
+        status, message = "ok", None
+    else:
+        status, message = "mismatch", "the GPU's facts or workload differ from the CPU's, or the GPU pass failed"
+    if b.out is not None:
+        append_records(b.out, [b.run.record(kind="query-pass", backend="gpu", sweep="query-passes", status=status,
+                                            message=message, workload={"num_keywords": len(b.ks)},
+                                            config={"what": VERDICT}, metrics={"same": b.ok})])

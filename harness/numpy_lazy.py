@@ -1,26 +1,52 @@
-"""The lazy numpy reference at scale (GPU == numpy at 800M); `tools/device/check.sh numpylazy` runs it.
+"""The lazy numpy reference at scale (GPU == numpy at 800M), a suite of the lab: records of kind ``numpy-lazy``
+(sweep ``numpylazy``), rendered by `probe_report`.
 
-    python tools/probes/numpylazy_check.py --n 100M --out DIR [--eager-below 40]
+    flashtrie bench numpylazy --out FILE.jsonl [--n 100M] [--eager-below 40]
 
 Generates ``--n`` keywords, builds them with the GPU builder (the CPU builder without cupy), generates 16
 dense queries (K = 1000), then times ``NumpySearcher(index, decode="lazy")``'s set-up and its peak RSS growth,
 times numpy's side of the scale command's GPU == numpy check (4 queries, beams 10 and 1000, cold), searches
 the 16 queries at beam 1000 (one batch) with numpy and with the GPU and compares them bit for bit,
 and times numpy's batch-1 search of each query (warm: the second pass).  ``--eager-below S``: also the eager
-set-up when the run so far took under S seconds.  Writes ``DIR/numpylazy.json``; prints a short table last.
+set-up when the run so far took under S seconds.  Each measurement is a record as it comes (``what`` and its
+value; a comparison ``mismatch`` when the results differ, ``skipped`` when it could not run), printed as a line;
+a short table last.  Exit status 1 when a comparison differs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from .argtypes import count
+from .records import append_records
+from .run_context import RunContext
+
+#: the entries that compare two searches: "equal" or why not
+COMPARISONS = ("gpu == numpy", "numpy eager == lazy (beam 1000)")
+
+
+class Log(dict[str, Any]):
+    """The run's measurements by name; each one set is appended to ``out`` as a record as it comes."""
+
+    def __init__(self, run: RunContext, out: str, n: int) -> None:
+        super().__init__()
+        self.run, self.out, self.n = run, out, n
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        super().__setitem__(name, value)
+        status, message = "ok", None
+        if name in COMPARISONS and value != "equal":
+            status, message = ("skipped" if str(value).startswith("not run") else "mismatch"), str(value)
+        append_records(self.out, [self.run.record(
+            kind="numpy-lazy", backend="gpu" if name.startswith(("gpu", "Gpu")) else "numpy", sweep="numpylazy",
+            status=status, message=message, workload={"num_keywords": self.n}, config={"what": name},
+            metrics={"value": value})])
 
 
 def _timed(log: dict[str, Any], name: str, fn: Any) -> Any:
@@ -107,29 +133,27 @@ def compare(idx: Any, ref: Any, proposals: Any, log: dict[str, Any]) -> list[str
     return bad
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The suite's options."""
+    ap = argparse.ArgumentParser(prog="flashtrie bench numpylazy", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True, help="records file (JSON Lines, appended)")
+    ap.add_argument("--n", type=count, default=100_000_000, help="library size (default 100M)")
+    ap.add_argument("--eager-below", type=float, default=0.0, metavar="S",
+                    help="also the eager set-up when the run so far took under S seconds")
+    return ap.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", default="100M")
-    ap.add_argument("--out", default=os.environ.get("OUT", "out"))
-    ap.add_argument("--eager-below", type=float, default=0.0)
-    args = ap.parse_args(argv)
-    from flashtrie.harness.argtypes import count
-
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = parse(argv)
     t_start = time.perf_counter()
-    log: dict[str, Any] = {"n": args.n, "cpus": os.cpu_count()}
-    idx, proposals = inputs(count(args.n), log)
+    log = Log(RunContext.start(["flashtrie", "bench", "numpylazy", *argv]), args.out, args.n)
+    log["cpus"] = os.cpu_count()
+    idx, proposals = inputs(args.n, log)
     log["nodes"] = int(idx.num_nodes)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def save() -> None:  # after each phase: a run stopped by the shell's timeout keeps what it measured
-        log["total s"] = round(time.perf_counter() - t_start, 1)
-        (out / "numpylazy.json").write_text(json.dumps(log, indent=1))
-
     ref = searcher_setup(idx, "lazy", log)
     check_like(ref, proposals, log)
     bad = compare(idx, ref, proposals, log)
-    save()
     if args.eager_below and time.perf_counter() - t_start < args.eager_below:
         from flashtrie import SearchConfig
         from flashtrie.search_types import result_difference
@@ -140,12 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         d = result_difference(eager, lazy)
         log["numpy eager == lazy (beam 1000)"] = "equal" if d is None else str(d)[:300]
         bad += [] if d is None else [str(d)]
-    save()
+    log["total s"] = round(time.perf_counter() - t_start, 1)
     print("\n| what | value |\n| --- | --- |")
     for k, v in log.items():
         print(f"| {k} | {v} |")
     return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
