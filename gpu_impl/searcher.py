@@ -309,8 +309,8 @@ class GpuSearcher:
         """Write parameters, start states (None: all at the root), the LN table and (staged) host proposals
         into the pinned upload buffer; returns the bytes to upload.  What the last call on ``ws`` wrote
         there and still holds (same parameters, all-root starts) is not written again."""
-        key = (float(d.tau), float(d.sigma), d.ln_table.tobytes(), intake.tokens_ptr, intake.logprobs_ptr,
-               intake.signed_tokens)
+        # the plan compares by identity (one object per cached config), so the key costs no copy per call
+        key = (d, intake.tokens_ptr, intake.logprobs_ptr, intake.signed_tokens)
         if ws.staged != key:
             ws.staged = None  # until all three are written
             ws.up_bytes("params")[:PARAMS.size] = np.frombuffer(self._params(ws, intake, d), dtype=np.uint8)
