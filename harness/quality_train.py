@@ -129,15 +129,38 @@ def validation_examples(task: Task, limit: int, seed: int) -> tuple[list[np.ndar
     return [split.queries[int(i)] for i in q], ids
 
 
-def _examples(task: Task, cfg: TrainConfig, seed: int, device: str
-              ) -> tuple[torch.Tensor, torch.Tensor, int, np.ndarray]:
-    """Model inputs and identifier ids on ``device``: the training examples, then the validation sample;
-    the number of training examples and the validation rows' indices."""
+@dataclass(frozen=True)
+class _Examples:
+    """The training examples, then the validation sample, on the device, and the host arrays that size each
+    batch (read on the host, so that a training step never waits for the device)."""
+
+    src: torch.Tensor  # padded model inputs
+    ids: torch.Tensor  # identifier ids
+    src_len: np.ndarray  # each input's length
+    ids_host: np.ndarray  # identifier ids
+    n_train: int
+    val_rows: np.ndarray  # the validation rows' indices
+
+    def batch(self, rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(inputs trimmed to the batch's longest, identifier ids) of ``rows``."""
+        b = _to_device(rows, self.src.device)
+        return self.src[b, :max(1, int(self.src_len[rows].max()))], self.ids[b]
+
+
+def _to_device(a: np.ndarray, device: torch.device) -> torch.Tensor:
+    """``a`` on ``device``; through pinned memory without a wait on CUDA."""
+    t = torch.from_numpy(a)
+    return t.pin_memory().to(device, non_blocking=True) if device.type == "cuda" else t.to(device)
+
+
+def _examples(task: Task, cfg: TrainConfig, seed: int, device: str) -> _Examples:
+    """The training examples and the validation sample of ``task`` (`_Examples`)."""
     inputs, ids = training_examples(task)
     v_in, v_ids = validation_examples(task, cfg.val_pairs, seed)
-    src = pad_rows(inputs + v_in).to(device)
-    all_ids = torch.from_numpy(np.concatenate([ids, v_ids])).to(device)
-    return src, all_ids, int(ids.size), np.arange(ids.size, ids.size + v_ids.size)
+    all_ids = np.concatenate([ids, v_ids])
+    return _Examples(pad_rows(inputs + v_in).to(device), torch.from_numpy(all_ids).to(device),
+                     np.array([len(r) for r in inputs + v_in], dtype=np.int64), all_ids, int(ids.size),
+                     np.arange(ids.size, ids.size + v_ids.size))
 
 
 def _mean_loss(loss_of: Callable[[np.ndarray], Any], rows: np.ndarray, chunk: int) -> Callable[[], float] | None:
@@ -154,11 +177,6 @@ def pad_rows(rows: list[np.ndarray], width: int | None = None, fill: int = PAD) 
     for i, r in enumerate(rows):
         out[i, :len(r)] = r
     return torch.from_numpy(out)
-
-
-def _trim(src: torch.Tensor) -> torch.Tensor:
-    """``src`` without the columns that are padding in every row."""
-    return src[:, :max(1, int((src != PAD).sum(1).max()))]
 
 
 def _schedule(cfg: TrainConfig) -> Callable[[int], float]:
@@ -236,21 +254,20 @@ def train_ar(task: Task, cfg: TrainConfig, seed: int, device: str,
     """Train the BART model on `training_examples` (teacher forcing; labels = identifier + `EOS`)."""
     seed_everything(seed)
     model = make_ar_model(task.vocab_size, task.max_query_length, task.library.max_length + 2, cfg.size).to(device)
-    src_all, ids_t, n_train, val_rows = _examples(task, cfg, seed, device)
+    ex = _examples(task, cfg, seed, device)
     lib = [task.library[i] for i in range(len(task.library))]
+    id_len = np.array([t.size for t in lib], dtype=np.int64) + 1  # the identifier and EOS
     labels_all = pad_rows([np.append(t, EOS) for t in lib], fill=-100).to(device)
     dec_all = pad_rows([np.concatenate([[SEP], t]) for t in lib]).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
-        b = torch.from_numpy(batch).to(device)
-        src, tgt = _trim(src_all[b]), ids_t[b]
-        labels = labels_all[tgt]
-        width = max(1, int((labels != -100).sum(1).max()))
+        src, tgt = ex.batch(batch)
+        width = max(1, int(id_len[ex.ids_host[batch]].max()))
         return model(input_ids=src, attention_mask=src != PAD, decoder_input_ids=dec_all[tgt, :width].contiguous(),
-                     labels=labels[:, :width].contiguous()).loss
+                     labels=labels_all[tgt, :width].contiguous()).loss
 
-    losses, secs, curve = _loop(model, cfg, n_train, seed, loss_of, progress, f"{task.name} AR",
-                                _mean_loss(loss_of, val_rows, cfg.batch_size))
+    losses, secs, curve = _loop(model, cfg, ex.n_train, seed, loss_of, progress, f"{task.name} AR",
+                                _mean_loss(loss_of, ex.val_rows, cfg.batch_size))
     return Trained(model, "ar", secs, losses, count_parameters(model), cfg, val_curve=curve)
 
 
@@ -271,18 +288,17 @@ def train_nar(task: Task, cfg: TrainConfig, seed: int, device: str,
     seed_everything(seed)
     targets, steps = nar_targets(task)
     model = NarHead(task.vocab_size, task.max_query_length, steps, cfg.size).to(device)
-    src_all, ids_t, n_train, val_rows = _examples(task, cfg, seed, device)
+    ex = _examples(task, cfg, seed, device)
     tgt_all = torch.from_numpy(targets).to(device)
 
     def loss_of(batch: np.ndarray) -> Any:
-        b = torch.from_numpy(batch).to(device)
-        tgt = tgt_all[ids_t[b]]
+        src, ids = ex.batch(batch)
+        tgt = tgt_all[ids]
         keep = tgt != -100  # the vocabulary projection only where a target is (most of the cost)
-        return torch.nn.functional.cross_entropy(model.logits(model.hidden(_trim(src_all[b]))[keep]).float(),
-                                                 tgt[keep])
+        return torch.nn.functional.cross_entropy(model.logits(model.hidden(src)[keep]).float(), tgt[keep])
 
-    losses, secs, curve = _loop(model, cfg, n_train, seed, loss_of, progress, f"{task.name} NAR",
-                                _mean_loss(loss_of, val_rows, cfg.batch_size))
+    losses, secs, curve = _loop(model, cfg, ex.n_train, seed, loss_of, progress, f"{task.name} NAR",
+                                _mean_loss(loss_of, ex.val_rows, cfg.batch_size))
     return Trained(model, "nar", secs, losses, count_parameters(model), cfg, val_curve=curve)
 
 
