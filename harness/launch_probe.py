@@ -158,6 +158,9 @@ def _launches(g: Any, states: Any, toks: Any, logits: Any, a: argparse.Namespace
         ("launch: cuda-bindings, function handle",
          timed(lambda: driver.cuLaunchKernel(func, blocks, 1, 1, g.threads, 1, 1, 0, stream, ctypes.addressof(ptrs),
                                              0), a.calls, sync)),
+        ("launch: cuda-bindings, stream object per call",
+         timed(lambda: driver.cuLaunchKernel(func, blocks, 1, 1, g.threads, 1, 1, 0, driver.CUstream(h),
+                                             ctypes.addressof(ptrs), 0), a.calls, sync)),
         ("memmove of the parameters", timed(lambda: ctypes.memmove(buf, params, len(params)), a.calls, sync)),
     ]
     return out
