@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -499,3 +500,16 @@ def test_a_wider_beam_ranks_by_the_same_score_and_finds_scores_at_least_as_high(
         n = int(narrow.num_results[q])
         assert np.all(wide.scores[q, :n] >= narrow.scores[q, :n])
     assert wide.num_results.sum() > narrow.num_results.sum()
+
+
+def test_task_steps_plan_one_model_of_one_task() -> None:
+    """A task's own planned steps replace the config's for that model only (warm-up scaled with them)."""
+    from harness.quality_run import CONFIGS, smoke_config
+
+    cfg = replace(CONFIGS["toy"], task_steps={"hyponyms/ar": 40})
+    assert cfg.train_config("hyponyms", "ar").steps == 40
+    assert cfg.train_config("hyponyms", "ar").warmup == 2
+    assert cfg.train_config("hyponyms", "nar") == cfg.nar
+    assert cfg.train_config("countries", "ar") == cfg.ar
+    assert smoke_config(cfg).train_config("hyponyms", "ar").steps == 6  # a smoke run keeps its tiny plan
+    assert cfg.to_dict()["task_steps"] == {"hyponyms/ar": 40}
