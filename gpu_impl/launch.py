@@ -5,11 +5,12 @@ the cubin once per process, device, architecture and macros, and looks up each o
 (`flashtrie.gpu_impl.layout.KERNEL_PARAMS`): a `LoadedKernels`.
 
 `Launcher` launches them.  A launch's parameters, packed by name (`KernelParams.pack`, the struct packers of
-`flashtrie.gpu_impl.layout`), are copied into one host buffer and handed to the driver's ``cuLaunchKernel``
-(``cuLaunchCooperativeKernel`` for a cooperative grid) through ctypes, one pointer per parameter: of the ways
-measured from Python (cuda.core's ``launch``, cuda-bindings' ``cuLaunchKernel``, the C entry point through
-ctypes) the one with the least host time.  The driver copies the parameters at the call, so a launch under
-CUDA graph capture keeps them.
+`flashtrie.gpu_impl.layout`), are copied into one host buffer and handed to cuda-bindings' ``cuLaunchKernel``
+(``cuLaunchCooperativeKernel`` for a cooperative grid) with one pointer per parameter, the context's function
+handle of each kernel and the stream's handle object (made once per raw stream handle): of the ways measured
+from Python (`flashtrie bench launch`: cuda.core's ``launch``, the C entry point through ctypes, cuda-bindings'
+``cuLaunchKernel``) the one with the least host time.  The driver copies the parameters at the call, so a
+launch under CUDA graph capture keeps them.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ __all__ = ["LoadedKernels", "Launcher", "load_kernels"]
 
 _LOADED: dict[tuple[Any, ...], LoadedKernels] = {}
 _LOAD_LOCK = threading.Lock()
+#: raw stream handles whose handle objects a `Launcher` keeps
+_STREAMS_KEPT = 64
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,31 +82,26 @@ def load_kernels(file: str, arch: str, defines: dict[str, str] | None = None, de
                                seconds=seconds)
 
 
-def _driver_entry(cooperative: bool) -> Any:
-    """The driver's C launch entry point through ctypes."""
+def _driver() -> Any:
+    """cuda-bindings' driver module (installed with cuda-core)."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
-    except OSError as e:
-        raise DeviceError(f"the CUDA driver library (libcuda.so.1) cannot be loaded: {e}") from e
-    fn = lib.cuLaunchCooperativeKernel if cooperative else lib.cuLaunchKernel
-    fn.restype = ctypes.c_int
-    fn.argtypes = ([ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 2
-                   + ([] if cooperative else [ctypes.c_void_p]))
-    return fn
+        from cuda.bindings import driver
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise DeviceError(f"the GPU backend needs cuda-bindings (pip install 'flashtrie[gpu]'): {e}") from e
+    return driver
 
 
-def _function_of(kernel: int) -> int:
+def _function_of(driver: Any, kernel: int) -> Any:
     """The current context's function handle of a library kernel handle (``cuKernelGetFunction``): a launch
     through it costs the driver less host time than one through the kernel handle; the kernel handle itself
     where the driver cannot say (it launches too)."""
     try:
-        lib = ctypes.CDLL("libcuda.so.1")
-        out = ctypes.c_void_p()
-        if lib.cuKernelGetFunction(ctypes.byref(out), ctypes.c_void_p(kernel)) == 0 and out.value:
-            return int(out.value)
-    except (OSError, AttributeError):
+        err, fn = driver.cuKernelGetFunction(driver.CUkernel(kernel))
+        if err == driver.CUresult.CUDA_SUCCESS and int(fn):
+            return fn
+    except Exception:  # noqa: BLE001 - the kernel handle launches too
         pass
-    return kernel
+    return driver.CUfunction(kernel)
 
 
 def _error_name(err: int) -> str:
@@ -122,19 +120,31 @@ class Launcher:
     the GIL)."""
 
     def __init__(self, loaded: LoadedKernels, *, cooperative: bool = False) -> None:
-        self._fn = _driver_entry(cooperative)
+        driver = _driver()
+        self._fn = driver.cuLaunchCooperativeKernel if cooperative else driver.cuLaunchKernel
         self._cooperative = cooperative
+        self._stream_of = driver.CUstream
+        #: the handle object of each raw stream handle launched on (few: a process's streams)
+        self._streams: dict[int, Any] = {}
         params = {name: KERNEL_PARAMS[name] for name in loaded.kernels}
         self._buf = ctypes.create_string_buffer(max(p.size for p in params.values()))
         base = ctypes.addressof(self._buf)
         self._keep: list[Any] = []
         #: per entry point: the function handle, the address of its parameter pointers, its parameter bytes
-        self._entries: dict[str, tuple[int, int, int]] = {}
+        self._entries: dict[str, tuple[Any, int, int]] = {}
         for name, p in params.items():
             ptrs = (ctypes.c_void_p * len(p.offsets))(*[base + off for off in p.offsets])
             self._keep.append(ptrs)
-            self._entries[name] = (_function_of(int(loaded[name].handle)), ctypes.addressof(ptrs), p.size)
+            self._entries[name] = (_function_of(driver, int(loaded[name].handle)), ctypes.addressof(ptrs), p.size)
         self._lock = threading.Lock()
+
+    def _stream(self, stream: int) -> Any:
+        s = self._streams.get(stream)
+        if s is None:
+            if len(self._streams) >= _STREAMS_KEPT:
+                self._streams.clear()
+            s = self._streams[stream] = self._stream_of(stream)
+        return s
 
     def launch(self, stream: int, name: str, grid: int, block: int, params: bytes, smem: int = 0) -> None:
         """Launch entry point ``name`` on the raw stream handle ``stream``: ``grid`` blocks of ``block``
@@ -142,12 +152,14 @@ class Launcher:
         handle, ptrs, size = self._entries[name]
         if len(params) != size:
             raise DeviceError(f"{name}: expected {size} bytes of parameters, got {len(params)}")
+        s = self._stream(stream)
         with self._lock:
             ctypes.memmove(self._buf, params, size)
             if self._cooperative:
-                err = self._fn(handle, grid, 1, 1, block, 1, 1, smem, stream, ptrs)
+                r = self._fn(handle, grid, 1, 1, block, 1, 1, smem, s, ptrs)
             else:
-                err = self._fn(handle, grid, 1, 1, block, 1, 1, smem, stream, ptrs, None)
+                r = self._fn(handle, grid, 1, 1, block, 1, 1, smem, s, ptrs, 0)
+        err = r[0] if r.__class__ is tuple else r
         if err:
             raise DeviceError(f"{name}: launch of {grid} blocks x {block} threads ({smem} bytes shared) failed: "
                               f"{_error_name(err)}")

@@ -1,7 +1,8 @@
 """Where the host's microseconds of one fused step (`GpuTrieStepper.advance_mask`, eager, no synchronisation)
-go: each part of the call timed alone, and the launch through the project's `Launcher` (the driver's C entry
-point through ctypes, the kernel handle) against cuda-bindings' ``cuLaunchKernel`` and ctypes with the context's
-function handle.  A suite of the lab: records of kind ``launch`` (sweep ``launch``), rendered by `probe_report`.
+go: each part of the call timed alone, and the launch through the project's `Launcher` (cuda-bindings'
+``cuLaunchKernel``, the context's function handle, its parameter copy and checks) against the bare calls it is
+made of and the driver's C entry point through ctypes.  A suite of the lab: records of kind ``launch`` (sweep
+``launch``), rendered by `probe_report`.
 
     flashtrie bench launch --out FILE.jsonl [--keywords 200000] [--rows 140] [--vocab 32768] [--calls 3000]
 
@@ -142,7 +143,7 @@ def _launches(g: Any, states: Any, toks: Any, logits: Any, a: argparse.Namespace
     loaded = load_kernels("step.cu", g.arch, {"FT_STEP_THREADS": str(g.threads), "FT_STEP_CHUNK": str(g.chunk)},
                           g.device.device_id)  # the stepper's own load (cached): the same kernel handles
     launcher = Launcher(loaded)
-    out = [("launch: Launcher (ctypes, function handle)",
+    out = [("launch: Launcher (whole call)",
             timed(lambda: launcher.launch(h, FUSED, blocks, g.threads, params), a.calls, sync))]
     fn = _driver_launch()
     buf = ctypes.create_string_buffer(params, len(params))

@@ -17,7 +17,7 @@ from flashtrie.errors import DeviceError
 
 
 class _Entry:
-    """Stands for the driver's cuLaunchKernel: reads every parameter the way the driver does (through the
+    """Stands for cuda-bindings' cuLaunchKernel: reads every parameter the way the driver does (through the
     array of pointers, each parameter's size from the kernel's table) and keeps what it read."""
 
     def __init__(self, sizes: dict[int, list[int]], err: int = 0) -> None:
@@ -27,7 +27,14 @@ class _Entry:
         ptrs = ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p))
         got = [ctypes.string_at(ptrs[i], n) for i, n in enumerate(self.sizes[handle])]
         self.calls.append((handle, gx, bx, smem, stream, got, extra))
-        return self.err
+        return (self.err,)
+
+
+def _fake_driver(monkeypatch, entry: _Entry) -> None:
+    """cuda-bindings' driver module replaced by ``entry`` (stream handle objects: the raw handles)."""
+    drv = types.SimpleNamespace(cuLaunchKernel=entry, cuLaunchCooperativeKernel=entry, CUstream=lambda h: ("s", h))
+    monkeypatch.setattr(L, "_driver", lambda: drv)
+    monkeypatch.setattr(L, "_function_of", lambda driver, kernel: kernel)
 
 
 def _sizes(p) -> list[int]:
@@ -44,8 +51,7 @@ def _loaded(file: str) -> L.LoadedKernels:
 def test_launcher_hands_the_driver_each_parameter_by_name(monkeypatch, cooperative: bool) -> None:
     loaded = _loaded("step.cu")
     entry = _Entry({int(loaded[n].handle): _sizes(KERNEL_PARAMS[n]) for n in loaded.kernels})
-    monkeypatch.setattr(L, "_driver_entry", lambda coop: entry)
-    monkeypatch.setattr(L, "_function_of", lambda kernel: kernel)
+    _fake_driver(monkeypatch, entry)
     launcher = L.Launcher(loaded, cooperative=cooperative)
     tab = TABLES(fc=11, rt=12, fc_n=13, rt_n=14)
     rows = ROWS["advance"](node_in=1, off_in=2, node_out=3, off_out=4, tok=5, eos=6, tok_stride=1, n=7,
@@ -54,18 +60,17 @@ def test_launcher_hands_the_driver_each_parameter_by_name(monkeypatch, cooperati
     launcher.launch(77, "ft_step_advance_mask", 9, 256, head(0xFEED, tab) + rows + mask)
     launcher.launch(78, "ft_step_advance", 3, 256, head(0xFEED, tab) + rows, smem=64)
     (h1, g1, b1, s1, st1, got1, x1), (h2, g2, b2, s2, st2, got2, x2) = entry.calls
-    assert (h1, g1, b1, s1, st1) == (int(loaded["ft_step_advance_mask"].handle), 9, 256, 0, 77)
+    assert (h1, g1, b1, s1, st1) == (int(loaded["ft_step_advance_mask"].handle), 9, 256, 0, ("s", 77))
     assert got1 == [struct.pack("<Q", 0xFEED), tab, rows, mask]
-    assert (h2, g2, s2, st2) == (int(loaded["ft_step_advance"].handle), 3, 64, 78) and got2 == got1[:3]
-    assert x1 == (() if cooperative else (None,))  # cuLaunchCooperativeKernel takes no "extra"
+    assert (h2, g2, s2, st2) == (int(loaded["ft_step_advance"].handle), 3, 64, ("s", 78)) and got2 == got1[:3]
+    assert x1 == (() if cooperative else (0,))  # cuLaunchCooperativeKernel takes no "extra"
 
 
 def test_launcher_refuses_parameters_of_the_wrong_size_and_names_driver_errors(monkeypatch) -> None:
     loaded = _loaded("node_flags.cu")
     p = KERNEL_PARAMS["ft_node_flags"]
     entry = _Entry({int(loaded["ft_node_flags"].handle): _sizes(p)}, err=1)
-    monkeypatch.setattr(L, "_driver_entry", lambda coop: entry)
-    monkeypatch.setattr(L, "_function_of", lambda kernel: kernel)
+    _fake_driver(monkeypatch, entry)
     launcher = L.Launcher(loaded)
     with pytest.raises(DeviceError, match="ft_node_flags: expected 24 bytes of parameters, got 16"):
         launcher.launch(1, "ft_node_flags", 1, 256, struct.pack("<QQ", 1, 2))
@@ -104,3 +109,17 @@ def test_load_kernels_compiles_and_loads_once_per_device_and_macros(monkeypatch)
     L.load_kernels("step.cu", "sm_90", {"FT_STEP_THREADS": "128"})
     L.load_kernels("step.cu", "sm_90", {"FT_STEP_THREADS": "256"}, device_id=1)
     assert len(compiled) == len(loads) == 3
+
+
+def test_launcher_makes_each_stream_handle_object_once(monkeypatch) -> None:
+    loaded = _loaded("node_flags.cu")
+    p = KERNEL_PARAMS["ft_node_flags"]
+    entry = _Entry({int(loaded["ft_node_flags"].handle): _sizes(p)})
+    made: list[int] = []
+    drv = types.SimpleNamespace(cuLaunchKernel=entry, CUstream=lambda h: made.append(h) or ("s", h))
+    monkeypatch.setattr(L, "_driver", lambda: drv)
+    monkeypatch.setattr(L, "_function_of", lambda driver, kernel: kernel)
+    launcher = L.Launcher(loaded)
+    for stream in (5, 6, 5, 5, 6):
+        launcher.launch(stream, "ft_node_flags", 1, 256, p.pack(view=1, out=2, nwords=3))
+    assert made == [5, 6] and [c[4] for c in entry.calls] == [("s", s) for s in (5, 6, 5, 5, 6)]
