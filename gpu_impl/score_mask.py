@@ -12,6 +12,7 @@ between calls; their buffer and the grid are kept per shape.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flashtrie.errors import InputError
@@ -41,17 +42,19 @@ def _launcher(device: int, arch: str) -> Launcher:
 class ScoreMasker:
     """Masks and forces scores on one device (see the module docstring)."""
 
-    def __init__(self, arch: str, device_id: int, xp: Any) -> None:
-        """``xp``: the array module of a `GpuTrieStepper` (``stepper.xp``): the flags' buffer and the
-        caller's current stream come from it.  Compiles (or loads) kernels/score_mask.cu once per device."""
-        self._launch = _launcher(int(device_id), arch).launch
+    def __init__(self, launch: Callable[..., None], xp: Any) -> None:
+        """``launch``: `Launcher.launch` of kernels/score_mask.cu (`for_stepper` loads it); ``xp``: the array
+        module of a `GpuTrieStepper` (``stepper.xp``): the flags' buffer and the caller's current stream come
+        from it."""
+        self._launch = launch
         self._xp = xp
         self._shapes: dict[tuple[int, int, int], tuple[int, Any, int]] = {}  # (rows, V, group) -> parts, flags
 
     @classmethod
     def for_stepper(cls, stepper: Any) -> ScoreMasker:
-        """A masker on the device of ``stepper`` (a `GpuTrieStepper`), with its array module."""
-        return cls(stepper.arch, stepper.device.device_id, stepper.xp)
+        """A masker on the device of ``stepper`` (a `GpuTrieStepper`), with its array module: compiles (or
+        loads) kernels/score_mask.cu once per device."""
+        return cls(_launcher(int(stepper.device.device_id), stepper.arch).launch, stepper.xp)
 
     def _grid(self, rows: int, vocab: int, group: int) -> tuple[int, Any, int]:
         """Blocks per row, the per-part flags (uint8 ``[rows * parts]``) and their address, kept per shape."""
