@@ -221,9 +221,9 @@ class TrieLogitsProcessor(LogitsProcessor):
                 from .gpu_impl.score_mask import ScoreMasker
                 from .gpu_impl.stepwise import GpuTrieStepper
 
-                gpu = GpuTrieStepper(self.index, device=idx, array_module="torch")
-                self._fused[idx] = ScoreMasker.for_stepper(gpu)
-                self._gpu[idx] = gpu
+                made = GpuTrieStepper(self.index, device=idx, array_module="torch")
+                self._fused[idx] = ScoreMasker.for_stepper(made)
+                self._gpu[idx] = made
             except Exception as e:
                 if self.backend == "gpu":
                     raise
