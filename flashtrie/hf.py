@@ -270,7 +270,7 @@ class TrieLogitsProcessor(LogitsProcessor):
         stepper = self._stepper(scores.device)
         allow = self._allowed(stepper, input_ids, begin, out)
         fused = self._fused.get(out.device.index) if stepper is not self._cpu else None
-        if fused is not None and (out.shape[1] < 2 or out.stride(1) == 1):
+        if fused is not None and fused.takes(out):
             fused(out, allow, group, lowest, _NEG_INF[out.dtype])  # the same bits in two launches
         else:
             mask_and_force(out, allow, group, lowest)

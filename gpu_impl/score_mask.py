@@ -74,19 +74,27 @@ class ScoreMasker:
             hit = self._shapes[key] = (parts, flags, addr)
         return hit
 
+    @staticmethod
+    def takes(scores: Any) -> bool:
+        """Whether the kernels can write ``scores`` in place: contiguous columns and rows that do not overlap
+        (others go to `flashtrie.hf.mask_and_force`)."""
+        rows, vocab = scores.shape
+        return (vocab < 2 or scores.stride(1) == 1) and (rows < 2 or scores.stride(0) >= vocab)
+
     def __call__(self, scores: Any, allow: Any, group: int, lowest: bool, neg_inf: int) -> None:
-        """Mask and force ``scores`` in place: a CUDA tensor ``[rows, V]`` of 2-, 4- or 8-byte floats whose
-        columns are contiguous (rows any stride), on this masker's device; ``allow`` a bool tensor of the same
-        shape (True: allowed; columns contiguous); ``neg_inf``: -inf's bit pattern as a signed integer of the
-        float's width.  Nothing is launched for no rows or no columns."""
+        """Mask and force ``scores`` in place: a CUDA tensor ``[rows, V]`` of 2-, 4- or 8-byte floats that it
+        `takes`, on this masker's device; ``allow`` a bool tensor of the same shape that it takes (True:
+        allowed); ``neg_inf``: -inf's bit pattern as a signed integer of the float's width.  Nothing is
+        launched for no rows or no columns."""
         rows, vocab = (int(s) for s in scores.shape)
         width = int(scores.element_size())
         if width not in (2, 4, 8):
             raise InputError(f"scores: expected 2-, 4- or 8-byte floats, got {width}-byte entries")
         if (rows, vocab) != tuple(allow.shape):
             raise InputError(f"allow: expected shape {[rows, vocab]}, got {list(allow.shape)}")
-        if vocab > 1 and (scores.stride(1) != 1 or allow.stride(1) != 1):
-            raise InputError("scores, allow: expected contiguous columns (stride 1)")
+        if not (self.takes(scores) and self.takes(allow)):
+            raise InputError(f"scores {list(scores.stride())}, allow {list(allow.stride())}: expected contiguous "
+                             "columns (stride 1) and rows that do not overlap")
         if not rows or not vocab:
             return
         parts, _, flags = self._grid(rows, vocab, int(group))

@@ -161,6 +161,9 @@ def test_emulated_grid_and_refusals(emulated: ScoreMasker) -> None:
         emulated(torch.zeros((6, 5)), ok, 1, False, 0)
     with pytest.raises(InputError, match="contiguous columns"):
         emulated(torch.zeros((4, 6)).t(), ok, 1, False, 0)
+    with pytest.raises(InputError, match="rows that do not overlap"):
+        emulated(torch.zeros((1, 4)).expand(6, 4), ok, 1, False, 0)
+    assert not ScoreMasker.takes(torch.zeros((1, 4)).expand(6, 4)) and ScoreMasker.takes(torch.zeros((6, 4)))
 
 
 # ---------------------------------------------------------------------------------------------- NVRTC, the GPU
