@@ -53,7 +53,9 @@ keyword ends and is the only token after EOS or after a token that left the trie
 it) and ``scores`` is returned: every disallowed entry becomes -inf and the allowed ones keep their bits,
 NaN payloads included, for float16, bfloat16, float32 and float64 (the stepper gives a boolean mask; every
 store into ``scores`` is an integer store of a bit pattern: `mask_and_force`).  The rows to force are found
-on the scores' device, with no synchronisation (one integer minimum and maximum per row).  One visible
+on the scores' device, with no synchronisation: on the GPU two kernel launches after `walk_mask` write the
+mask, find the rows to force and force them (`flashtrie.gpu_impl.score_mask`, the same bits as
+`mask_and_force`, which does it with PyTorch ops elsewhere: one integer minimum and maximum per row).  One visible
 difference from the hook: greedy search and sampling hand the processors the very tensor they keep as
 ``output_logits``; with ``output_logits=True`` those then show the masked values.  Pass ``inplace=False`` to
 mask a copy instead (one clone per call).
@@ -124,6 +126,7 @@ class TrieLogitsProcessor(LogitsProcessor):
         self._cpu = TrieStepper(index)
         self._cpu.checked_eos(self.eos)  # refuse an EOS that is a trie token now, not at the first step
         self._gpu: dict[int, Stepper | None] = {}  # CUDA device -> its stepper (None: not usable there)
+        self._fused: dict[int, Any] = {}  # CUDA device -> its `ScoreMasker` (where its stepper is usable)
         self._inferred: int | None = None
         self._prompt: torch.Tensor | None = None  # prompt_length=None: the inferred prompt's tokens
         self._last_len = -1
@@ -215,9 +218,12 @@ class TrieLogitsProcessor(LogitsProcessor):
         idx = device.index if device.index is not None else torch.cuda.current_device()
         if idx not in self._gpu:
             try:
+                from .gpu_impl.score_mask import ScoreMasker
                 from .gpu_impl.stepwise import GpuTrieStepper
 
-                self._gpu[idx] = GpuTrieStepper(self.index, device=idx, array_module="torch")
+                made = GpuTrieStepper(self.index, device=idx, array_module="torch")
+                self._fused[idx] = ScoreMasker.for_stepper(made)
+                self._gpu[idx] = made
             except Exception as e:
                 if self.backend == "gpu":
                     raise
@@ -261,8 +267,13 @@ class TrieLogitsProcessor(LogitsProcessor):
             raise InputError(f"num_beams: {group} does not divide the {scores.shape[0]} rows of scores")
         begin = self._begin(input_ids)
         out = scores if self.inplace and not scores.requires_grad else scores.detach().clone()
-        allow = self._allowed(self._stepper(scores.device), input_ids, begin, out)
-        mask_and_force(out, allow, group, lowest)
+        stepper = self._stepper(scores.device)
+        allow = self._allowed(stepper, input_ids, begin, out)
+        fused = self._fused.get(out.device.index) if stepper is not self._cpu else None
+        if fused is not None and fused.takes(out):
+            fused(out, allow, group, lowest, _NEG_INF[out.dtype])  # the same bits in two launches
+        else:
+            mask_and_force(out, allow, group, lowest)
         return out
 
     def _allowed(self, stepper: Stepper, input_ids: torch.Tensor, begin: Any, out: torch.Tensor) -> torch.Tensor:
@@ -378,7 +389,8 @@ def mask_and_force(out: torch.Tensor, allow: torch.Tensor, group: int, lowest: b
     Every store is an integer store of a bit pattern into masked entries (or forced rows), so no allowed entry
     of a row that is not forced is read as a float, converted or written: its bits, NaN payloads included,
     stay.  All-masked rows are found on the device (integer minimum and maximum of each row's bits: -inf and
-    the lowest value are adjacent patterns), with no synchronisation and no branch on device values."""
+    the lowest value are adjacent patterns), with no synchronisation and no branch on device values.  The
+    processor's path off the GPU stepper, and the reference of its fused kernels (`gpu_impl.score_mask`)."""
     if not out.shape[1]:
         return  # nothing to mask (a row of no entries has nothing to force either)
     bits = out.view(_BITS[out.dtype])

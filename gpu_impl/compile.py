@@ -33,7 +33,8 @@ __all__ = ["KERNEL_DIR", "CompiledKernel", "compile_kernel", "kernel_source", "c
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 #: The kernels and the one entry point each exposes.
-KERNELS: dict[str, str] = {"search.cu": "flashtrie_search", "step.cu": "ft_step_mask", "node_flags.cu": "ft_node_flags"}
+KERNELS: dict[str, str] = {"search.cu": "flashtrie_search", "step.cu": "ft_step_mask", "node_flags.cu": "ft_node_flags",
+                           "score_mask.cu": "ft_score_mask"}
 
 #: IEEE float32 everywhere: the options every compile passes (and the cache key hashes)
 IEEE_OPTIONS = {"std": "c++17", "ftz": False, "prec_div": True, "prec_sqrt": True, "fma": False,

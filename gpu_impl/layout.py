@@ -270,6 +270,13 @@ KERNEL_PARAMS: dict[str, KernelParams] = {k.name: k for k in (
     *(KernelParams(f"ft_step_{n}", "step.cu", _STEP_ROWS)
       for n in ("advance", "walk", "count", "fill", "child_table", "root_table")),
     *(KernelParams(f"ft_step_{n}", "step.cu", _STEP_MASK) for n in ("mask", "advance_mask", "walk_mask")),
+    KernelParams("ft_score_mask", "score_mask.cu", (
+        ("scores", "void*"), ("allow", "const unsigned char*"), ("live", "unsigned char*"), ("V", "u64"),
+        ("row_stride", "u64"), ("allow_stride", "u64"), ("neg_inf", "i64"), ("parts", "u32"), ("width", "u32"),
+        ("lowest", "u32"))),
+    KernelParams("ft_score_force", "score_mask.cu", (
+        ("scores", "void*"), ("allow", "const unsigned char*"), ("live", "const unsigned char*"), ("V", "u64"),
+        ("row_stride", "u64"), ("allow_stride", "u64"), ("parts", "u32"), ("group", "u32"), ("width", "u32"))),
 )}
 
 

@@ -117,22 +117,28 @@ def test_the_device_path_reads_nothing_back_to_the_host(dtype, beams: int) -> No
     assert fake.calls == 3
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("dtype", list(TYPES))
-def test_cuda_calls_do_not_synchronise(dtype) -> None:
+@pytest.mark.parametrize("beams", [1, 2])
+def test_cuda_calls_do_not_synchronise(dtype, beams: int) -> None:
     """After the first call (the GPU stepper's construction, the upload of per-row prompt lengths), a call
-    neither synchronises nor copies to the host, forced rows included."""
-    proc = TrieLogitsProcessor(INDEX, EOS, backend="gpu", prompt_length=[1, 1, 2, 2])
+    neither synchronises nor copies to the host, forced rows included; the fused kernels (gpu_impl.score_mask)
+    mask and force."""
+    proc = TrieLogitsProcessor(INDEX, EOS, backend="gpu", prompt_length=[1, 1, 2, 2], num_beams=beams)
     ids = torch.tensor([[3, 5], [3, 9], [3, 3], [3, 3]], device="cuda")
     scores = torch.randn(4, V, device="cuda").to(dtype)
-    scores[1] = -float("inf")  # forced
+    scores[1] = -float("inf")  # forced (with 2 beams: not, row 0 lives)
+    scores[2:] = torch.finfo(dtype).min  # lowest: forced (__call__ counts it masked)
     proc(ids, scores.clone())
     torch.cuda.synchronize()
+    assert proc._fused and None not in proc._fused.values()
     ids = torch.cat([ids, torch.tensor([[7], [EOS], [5], [9]], device="cuda")], 1)
     torch.cuda.set_sync_debug_mode("error")
     try:
         out = proc(ids, scores.clone())
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    want = TrieLogitsProcessor(INDEX, EOS, backend="numpy", prompt_length=[1, 1, 2, 2])(ids.cpu(), scores.cpu())
+    want = TrieLogitsProcessor(INDEX, EOS, backend="numpy", prompt_length=[1, 1, 2, 2], num_beams=beams)(
+        ids.cpu(), scores.cpu())
     assert torch.equal(out.cpu().view(TYPES[dtype][0]), want.view(TYPES[dtype][0]))
