@@ -9,6 +9,8 @@ entry, so refusals and their messages do not depend on the path taken.
 
 from __future__ import annotations
 
+import math
+import threading
 from functools import partial
 from typing import NamedTuple
 
@@ -25,6 +27,9 @@ __all__ = ["TokenScan", "tokens_u32", "logprobs_f32", "check_logprobs", "check_d
 _U16_PAD = 0xFFFF
 #: Entries per worker below which a thread costs more than it saves on the duplicates sort.
 _PARALLEL_SORT_MIN = 1 << 17
+#: The largest duplicates-sort buffer a thread keeps for its next call.
+_SCRATCH_BYTES = 1 << 22
+_local = threading.local()
 
 
 class TokenScan(NamedTuple):
@@ -42,8 +47,8 @@ def tokens_u32(tok: np.ndarray) -> TokenScan:
         return TokenScan(np.zeros(tok.shape, dtype=np.uint32), 0, False)
     if not is_integer_dtype(tok.dtype):  # bool, timedelta64, datetime64, object, complex ...
         raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
-    if tok.dtype.kind == "u":
-        hi = int(tok.max())
+    hi = _max_if_not_negative(tok)
+    if hi is not None:  # every token >= 0: one reduction decides range and padding
         if hi > PAD_TOKEN:
             _raise_token_range(tok)
         padded = hi == PAD_TOKEN
@@ -61,6 +66,18 @@ def tokens_u32(tok: np.ndarray) -> TokenScan:
     else:
         out = tok.astype(np.uint32)  # -1 wraps to 2**32 - 1 (integer casts are modular)
     return TokenScan(out, top, padded)
+
+
+def _max_if_not_negative(tok: np.ndarray) -> int | None:
+    """The largest token when none is negative, else None: the maximum of the unsigned view of signed input
+    (a negative value is its largest, at or above ``2**(bits - 1)``), so one reduction serves both."""
+    if tok.dtype.kind == "u":
+        return int(tok.max())
+    if not tok.dtype.isnative:
+        return None
+    bits = 8 * tok.dtype.itemsize
+    hi = int(tok.view(np.dtype(f"u{tok.dtype.itemsize}")).max())
+    return hi if hi < 1 << (bits - 1) else None
 
 
 def _raise_token_range(tok: np.ndarray) -> None:
@@ -114,20 +131,35 @@ def check_duplicates(scan: TokenScan) -> None:
     if top is None:
         top = int(np.max(tok32, where=tok32 != PAD_TOKEN, initial=0)) + 1
     if top <= _U16_PAD:
-        srt = tok32.astype(np.uint16)  # padding becomes 0xFFFF, above every real token
-        pad = _U16_PAD
+        srt, pad = _scratch(tok32.shape, np.uint16), _U16_PAD  # padding becomes 0xFFFF, above every real token
     else:
-        srt = tok32.copy()
-        pad = PAD_TOKEN
+        srt, pad = _scratch(tok32.shape, np.uint32), PAD_TOKEN
+    np.copyto(srt, tok32, casting="unsafe")  # modular: the low 16 bits where they hold every token
     _sort_rows(srt)
-    same = srt[:, :, 1:] == srt[:, :, :-1]
-    if not bool(same.any()):
+    flat = srt.reshape(-1)  # a new C-ordered array: a view
+    if not bool((flat[1:] == flat[:-1]).any()):  # no equal neighbours, across row ends included
         return
+    same = srt[:, :, 1:] == srt[:, :, :-1]
     bad = np.argwhere(same & (srt[:, :, 1:] != pad))
     if bad.size:
         q, t, k = (int(x) for x in bad[0])
         raise InputError(f"tokens[{q}, {t}, :]: token {int(srt[q, t, k + 1])} appears more than once in "
                          "one row; each proposed token may appear once per row")
+
+
+def _scratch(shape: tuple[int, ...], dtype: type[np.unsignedinteger]) -> np.ndarray:
+    """An uninitialised C-ordered array: a view of this thread's reusable buffer up to `_SCRATCH_BYTES`
+    (no page faults of a fresh allocation on every call; one buffer per thread, so concurrent calls are
+    safe), a new array beyond."""
+    itemsize = np.dtype(dtype).itemsize
+    nbytes = itemsize * math.prod(shape)
+    if nbytes > _SCRATCH_BYTES:
+        return np.empty(shape, dtype)
+    buf: np.ndarray | None = getattr(_local, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = np.empty(max(nbytes, 1 << 16), np.uint8)
+        _local.buf = buf
+    return buf[:nbytes].view(dtype).reshape(shape)
 
 
 def _sort_rows(a: np.ndarray) -> None:
