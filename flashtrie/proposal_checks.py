@@ -130,14 +130,15 @@ def check_duplicates(scan: TokenScan) -> None:
     top = scan.top
     if top is None:
         top = int(np.max(tok32, where=tok32 != PAD_TOKEN, initial=0)) + 1
-    if top <= _U16_PAD:
-        srt, pad = _scratch(tok32.shape, np.uint16), _U16_PAD  # padding becomes 0xFFFF, above every real token
+    q_n, t_n, k_n = tok32.shape
+    if top <= _U16_PAD:  # padding becomes 0xFFFF, above every real token
+        (srt, flat_same), pad = _sort_space((q_n, t_n, k_n), np.uint16), _U16_PAD
     else:
-        srt, pad = _scratch(tok32.shape, np.uint32), PAD_TOKEN
+        (srt, flat_same), pad = _sort_space((q_n, t_n, k_n), np.uint32), PAD_TOKEN
     np.copyto(srt, tok32, casting="unsafe")  # modular: the low 16 bits where they hold every token
     _sort_rows(srt)
-    flat = srt.reshape(-1)  # a new C-ordered array: a view
-    if not bool((flat[1:] == flat[:-1]).any()):  # no equal neighbours, across row ends included
+    flat = srt.reshape(-1)  # C-ordered: a view
+    if not np.equal(flat[1:], flat[:-1], out=flat_same).any():  # no equal neighbours, row ends included
         return
     same = srt[:, :, 1:] == srt[:, :, :-1]
     bad = np.argwhere(same & (srt[:, :, 1:] != pad))
@@ -147,19 +148,27 @@ def check_duplicates(scan: TokenScan) -> None:
                          "one row; each proposed token may appear once per row")
 
 
-def _scratch(shape: tuple[int, ...], dtype: type[np.unsignedinteger]) -> np.ndarray:
-    """An uninitialised C-ordered array: a view of this thread's reusable buffer up to `_SCRATCH_BYTES`
-    (no page faults of a fresh allocation on every call; one buffer per thread, so concurrent calls are
-    safe), a new array beyond."""
-    itemsize = np.dtype(dtype).itemsize
-    nbytes = itemsize * math.prod(shape)
-    if nbytes > _SCRATCH_BYTES:
-        return np.empty(shape, dtype)
+def _sort_space(shape: tuple[int, int, int], dtype: type[np.unsignedinteger]) -> tuple[np.ndarray, np.ndarray]:
+    """Uninitialised room for the rows to sort (C-ordered ``shape``, ``dtype``) and the flat neighbour compare
+    (``bool``, one fewer): views of this thread's reusable buffer up to `_SCRATCH_BYTES` (no page faults of
+    fresh allocations on every call; one buffer per thread, so concurrent calls are safe), new arrays beyond.
+    The views of the last shape are kept: a serving loop asks for the same shape call after call."""
+    key = (shape, dtype)
+    last = getattr(_local, "views", None)
+    if last is not None and last[0] == key:
+        return last[1], last[2]
+    n, itemsize = math.prod(shape), np.dtype(dtype).itemsize
+    need = n * (itemsize + 1)
+    if need > _SCRATCH_BYTES:
+        return np.empty(shape, dtype), np.empty(n - 1, np.bool_)
     buf: np.ndarray | None = getattr(_local, "buf", None)
-    if buf is None or buf.size < nbytes:
-        buf = np.empty(max(nbytes, 1 << 16), np.uint8)
+    if buf is None or buf.size < need:
+        buf = np.empty(max(need, 1 << 16), np.uint8)
         _local.buf = buf
-    return buf[:nbytes].view(dtype).reshape(shape)
+    rows = buf[:n * itemsize].view(dtype).reshape(shape)
+    same = buf[n * itemsize:n * itemsize + n - 1].view(np.bool_)
+    _local.views = (key, rows, same)
+    return rows, same
 
 
 def _sort_rows(a: np.ndarray) -> None:
