@@ -25,6 +25,7 @@ __all__ = ["TokenScan", "tokens_u32", "logprobs_f32", "check_logprobs", "check_d
            "probabilities_to_logprobs"]
 
 _U16_PAD = 0xFFFF
+_UNSIGNED: dict[int, type[np.unsignedinteger]] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 #: Entries per worker below which a thread costs more than it saves on the duplicates sort.
 _PARALLEL_SORT_MIN = 1 << 17
 #: The largest duplicates-sort buffer a thread keeps for its next call.
@@ -59,10 +60,8 @@ def tokens_u32(tok: np.ndarray) -> TokenScan:
             _raise_token_range(tok)
         padded = lo == -1 or hi == PAD_TOKEN
         top = None if hi == PAD_TOKEN else max(hi + 1, 0)
-    if tok.dtype == np.uint32:
-        out = tok.copy()  # the caller's array may change after the checks; ours may not
-    elif tok.dtype == np.int32:
-        out = tok.view(np.uint32).copy()
+    if tok.dtype.itemsize == 4 and tok.dtype.isnative:  # int32 / uint32: the same bits, -1 as 2**32 - 1
+        out = tok.view(np.uint32).copy()  # the caller's array may change after the checks; ours may not
     else:
         out = tok.astype(np.uint32)  # -1 wraps to 2**32 - 1 (integer casts are modular)
     return TokenScan(out, top, padded)
@@ -73,11 +72,11 @@ def _max_if_not_negative(tok: np.ndarray) -> int | None:
     (a negative value is its largest, at or above ``2**(bits - 1)``), so one reduction serves both."""
     if tok.dtype.kind == "u":
         return int(tok.max())
-    if not tok.dtype.isnative:
+    unsigned = _UNSIGNED.get(tok.dtype.itemsize)
+    if unsigned is None or not tok.dtype.isnative:
         return None
-    bits = 8 * tok.dtype.itemsize
-    hi = int(tok.view(np.dtype(f"u{tok.dtype.itemsize}")).max())
-    return hi if hi < 1 << (bits - 1) else None
+    hi = int(tok.view(unsigned).max())
+    return hi if hi < 1 << (8 * tok.dtype.itemsize - 1) else None
 
 
 def _raise_token_range(tok: np.ndarray) -> None:
