@@ -1,10 +1,13 @@
 """The checks a `Proposals` makes of its arrays, as few vectorised passes as the rules allow.
 
-The common input (a full ``[Q, T, K]`` top-K, no padding, finite logprobs) costs: one range reduction and
-one conversion of the tokens, one copy and one max / min of the logprobs, and one row sort of the tokens
-(16-bit where every token fits) for the duplicate rule.  Each fast test is exact: when it cannot decide
-(padding present, a NaN somewhere), the check falls back to the masked pass that finds the first offending
-entry, so refusals and their messages do not depend on the path taken.
+The common input (a full ``[Q, T, K]`` top-K, no padding, finite logprobs) costs: one reduction of the
+tokens (the maximum of their unsigned view: no negative value, none out of range, no padding) and their
+conversion, one copy and one maximum of the logprobs, and for the duplicate rule one row sort of the tokens
+(16-bit where every token fits) in a buffer the thread keeps, and one compare of neighbours.  The row sort
+is most of the cost; a reusable table written and read back at (row, token) instead, and a single sort of
+row-tagged keys, both measured slower.  Each fast test is exact: when it cannot decide (padding present, a
+NaN somewhere, equal neighbours across two rows), the check falls back to the masked pass that finds the
+first offending entry, so refusals and their messages do not depend on the path taken.
 """
 
 from __future__ import annotations
@@ -121,7 +124,8 @@ def check_duplicates(scan: TokenScan) -> None:
     """Refuse a token twice in one row.
 
     Each row is sorted (as ``uint16`` when every real token is below 65535, padding mapped to 65535) and
-    equal neighbours other than padding are duplicates.
+    equal neighbours other than padding are duplicates.  One compare over the rows laid end to end decides
+    the common case (no two equal neighbours anywhere: no duplicate).
     """
     tok32 = scan.tokens
     if tok32.size == 0 or tok32.shape[2] == 1:
