@@ -1,14 +1,19 @@
 """The checks a `Proposals` makes of its arrays, as few vectorised passes as the rules allow.
 
-The common input (a full ``[Q, T, K]`` top-K, no padding, finite logprobs) costs: one range reduction and
-one conversion of the tokens, one copy and one max / min of the logprobs, and one row sort of the tokens
-(16-bit where every token fits) for the duplicate rule.  Each fast test is exact: when it cannot decide
-(padding present, a NaN somewhere), the check falls back to the masked pass that finds the first offending
-entry, so refusals and their messages do not depend on the path taken.
+The common input (a full ``[Q, T, K]`` top-K, no padding, finite logprobs) costs: one reduction of the
+tokens (the maximum of their unsigned view: no negative value, none out of range, no padding) and their
+conversion, one copy and one maximum of the logprobs, and for the duplicate rule one row sort of the tokens
+(16-bit where every token fits) in a buffer the thread keeps, and one compare of neighbours.  The row sort
+is most of the cost; a reusable table written and read back at (row, token) instead, and a single sort of
+row-tagged keys, both measured slower.  Each fast test is exact: when it cannot decide (padding present, a
+NaN somewhere, equal neighbours across two rows), the check falls back to the masked pass that finds the
+first offending entry, so refusals and their messages do not depend on the path taken.
 """
 
 from __future__ import annotations
 
+import math
+import threading
 from functools import partial
 from typing import NamedTuple
 
@@ -23,8 +28,12 @@ __all__ = ["TokenScan", "tokens_u32", "logprobs_f32", "check_logprobs", "check_d
            "probabilities_to_logprobs"]
 
 _U16_PAD = 0xFFFF
+_UNSIGNED: dict[int, type[np.unsignedinteger]] = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 #: Entries per worker below which a thread costs more than it saves on the duplicates sort.
 _PARALLEL_SORT_MIN = 1 << 17
+#: The largest duplicates-sort buffer a thread keeps for its next call.
+_SCRATCH_BYTES = 1 << 22
+_local = threading.local()
 
 
 class TokenScan(NamedTuple):
@@ -42,8 +51,8 @@ def tokens_u32(tok: np.ndarray) -> TokenScan:
         return TokenScan(np.zeros(tok.shape, dtype=np.uint32), 0, False)
     if not is_integer_dtype(tok.dtype):  # bool, timedelta64, datetime64, object, complex ...
         raise InputError(f"tokens: expected an integer array, got dtype {tok.dtype}")
-    if tok.dtype.kind == "u":
-        hi = int(tok.max())
+    hi = _max_if_not_negative(tok)
+    if hi is not None:  # every token >= 0: one reduction decides range and padding
         if hi > PAD_TOKEN:
             _raise_token_range(tok)
         padded = hi == PAD_TOKEN
@@ -54,13 +63,23 @@ def tokens_u32(tok: np.ndarray) -> TokenScan:
             _raise_token_range(tok)
         padded = lo == -1 or hi == PAD_TOKEN
         top = None if hi == PAD_TOKEN else max(hi + 1, 0)
-    if tok.dtype == np.uint32:
-        out = tok.copy()  # the caller's array may change after the checks; ours may not
-    elif tok.dtype == np.int32:
-        out = tok.view(np.uint32).copy()
+    if tok.dtype.itemsize == 4 and tok.dtype.isnative:  # int32 / uint32: the same bits, -1 as 2**32 - 1
+        out = tok.view(np.uint32).copy()  # the caller's array may change after the checks; ours may not
     else:
         out = tok.astype(np.uint32)  # -1 wraps to 2**32 - 1 (integer casts are modular)
     return TokenScan(out, top, padded)
+
+
+def _max_if_not_negative(tok: np.ndarray) -> int | None:
+    """The largest token when none is negative, else None: the maximum of the unsigned view of signed input
+    (a negative value is its largest, at or above ``2**(bits - 1)``), so one reduction serves both."""
+    if tok.dtype.kind == "u":
+        return int(tok.max())
+    unsigned = _UNSIGNED.get(tok.dtype.itemsize)
+    if unsigned is None or not tok.dtype.isnative:
+        return None
+    hi = int(tok.view(unsigned).max())
+    return hi if hi < 1 << (8 * tok.dtype.itemsize - 1) else None
 
 
 def _raise_token_range(tok: np.ndarray) -> None:
@@ -105,7 +124,8 @@ def check_duplicates(scan: TokenScan) -> None:
     """Refuse a token twice in one row.
 
     Each row is sorted (as ``uint16`` when every real token is below 65535, padding mapped to 65535) and
-    equal neighbours other than padding are duplicates.
+    equal neighbours other than padding are duplicates.  One compare over the rows laid end to end decides
+    the common case (no two equal neighbours anywhere: no duplicate).
     """
     tok32 = scan.tokens
     if tok32.size == 0 or tok32.shape[2] == 1:
@@ -113,21 +133,45 @@ def check_duplicates(scan: TokenScan) -> None:
     top = scan.top
     if top is None:
         top = int(np.max(tok32, where=tok32 != PAD_TOKEN, initial=0)) + 1
-    if top <= _U16_PAD:
-        srt = tok32.astype(np.uint16)  # padding becomes 0xFFFF, above every real token
-        pad = _U16_PAD
+    q_n, t_n, k_n = tok32.shape
+    if top <= _U16_PAD:  # padding becomes 0xFFFF, above every real token
+        (srt, flat_same), pad = _sort_space((q_n, t_n, k_n), np.uint16), _U16_PAD
     else:
-        srt = tok32.copy()
-        pad = PAD_TOKEN
+        (srt, flat_same), pad = _sort_space((q_n, t_n, k_n), np.uint32), PAD_TOKEN
+    np.copyto(srt, tok32, casting="unsafe")  # modular: the low 16 bits where they hold every token
     _sort_rows(srt)
-    same = srt[:, :, 1:] == srt[:, :, :-1]
-    if not bool(same.any()):
+    flat = srt.reshape(-1)  # C-ordered: a view
+    if not np.equal(flat[1:], flat[:-1], out=flat_same).any():  # no equal neighbours, row ends included
         return
+    same = srt[:, :, 1:] == srt[:, :, :-1]
     bad = np.argwhere(same & (srt[:, :, 1:] != pad))
     if bad.size:
         q, t, k = (int(x) for x in bad[0])
         raise InputError(f"tokens[{q}, {t}, :]: token {int(srt[q, t, k + 1])} appears more than once in "
                          "one row; each proposed token may appear once per row")
+
+
+def _sort_space(shape: tuple[int, int, int], dtype: type[np.unsignedinteger]) -> tuple[np.ndarray, np.ndarray]:
+    """Uninitialised room for the rows to sort (C-ordered ``shape``, ``dtype``) and the flat neighbour compare
+    (``bool``, one fewer): views of this thread's reusable buffer up to `_SCRATCH_BYTES` (no page faults of
+    fresh allocations on every call; one buffer per thread, so concurrent calls are safe), new arrays beyond.
+    The views of the last shape are kept: a serving loop asks for the same shape call after call."""
+    key = (shape, dtype)
+    last = getattr(_local, "views", None)
+    if last is not None and last[0] == key:
+        return last[1], last[2]
+    n, itemsize = math.prod(shape), np.dtype(dtype).itemsize
+    need = n * (itemsize + 1)
+    if need > _SCRATCH_BYTES:
+        return np.empty(shape, dtype), np.empty(n - 1, np.bool_)
+    buf: np.ndarray | None = getattr(_local, "buf", None)
+    if buf is None or buf.size < need:
+        buf = np.empty(max(need, 1 << 16), np.uint8)
+        _local.buf = buf
+    rows = buf[:n * itemsize].view(dtype).reshape(shape)
+    same = buf[n * itemsize:n * itemsize + n - 1].view(np.bool_)
+    _local.views = (key, rows, same)
+    return rows, same
 
 
 def _sort_rows(a: np.ndarray) -> None:
