@@ -111,20 +111,22 @@ class PackedInts:
         return [PackedInts(words[i // period * wpp :], self.width, min(step, self.size - i))
                 for i in range(0, self.size, step)] or [self]
 
-    def values(self, start: int, count: int) -> np.ndarray:
-        """Values ``[start, start + count)`` (int64), decoded by class from the period that holds ``start``
-        (strided reads, no gathers); the range must lie inside ``[0, size]``."""
+    def values(self, start: int, count: int, dtype: Any = np.int64) -> np.ndarray:
+        """Values ``[start, start + count)`` (as ``dtype``: int64, or an unsigned type that holds ``width``
+        bits), decoded by class from the period that holds ``start`` (strided reads, no gathers); the range
+        must lie inside ``[0, size]``."""
         if not 0 <= start <= start + count <= self.size:
             raise IndexError(f"values [{start}, {start + count}) outside [0, {self.size})")
         period, wpp = self._period(self.width)
         first = start - start % period
-        out = np.zeros(start - first + count, dtype=np.int64)
+        out = np.zeros(start - first + count, dtype=dtype)
         PackedInts(np.asarray(self.words)[first // period * wpp :], self.width, out.size)._decode_into(out)
         return out[start - first :]
 
     def _decode_into(self, out: np.ndarray) -> None:
+        """The values into ``out`` (int64, or an unsigned type that holds ``width`` bits)."""
         for c, vals in self._classes():
-            out[c::8] = vals.view(np.int64)
+            out[c::8] = vals.view(np.int64) if out.dtype == np.int64 else vals
 
     def to_array(self, workers: int = 1) -> np.ndarray:
         """Every value (int64), decoded one class of `_classes` at a time (strided, no gathers), in pieces

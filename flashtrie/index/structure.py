@@ -65,14 +65,7 @@ def _child_piece(ix: NarrowLoudsIndex, s: int, e: int) -> ChildFound:
     c0 = int(louds.rank1(np.array([s]))[0]) + 1  # node of the first one
     cnt = min(ones.size + 1, n - c0)  # children c0 .. c0 + m (the next one too, for the last pair)
     lab = np.asarray(ix.labels_lo[c0 : c0 + cnt]).astype(np.uint32)
-    wide = _word_bits(np.asarray(ix.hi_flag.words), c0, c0 + cnt).view(bool).nonzero()[0]
-    zero_hi = -1
-    if wide.size:
-        r0 = int(ix.hi_flag.rank1(np.array([c0]))[0])
-        hi = ix.labels_hi.values(r0, wide.size).astype(np.uint32)
-        if not hi.all():
-            zero_hi = c0 + int(wide[int(np.argmin(hi != 0))])
-        lab[wide] |= hi << np.uint32(16)
+    zero_hi = _wide_labels(ix, c0, lab)
     bad = follows[: cnt - 1] & np.less_equal(lab[1:cnt], lab[: cnt - 1])
     unsorted = c0 + 1 + int(bad.argmax()) if bad.any() else -1
     single = (starts & ~follows).nonzero()[0]  # a code of one one: a parent with one child
@@ -83,6 +76,25 @@ def _child_piece(ix: NarrowLoudsIndex, s: int, e: int) -> ChildFound:
         not_end = ~ix.terminal.get(p)
         lone = int(p[int(not_end.argmax())]) if not_end.any() else -1
     return unsorted, zero_hi, lone
+
+
+def _wide_labels(ix: NarrowLoudsIndex, c0: int, lab: np.ndarray) -> int:
+    """Adds the high parts of the flagged (wide) labels among nodes ``c0 ..`` to their low parts ``lab``
+    (uint32, in place); returns the first of those nodes whose high part is zero, or -1."""
+    wide = _word_bits(np.asarray(ix.hi_flag.words), c0, c0 + lab.size).view(bool)
+    count = int(np.count_nonzero(wide))
+    if count == 0:
+        return -1
+    r0 = int(ix.hi_flag.rank1(np.array([c0]))[0])
+    hi = ix.labels_hi.values(r0, count, np.uint32)
+    zero_hi = -1
+    if not hi.all():
+        zero_hi = c0 + int(wide.nonzero()[0][int(np.argmin(hi != 0))])
+    hi <<= np.uint32(16)
+    full = np.zeros(lab.size, dtype=np.uint32)
+    full[wide] = hi
+    lab |= full
+    return zero_hi
 
 
 def child_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], ChildFound]]:
