@@ -151,3 +151,16 @@ def test_built_indexes_pass_and_any_swap_of_siblings_is_refused(kws, pick, chunk
         problem = _problem(bad)
         assert problem is not None and problem == _problem(bad, np)
         assert f"node {c} label {labels[c]}, node {c + 1} label {labels[c + 1]}" in problem
+
+
+def test_a_select0_hint_naming_another_block_is_refused(tmp_path):
+    """A hint inside the directory and in ascending order passes the cheap checks; the full checks see that
+    its zero is not in the block it names."""
+    ix = NarrowLoudsIndex.build(KeywordSet.from_sequences([[t] for t in range(1, 3000)]))
+    hints = ix.louds.select0_hints.copy()
+    k = int(np.flatnonzero(np.diff(hints.astype(np.int64)) > 0)[0]) + 1  # the first hint above the one before
+    hints[k] -= 1
+    louds = BitVector(ix.louds.words, ix.louds.rank, ix.louds.nbits, hints)
+    path = _saved(tmp_path, ix, louds=louds)
+    NarrowLoudsIndex.load(path, verify=False)  # only the full checks see it
+    _refused(path, "bit vector louds: its rank directory does not match its bits")

@@ -254,8 +254,21 @@ def _hints_match(bv: BitVector, workers: int) -> bool:
     """Every select0 hint names the block that holds its zero (`bits.select0_hints`: the last block whose
     zeros before it are at most the zero's number; then the last block), checked through the verified
     rank directory in pieces on threads."""
+    return _hint_results_match(bv, in_parallel(_hint_tasks(bv), workers))
+
+
+def _hint_results_match(bv: BitVector, parts: list[bool]) -> bool:
+    """Whether the results of `_hint_tasks` and the last hint say every hint of ``bv`` is right."""
+    assert bv.select0_hints is not None
+    return int(bv.select0_hints[-1]) == bv.rank.size - 2 and all(parts)
+
+
+def _hint_tasks(bv: BitVector) -> list[Callable[[], bool]]:
+    """One call per piece of `HINT_CHUNK` hints: whether each names its zero's block (`_hints_match`).  They
+    only read inside the rank directory (the cheap checks bound the hints), so they may run before its
+    verdict; their results mean something once it is verified."""
     hints = np.asarray(bv.select0_hints)
-    assert hints is not None
+    assert bv.select0_hints is not None
     last = bv.rank.size - 2  # blocks 0 .. last
 
     rank = np.asarray(bv.rank)
@@ -272,8 +285,7 @@ def _hints_match(bv: BitVector, workers: int) -> bool:
         ok &= (h == last) | (zeros_before(nxt) > target)
         return bool(ok.all())
 
-    return int(hints[-1]) == last and all(in_parallel([partial(piece, a) for a in range(0, hints.size - 1, HINT_CHUNK)],
-                                                      workers))
+    return [partial(piece, a) for a in range(0, hints.size - 1, HINT_CHUNK)]
 
 
 def _label_lo_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], int]]:

@@ -1,6 +1,7 @@
 """The full checks of ``load(verify=True)`` after the cheap ones, scheduled on one pool of threads.
 
-The checksums, the rank directories, the token and id scans and the child checks only read the arrays (each
+The checksums, the rank directories, the select0 hints (read through the directories before their verdict:
+their results count only once it is in), the token and id scans and the child checks only read the arrays (each
 piece inside the arrays the cheap checks sized): they are all queued at once on one pool of `workers`
 threads, so no core waits for the slowest piece of a stage before the next stage starts.  The id scan decodes
 the id map once: each piece takes its largest id and marks its ids in a table of one byte per possible id
@@ -30,7 +31,8 @@ from ..errors import DeviceError
 from .checks import (
     BITVECTORS,
     Layout,
-    _hints_match,
+    _hint_results_match,
+    _hint_tasks,
     _label_lo_tasks,
     _max_label,
     _rank_results_match,
@@ -156,6 +158,8 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     seen, id_tasks = _id_tasks(ix)
     groups: dict[str, list[Callable[[], Any]]] = {"checksums": checksums[0] if checksums else []}
     groups.update({b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS})
+    groups.update({f"{b} hints": _hint_tasks(getattr(ix, b)) for b in BITVECTORS
+                   if getattr(ix, b).select0_hints is not None})
     groups.update(lo=_label_lo_tasks(ix), suffix=ix.suffix.max_tasks(), hi=ix.labels_hi.where_tasks(),
                   ids=id_tasks, children=child_tasks(ix))
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -170,7 +174,7 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
             clock("rank directories")
             for name in BITVECTORS:
                 bv = getattr(ix, name)
-                if bv.select0_hints is not None and not _hints_match(bv, workers):
+                if bv.select0_hints is not None and not _hint_results_match(bv, q.results(f"{name} hints")):
                     return f"bit vector {name}: its rank directory does not match its bits"
             clock("select0 hints")
             try:
