@@ -137,16 +137,18 @@ def test_max_and_where(case, part, workers):
 
 @pytest.mark.parametrize("chunk", [1 << 6, 1 << 20])
 def test_label_and_rank_checks_in_pieces(monkeypatch, chunk):
-    """The label scan and the rank-directory check give the same answers in small pieces as in one."""
+    """The child checks' largest label and the rank-directory check give the same answers in small pieces as
+    in one."""
     rng = np.random.default_rng(5)
     kws = [rng.integers(0, 3_000_000, size=int(rng.integers(1, 6))).tolist() for _ in range(3000)]
     ix = NarrowLoudsIndex.build(KeywordSet.from_sequences(kws))
-    monkeypatch.setattr(checks, "NODE_CHUNK", chunk)
+    monkeypatch.setattr(structure, "CHILD_CHUNK_WORDS", chunk // 64)
     monkeypatch.setattr(checks, "RANK_CHUNK_WORDS", chunk // 8)
-    monkeypatch.setattr(checks, "SELECT_CHUNK", chunk // 64)  # one lookup per piece, or all in one
     _, layout = checks.layout_problem(ix)
     assert verify_run.content_problem(ix, layout, 2) is None
-    assert checks._max_label(ix, 2) == int(ix.labels(np.arange(1, ix.num_nodes)).max())
+    found = [task() for task in structure.child_tasks(ix)]
+    assert len(found) > 1 or chunk > 1 << 6
+    assert structure.largest_label(found) == int(ix.labels(np.arange(1, ix.num_nodes)).max())
     rank = ix.terminal.rank.copy()
     rank[rank.size // 2] ^= np.uint64(1 << 40)  # a sub-block count in the middle of the directory
     bad = BitVector(ix.terminal.words, rank, ix.terminal.nbits, None)

@@ -3,7 +3,7 @@
 `meta_problem` and `layout_problem` read only the metadata, the array shapes and a few words of each
 array (last rank entries, padding words, the decoded links); they run before any checksum, so a crafted
 file that declares huge arrays is refused before its data is read.  The pieces of the full checks
-(``verify=True``: every rank directory, select0 hint, the largest token and label parts) are here;
+(``verify=True``: every rank directory and select0 hint) are here;
 `verify_run.content_problem` schedules them with the LOUDS pass, the child checks (`structure`) and the
 checksums.  Each returns what is wrong, or None.
 """
@@ -207,12 +207,8 @@ def layout_problem(ix: NarrowLoudsIndex) -> tuple[str | None, Layout | None]:
 
 #: Words per thread task when a rank directory is checked (a whole number of directory blocks).
 RANK_CHUNK_WORDS = 1 << 20
-#: Nodes per thread task of the label scan.
-NODE_CHUNK = 1 << 23
 #: Hints per thread task of the select0-hint check (each hint costs a few dozen reads).
 HINT_CHUNK = 1 << 18
-#: select1 calls per thread task where the nodes holding the largest wide label part are looked up.
-SELECT_CHUNK = 1 << 18
 
 
 def _rank_tasks(bv: BitVector) -> list[Callable[[], tuple[int, int]]]:
@@ -286,32 +282,6 @@ def _hint_tasks(bv: BitVector) -> list[Callable[[], bool]]:
         return bool(ok.all())
 
     return [partial(piece, a) for a in range(0, hints.size - 1, HINT_CHUNK)]
-
-
-def _label_lo_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], int]]:
-    """Calls whose largest result is the largest low label part (the root's entry excluded)."""
-    lo = np.asarray(ix.labels_lo)
-    return [partial(lambda a: int(lo[max(a, 1) : a + NODE_CHUNK].max(initial=0)), a)
-            for a in range(0, ix.num_nodes, NODE_CHUNK)]
-
-
-def _max_label(ix: NarrowLoudsIndex, workers: int = 1, lo: int | None = None,
-               top_where: tuple[int, np.ndarray] | None = None) -> int:
-    """The largest edge label (the root's entry excluded): the largest high part, then the largest low part
-    among the flagged nodes that carry it (``hi_flag``'s directory must be verified).  ``lo`` and
-    ``top_where`` (`PackedInts.max_and_where` of ``labels_hi``): the scans' results when already known."""
-    if lo is None:
-        lo = max(in_parallel(_label_lo_tasks(ix), workers))
-    if ix.labels_hi.size == 0:
-        return lo
-    top, ranks = top_where or ix.labels_hi.max_and_where(workers)
-    labels_lo = np.asarray(ix.labels_lo)
-
-    def low_part(a: int) -> int:  # the largest low part of the flagged nodes ranks[a : a + SELECT_CHUNK]
-        return int(labels_lo[ix.hi_flag.select1(ranks[a : a + SELECT_CHUNK])].max())
-
-    lows = in_parallel([partial(low_part, a) for a in range(0, ranks.size, SELECT_CHUNK)], workers)
-    return max(top << 16 | max(lows), lo)
 
 
 #: Nodes from which ``verify_device='auto'`` runs the LOUDS pass on the GPU: below, the CPU pass takes well under a

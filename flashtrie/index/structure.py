@@ -5,9 +5,10 @@ Per child, in pieces of the LOUDS bits on threads (after the rank directories ar
   the GPU's split of a node's children at the first wide label needs it too);
 * a flagged (wide) label whose high part is not zero (else it would sort among the narrow labels);
 * every inner node but the root either ends a keyword or has two children or more (path compression:
-  what the builder writes).
-And, where there is an id map, every keyword id distinct (one result, one keyword).  The root's own flags
-are cheap checks (`root_problem`).  Each returns what is wrong, or None.
+  what the builder writes);
+and the largest label, for the ``max_token`` check.  And, where there is an id map, every keyword id distinct
+(one result, one keyword).  The root's own flags are cheap checks (`root_problem`).  Each returns what is
+wrong, or None.
 """
 
 from __future__ import annotations
@@ -25,15 +26,17 @@ from .packed import PackedInts
 if TYPE_CHECKING:
     from .narrow_louds import NarrowLoudsIndex
 
-__all__ = ["CHILD_CHUNK_WORDS", "ID_CHUNK", "child_tasks", "children_problem", "distinct_ids", "root_problem"]
+__all__ = ["CHILD_CHUNK_WORDS", "ID_CHUNK", "child_tasks", "children_problem", "distinct_ids", "largest_label",
+           "root_problem"]
 
 #: LOUDS words per thread task of the child checks.
 CHILD_CHUNK_WORDS = 1 << 14
 #: Ids per thread task of the distinct-id count.
 ID_CHUNK = 1 << 22
 
-#: (first child out of label order, first wide label with a zero high part, first non-branching inner node)
-ChildFound = tuple[int, int, int]
+#: (first child out of label order, first wide label with a zero high part, first non-branching inner node,
+#: largest label of the piece's children)
+ChildFound = tuple[int, int, int, int]
 
 
 def root_problem(ix: NarrowLoudsIndex) -> str | None:
@@ -58,7 +61,7 @@ def _child_piece(ix: NarrowLoudsIndex, s: int, e: int) -> ChildFound:
     core = bits[1 : size + 1]
     ones = core.nonzero()[0]
     if ones.size == 0:
-        return -1, -1, -1
+        return -1, -1, -1, 0
     adjacent = np.equal(np.diff(ones), 1)
     follows = np.append(adjacent, bits[int(ones[-1]) + 2])  # per child: the next child has the same parent
     starts = np.concatenate(([not bits[int(ones[0])]], ~adjacent))  # per child: the first of its parent's code
@@ -75,7 +78,10 @@ def _child_piece(ix: NarrowLoudsIndex, s: int, e: int) -> ChildFound:
         p = parents[parents > 0]
         not_end = ~ix.terminal.get(p)
         lone = int(p[int(not_end.argmax())]) if not_end.any() else -1
-    return unsorted, zero_hi, lone
+    return unsorted, zero_hi, lone, int(_MAX(lab[: ones.size], initial=0))
+
+
+_MAX = np.maximum.reduce
 
 
 def _wide_labels(ix: NarrowLoudsIndex, c0: int, lab: np.ndarray) -> int:
@@ -99,9 +105,17 @@ def _wide_labels(ix: NarrowLoudsIndex, c0: int, lab: np.ndarray) -> int:
 
 def child_tasks(ix: NarrowLoudsIndex) -> list[Callable[[], ChildFound]]:
     """`_child_piece` over the LOUDS in pieces of `CHILD_CHUNK_WORDS` words (needs verified rank directories
-    of the LOUDS and ``hi_flag``)."""
+    of the LOUDS and ``hi_flag``).  Every node but the root is the child of one piece, so the pieces' labels
+    also give `largest_label`."""
     nbits, step = ix.louds.nbits, 64 * max(1, CHILD_CHUNK_WORDS)
     return [partial(_child_piece, ix, s, min(s + step, nbits)) for s in range(0, nbits, step)]
+
+
+def largest_label(found: list[ChildFound]) -> int:
+    """The largest edge label (high part and low part; the root's entry excluded) from the results of
+    `child_tasks`; its high part (``>> 16``) is the largest value of ``labels_hi``, since every wide label is a
+    child's and a narrow one has no high part."""
+    return max((f[3] for f in found), default=0)
 
 
 def children_problem(ix: NarrowLoudsIndex, found: list[ChildFound]) -> str | None:

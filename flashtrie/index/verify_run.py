@@ -33,8 +33,6 @@ from .checks import (
     Layout,
     _hint_results_match,
     _hint_tasks,
-    _label_lo_tasks,
-    _max_label,
     _rank_results_match,
     _rank_tasks,
     field_problem,
@@ -42,7 +40,7 @@ from .checks import (
 from .louds_levels import louds_facts_levels
 from .louds_pass import LoudsFacts, louds_facts
 from .packed import PackedInts
-from .structure import child_tasks, children_problem, distinct_ids
+from .structure import child_tasks, children_problem, distinct_ids, largest_label
 
 if TYPE_CHECKING:
     from .narrow_louds import NarrowLoudsIndex
@@ -122,16 +120,17 @@ def _facts_problem(ix: NarrowLoudsIndex, facts: LoudsFacts) -> str | None:
     return None
 
 
-def _token_problem(ix: NarrowLoudsIndex, q: _Queue, workers: int) -> str | None:
-    """The largest token against ``max_token``, and the labels_hi width against its largest value."""
-    top_where = PackedInts.where_combined(q.results("hi"))
-    label = _max_label(ix, workers, max(q.results("lo")), top_where)
+def _token_problem(ix: NarrowLoudsIndex, q: _Queue) -> str | None:
+    """The largest token against ``max_token``, and the labels_hi width against its largest value (the labels
+    come from the child checks)."""
+    label = largest_label(q.results("children"))
+    top_hi = label >> 16
     tail = max(q.results("suffix"), default=0)
     if max(label, tail) != ix.max_token:
         return field_problem("max_token", ix.max_token, f"the largest token is {max(label, tail)}")
-    if ix.labels_hi.width != top_where[0].bit_length():
-        return field_problem("labels_hi.width", ix.labels_hi.width, f"its largest value {top_where[0]} takes "
-                             f"{top_where[0].bit_length()} bits")
+    if ix.labels_hi.width != top_hi.bit_length():
+        return field_problem("labels_hi.width", ix.labels_hi.width, f"its largest value {top_hi} takes "
+                             f"{top_hi.bit_length()} bits")
     return None
 
 
@@ -160,8 +159,7 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
     groups.update({b: _rank_tasks(getattr(ix, b)) for b in BITVECTORS})
     groups.update({f"{b} hints": _hint_tasks(getattr(ix, b)) for b in BITVECTORS
                    if getattr(ix, b).select0_hints is not None})
-    groups.update(lo=_label_lo_tasks(ix), suffix=ix.suffix.max_tasks(), hi=ix.labels_hi.where_tasks(),
-                  ids=id_tasks, children=child_tasks(ix))
+    groups.update(suffix=ix.suffix.max_tasks(), children=child_tasks(ix), ids=id_tasks)
     with ThreadPoolExecutor(max(1, workers)) as pool:
         q = _Queue(pool, groups)
         try:
@@ -182,11 +180,11 @@ def content_problem(ix: NarrowLoudsIndex, layout: Layout, workers: int | None = 
             except ValueError as e:
                 return f"LOUDS: {e}"
             clock(f"LOUDS pass{on} (degrees, leaves, longest keyword)")
-            problem = _facts_problem(ix, facts) or _token_problem(ix, q, workers)
-            clock("largest token (after the pass)")
+            problem = _facts_problem(ix, facts) or _token_problem(ix, q)
+            clock("largest token and child scan (after the pass)")
             top_id = max(q.results("ids"), default=0)
             problem = problem or _id_problem(ix, top_id) or children_problem(ix, q.results("children"))
-            clock("id and child scans (after the pass)")
+            clock("id scan (after the pass)")
             problem = problem or distinct_ids(ix, top_id, workers, seen)
             clock("distinct keyword ids")
             return problem
