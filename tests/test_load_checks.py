@@ -247,7 +247,7 @@ def test_tiny_pieces_find_the_same_problems(name, where, bit):
     with pytest.MonkeyPatch.context() as mp:
         for module, const, value in [(louds_pass, "CHUNK_NODES", 1), (louds_pass, "PIECE_BITS", 1),
                                      (louds_pass, "SAMPLE_NODES", 1), (checks, "RANK_CHUNK_WORDS", 16),
-                                     (checks, "NODE_CHUNK", 1), (checks, "HINT_CHUNK", 1),
+                                     (checks, "HINT_CHUNK", 1),
                                      (structure, "CHILD_CHUNK_WORDS", 1), (structure, "ID_CHUNK", 1)]:
             mp.setattr(module, const, value)
         mp.setattr("flashtrie.index.packed.PART_VALUES", 1)
