@@ -7,13 +7,12 @@ pipeline (`harness/report.py`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from .env import summary_line
 from .markdown import fmt, table
 from .records import Record
-from .suites import Metric, Page, Suite, register
+from .suites import Metric, Page, Suite, no_figures, register
 
 __all__ = ["SUITE", "PROBES", "sections"]
 
@@ -62,10 +61,6 @@ def sections(records: list[Record], page: Page) -> list[str]:
     return lines
 
 
-def _figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
-    return {}
-
-
 METRICS = {
     "results": Metric("results returned by the numpy reference in one smoke case", "count"),
     "device_ms": Metric("device time of the GPU's search call", "ms"),
@@ -97,4 +92,4 @@ METRICS = {
 }
 
 SUITE = register(Suite(name="probes", title="GPU machine checks", owns=_owns, sections=sections,
-                       figures=_figures, metrics=METRICS))
+                       figures=no_figures, metrics=METRICS))

@@ -121,8 +121,8 @@ CONFIGS = {
                          eval_queries=100,
                          nar_beams=(1, 10, 100, 300, 1000), ar_beams=(1, 10, 100), budget_s=20.0, ar_rows=2000,
                          sweep_s=30.0),
-    # The GPU plan: 2 x FULL_NAR_STEPS + FULL_AR_STEPS + FULL_HYPONYMS_AR_STEPS steps of 1,024 (an H100 ran 20-25
-    # NAR and 22 AR steps/s: 71 + 112 + 230 s), the NAR sweeps (30 s each at most, about 5 s as measured) and
+    # The GPU plan: 2 x FULL_NAR_STEPS + FULL_AR_STEPS + FULL_HYPONYMS_AR_STEPS steps of 1,024 (an H100 ran 18-25
+    # NAR and 18-21 AR steps/s: 45 + 32 + 138 + 238 s), the NAR sweeps (30 s each at most, about 5 s as measured) and
     # the AR sweeps (100 s each at most, 14 to 28 s as measured; a measurement predicted past the sweep's end
     # is skipped).
     "full": QualityConfig("full", 30000, ar=_train(FULL_AR_STEPS, 1024, FULL_AR_LR, ModelSize(256, 3, 4)),

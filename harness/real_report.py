@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from .env import summary_line
 from .markdown import table
 from .records import Record
 from .runs import speedup_text
-from .suites import Metric, Page, Suite, register
+from .suites import Metric, Page, Suite, no_figures, register
 
 __all__ = ["SUITE", "sections"]
 
@@ -142,10 +141,6 @@ def _owns(r: Record) -> bool:
     return (r.sweep or "").startswith("real") or str(r.workload.get("name", "")).startswith("real:")
 
 
-def _figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
-    return {}
-
-
 #: The real-library suite's metrics (size records, reachability, the beam sweep, the stepwise step).
 METRICS = {
     "bytes": Metric("serialized bytes of the structure with its id map", "bytes"),
@@ -164,4 +159,4 @@ METRICS = {
 }
 
 SUITE = register(Suite(name="real", title="flashtrie on real libraries", owns=_owns, sections=sections,
-                       figures=_figures, metrics=METRICS))
+                       figures=no_figures, metrics=METRICS))

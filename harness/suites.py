@@ -17,7 +17,8 @@ from typing import Any
 
 from .records import Record
 
-__all__ = ["Metric", "Page", "Suite", "SUITES", "register", "suite_of", "Command", "COMMANDS", "register_command"]
+__all__ = ["Metric", "Page", "Suite", "SUITES", "register", "no_figures", "suite_of", "Command", "COMMANDS",
+           "register_command"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class Suite:
     figures: Callable[[list[Record], Path], dict[str, list[Path]]]  # drawn into the folder given
     metrics: Mapping[str, Metric]
     fallback: bool = False  # owns only the records no other suite owns
+
+
+def no_figures(records: list[Record], out_dir: Path) -> dict[str, list[Path]]:
+    """`Suite.figures` of a suite that draws none."""
+    return {}
 
 
 #: Registered suites, in the order their sections appear in a report.
